@@ -1,0 +1,1 @@
+#include "../../CRabbitMQ/shim.h"

@@ -1,0 +1,1 @@
+print("amqp-demo: not written yet")
