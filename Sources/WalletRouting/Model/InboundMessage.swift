@@ -1,0 +1,41 @@
+/// One inbound notification as the routing core sees it: the body bytes and the AMQP properties
+/// the contract reads (CONTRACT.md §2). Transport-neutral: the worker copies these out of a delivery.
+public struct InboundMessage: Sendable, Hashable {
+    public var body: [UInt8]
+    public var properties: InboundProperties
+
+    public init(body: [UInt8], properties: InboundProperties = InboundProperties()) {
+        self.body = body
+        self.properties = properties
+    }
+}
+
+public struct InboundProperties: Sendable, Hashable {
+    /// The idempotency key; results derive their `message_id` from it.
+    public var messageID: String?
+    public var correlationID: String?
+    /// When set, every result is also published to the default exchange with this routing key.
+    public var replyTo: String?
+    /// Matched exactly: `DeviceInstallation` and `DeviceInstallationDeleted` select §7.
+    public var type: String?
+    /// AMQP timestamp, seconds since the epoch (processing-lag metric only).
+    public var timestamp: Int64?
+    /// The W3C `traceparent` header, copied unchanged onto every result.
+    public var traceparent: String?
+
+    public init(
+        messageID: String? = nil,
+        correlationID: String? = nil,
+        replyTo: String? = nil,
+        type: String? = nil,
+        timestamp: Int64? = nil,
+        traceparent: String? = nil
+    ) {
+        self.messageID = messageID
+        self.correlationID = correlationID
+        self.replyTo = replyTo
+        self.type = type
+        self.timestamp = timestamp
+        self.traceparent = traceparent
+    }
+}

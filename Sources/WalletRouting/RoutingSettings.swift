@@ -1,0 +1,29 @@
+/// The tunables of the contract, with its defaults.
+public struct RoutingSettings: Sendable, Hashable {
+    /// Exchange names results are published to (CONTRACT.md §1).
+    public struct ResultExchanges: Sendable, Hashable {
+        public var events = "wallet.events"
+        public var transactions = "wallet.transactions"
+        public var replenishment = "wallet.replenishment"
+        public var actions = "wallet.actions"
+        public var installations = "wallet.installations"
+
+        public init() {}
+    }
+
+    /// Largest accepted body. Default: `65536` bytes.
+    public var maximumBodyBytes = 65_536
+    /// Records returned by a TNS result. Default: `10`.
+    public var transactionHistoryLimit = 10
+    /// Records older than this before the newest kept one are left out of a TNS result. Default: 30 days.
+    public var transactionHistoryWindowSeconds: Double = 30 * 86_400
+    /// `numberOfPaymentsLeft` after a replenishment. Default: `10`.
+    public var paymentKeyBatchSize = 10
+    /// Validity of replenished keys. Default: 7 days.
+    public var paymentKeyValiditySeconds: Double = 7 * 86_400
+    /// Longest accepted non-SDK `action`, in UTF-8 bytes. Default: `200`.
+    public var maximumActionBytes = 200
+    public var exchanges = ResultExchanges()
+
+    public init() {}
+}
