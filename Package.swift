@@ -41,11 +41,6 @@ let package = Package(
             name: "amqp-demo",
             dependencies: ["AMQPTransport", .product(name: "Logging", package: "swift-log")]
         ),
-        .executableTarget(
-            name: "RoutingBenchmark",
-            dependencies: ["WalletRouting"],
-            path: "Benchmarks/RoutingBenchmark"
-        ),
 
         // MARK: - Tests
         .testTarget(
