@@ -1,0 +1,224 @@
+import CRabbitMQ
+
+/// An AMQP channel: topology, consuming, acknowledging and publishing.
+///
+/// A channel closed by the broker (404, 406, 403, ...) stays closed: every later call throws that error.
+/// Open a new channel to continue.
+public final class AMQPChannel: Sendable {
+    public let number: UInt16
+    private let runtime: ConnectionRuntime
+
+    init(number: UInt16, runtime: ConnectionRuntime) {
+        self.number = number
+        self.runtime = runtime
+    }
+
+    // MARK: - Topology
+
+    public func declareExchange(
+        _ name: String, type: String, durable: Bool = true, autoDelete: Bool = false, internal isInternal: Bool = false,
+        arguments: AMQPTable = [:]
+    ) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            _ = try core.rpc(channel: number, "declaring exchange '\(name)'") {
+                amqp_exchange_declare(core.state, number, pool.bytes(name), pool.bytes(type), 0, durable ? 1 : 0,
+                                      autoDelete ? 1 : 0, isInternal ? 1 : 0, arguments.encoded(in: pool))
+            }
+        }
+    }
+
+    public func deleteExchange(_ name: String, ifUnused: Bool = false) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            _ = try core.rpc(channel: number, "deleting exchange '\(name)'") {
+                amqp_exchange_delete(core.state, number, pool.bytes(name), ifUnused ? 1 : 0)
+            }
+        }
+    }
+
+    /// Declares a queue (an empty name asks the broker to generate one) and returns its counts.
+    @discardableResult
+    public func declareQueue(
+        _ name: String, durable: Bool = true, exclusive: Bool = false, autoDelete: Bool = false,
+        arguments: AMQPTable = [:]
+    ) async throws(AMQPError) -> AMQPQueueStatus {
+        try await queueDeclare(name, passive: false, durable: durable, exclusive: exclusive, autoDelete: autoDelete, arguments: arguments)
+    }
+
+    /// Checks that a queue exists (404 otherwise) and returns its message and consumer counts.
+    public func queueStatus(_ name: String) async throws(AMQPError) -> AMQPQueueStatus {
+        try await queueDeclare(name, passive: true, durable: false, exclusive: false, autoDelete: false, arguments: [:])
+    }
+
+    private func queueDeclare(
+        _ name: String, passive: Bool, durable: Bool, exclusive: Bool, autoDelete: Bool, arguments: AMQPTable
+    ) async throws(AMQPError) -> AMQPQueueStatus {
+        let number = number
+        return try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            let ok = try core.rpc(channel: number, "declaring queue '\(name)'") {
+                amqp_queue_declare(core.state, number, pool.bytes(name), passive ? 1 : 0, durable ? 1 : 0,
+                                   exclusive ? 1 : 0, autoDelete ? 1 : 0, arguments.encoded(in: pool))
+            }
+            guard let ok else { throw AMQPError(code: .protocolError, message: "queue.declare-ok missing") }
+            return AMQPQueueStatus(name: ok.queue.string, messageCount: ok.message_count, consumerCount: ok.consumer_count)
+        }
+    }
+
+    public func bindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            _ = try core.rpc(channel: number, "binding queue '\(queue)' to '\(exchange)'") {
+                amqp_queue_bind(core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey), arguments.encoded(in: pool))
+            }
+        }
+    }
+
+    public func unbindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            _ = try core.rpc(channel: number, "unbinding queue '\(queue)' from '\(exchange)'") {
+                amqp_queue_unbind(core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey), arguments.encoded(in: pool))
+            }
+        }
+    }
+
+    /// Removes every ready message; returns how many.
+    @discardableResult
+    public func purgeQueue(_ name: String) async throws(AMQPError) -> UInt32 {
+        let number = number
+        return try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            return try core.rpc(channel: number, "purging queue '\(name)'") {
+                amqp_queue_purge(core.state, number, pool.bytes(name))
+            }?.message_count ?? 0
+        }
+    }
+
+    /// Deletes a queue; returns how many messages it held.
+    @discardableResult
+    public func deleteQueue(_ name: String, ifUnused: Bool = false, ifEmpty: Bool = false) async throws(AMQPError) -> UInt32 {
+        let number = number
+        return try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            return try core.rpc(channel: number, "deleting queue '\(name)'") {
+                amqp_queue_delete(core.state, number, pool.bytes(name), ifUnused ? 1 : 0, ifEmpty ? 1 : 0)
+            }?.message_count ?? 0
+        }
+    }
+
+    // MARK: - Consuming
+
+    /// Limits unacknowledged deliveries on this channel (`basic.qos`).
+    public func setPrefetch(count: UInt16) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            _ = try core.rpc(channel: number, "basic.qos") { amqp_basic_qos(core.state, number, 0, count, 0) }
+        }
+    }
+
+    /// Starts a consumer with manual acknowledgement. Deliveries arrive in batches (all that were
+    /// available at once, at most the prefetch). The sequence ends when the consumer is cancelled by us,
+    /// and throws when the broker cancels it (`.consumerCancelled`) or the channel or connection fails.
+    public func consume(
+        queue: String, consumerTag: String = "", exclusive: Bool = false, arguments: AMQPTable = [:]
+    ) async throws(AMQPError) -> AMQPConsumer {
+        let number = number
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [AMQPDelivery].self)
+        let tag = try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            let ok = try core.rpc(channel: number, "consuming from '\(queue)'") {
+                amqp_basic_consume(core.state, number, pool.bytes(queue), pool.bytes(consumerTag), 0, 0, exclusive ? 1 : 0, arguments.encoded(in: pool))
+            }
+            guard let ok else { throw AMQPError(code: .protocolError, message: "basic.consume-ok missing") }
+            let tag = ok.consumer_tag.string
+            core.register(ConsumerSink(channel: number, tag: tag, continuation: continuation))
+            return tag
+        }
+        let runtime = runtime
+        continuation.onTermination = { termination in
+            // The caller stopped iterating: cancel on the broker so it stops sending.
+            if case .cancelled = termination {
+                _ = runtime.submit { core in try? core.cancelConsumer(tag: tag) }
+            }
+        }
+        return AMQPConsumer(tag: tag, deliveries: stream)
+    }
+
+    /// Stops a consumer; its sequence ends after the deliveries already received.
+    public func cancel(consumerTag: String) async throws(AMQPError) {
+        try await runtime.perform { core throws(AMQPError) in try core.cancelConsumer(tag: consumerTag) }
+    }
+
+    public func ack(deliveryTag: UInt64, multiple: Bool = false) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            _ = try core.usableChannel(number)
+            try core.checkSend(amqp_basic_ack(core.state, number, deliveryTag, multiple ? 1 : 0), context: "basic.ack")
+        }
+    }
+
+    public func nack(deliveryTag: UInt64, multiple: Bool = false, requeue: Bool) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            _ = try core.usableChannel(number)
+            try core.checkSend(amqp_basic_nack(core.state, number, deliveryTag, multiple ? 1 : 0, requeue ? 1 : 0), context: "basic.nack")
+        }
+    }
+
+    public func reject(deliveryTag: UInt64, requeue: Bool) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in
+            _ = try core.usableChannel(number)
+            try core.checkSend(amqp_basic_reject(core.state, number, deliveryTag, requeue ? 1 : 0), context: "basic.reject")
+        }
+    }
+
+    // MARK: - Publishing
+
+    /// Puts the channel in confirm mode (`confirm.select`); required by `publish(_:confirmTimeout:)`.
+    public func enableConfirms() async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in try core.enableConfirms(channel: number) }
+    }
+
+    /// Publishes the messages back to back and waits until the broker has answered for every one:
+    /// one outcome per message, in order. Throws `.timeout` when the answers take longer than `confirmTimeout`,
+    /// and the channel's error when the broker closes it (e.g. 404 for a missing exchange).
+    public func publish(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30)) async throws(AMQPError) -> [AMQPPublishOutcome] {
+        let number = number
+        do {
+            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>) in
+                if let terminated = runtime.submit({ core in
+                    core.publish(messages, channel: number, timeout: confirmTimeout, continuation: continuation)
+                }) {
+                    continuation.resume(throwing: terminated)
+                }
+            }
+        } catch {
+            throw error as? AMQPError ?? AMQPError(code: .protocolError, message: "\(error)")
+        }
+    }
+
+    /// Publishes one message and waits for its confirm.
+    public func publish(_ message: AMQPOutboundMessage, confirmTimeout: Duration = .seconds(30)) async throws(AMQPError) -> AMQPPublishOutcome {
+        try await publish([message], confirmTimeout: confirmTimeout)[0]
+    }
+
+    /// Publishes without confirm mode; returns once the frames are written.
+    public func publishUnconfirmed(_ message: AMQPOutboundMessage) async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in try core.publishUnconfirmed(message, channel: number) }
+    }
+
+    /// Closes the channel; unacknowledged deliveries are requeued by the broker.
+    public func close() async throws(AMQPError) {
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in try core.closeChannel(number) }
+    }
+}

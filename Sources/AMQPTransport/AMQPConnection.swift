@@ -1,0 +1,40 @@
+import Logging
+
+/// A connection to a RabbitMQ broker over librabbitmq.
+///
+/// All methods are safe to call from any task: they are executed in order on the connection's own
+/// I/O thread. A connection that failed stays failed (every call throws its error): make a new one.
+public final class AMQPConnection: Sendable {
+    private let runtime: ConnectionRuntime
+    /// Broker notifications: blocked/unblocked and the final close. Finishes when the connection ends.
+    public let events: AsyncStream<AMQPConnectionEvent>
+    public let configuration: AMQPConnectionConfiguration
+
+    private init(runtime: ConnectionRuntime, events: AsyncStream<AMQPConnectionEvent>, configuration: AMQPConnectionConfiguration) {
+        self.runtime = runtime
+        self.events = events
+        self.configuration = configuration
+    }
+
+    /// Connects and logs in, within `configuration.connectTimeout` for the socket.
+    public static func connect(
+        configuration: AMQPConnectionConfiguration,
+        logger: Logger = Logger(label: "amqp")
+    ) async throws(AMQPError) -> AMQPConnection {
+        let (events, continuation) = AsyncStream.makeStream(of: AMQPConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let runtime = try await ConnectionRuntime.start(configuration: configuration, logger: logger, events: continuation)
+        return AMQPConnection(runtime: runtime, events: events, configuration: configuration)
+    }
+
+    /// Opens a new channel.
+    public func openChannel() async throws(AMQPError) -> AMQPChannel {
+        let number = try await runtime.perform { core throws(AMQPError) in try core.openChannel() }
+        return AMQPChannel(number: number, runtime: runtime)
+    }
+
+    /// Cancels consumers, closes channels and the connection, and stops the I/O thread.
+    /// Deliveries not yet acknowledged are requeued by the broker.
+    public func close() async {
+        _ = try? await runtime.perform { core throws(AMQPError) in core.close() }
+    }
+}

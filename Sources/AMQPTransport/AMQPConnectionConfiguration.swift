@@ -1,0 +1,45 @@
+/// How to reach and talk to the broker.
+public struct AMQPConnectionConfiguration: Sendable {
+    /// TLS settings for `amqps://` URLs (librabbitmq's OpenSSL socket).
+    public struct TLS: Sendable, Hashable {
+        /// PEM file of trusted CA certificates. Default: `nil` (the system's trust store is not loaded by
+        /// librabbitmq 0.11, so set this when verifying the peer).
+        public var caCertificatePath: String?
+        /// PEM client certificate and key, for brokers that require client authentication. Default: `nil`.
+        public var clientCertificatePath: String?
+        public var clientKeyPath: String?
+        /// Verify the broker's certificate chain. Default: `true`.
+        public var verifyPeer = true
+        /// Verify that the certificate names the host. Default: `true`.
+        public var verifyHostname = true
+
+        public init() {}
+    }
+
+    public var url: AMQPURL
+    /// Time allowed for the TCP (and TLS) connect and the AMQP handshake. Default: 10 s.
+    public var connectTimeout: Duration = .seconds(10)
+    /// Heartbeat interval asked of the broker; zero disables heartbeats. Default: 10 s.
+    public var heartbeat: Duration = .seconds(10)
+    /// Largest frame size asked of the broker. Default: `131072`.
+    public var frameMax = 131_072
+    /// Channels asked of the broker (0 means the broker's limit). Default: `0`.
+    public var channelMax = 0
+    /// Time allowed for one synchronous method (declare, bind, qos, ...). Default: 30 s.
+    public var rpcTimeout: Duration = .seconds(30)
+    /// The name the management UI shows for this connection. Default: `nil`.
+    public var connectionName: String?
+    public var tls = TLS()
+
+    public init(url: AMQPURL) {
+        self.url = url
+    }
+}
+
+extension Duration {
+    /// Whole and fractional seconds, for C APIs that take `struct timeval` or seconds.
+    var secondsValue: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,73 @@
+/// A message delivered to a consumer, copied out of librabbitmq's buffers.
+public struct AMQPDelivery: Sendable, Hashable {
+    public var body: [UInt8]
+    public var properties: AMQPMessageProperties
+    /// Valid only on the channel (and connection) that delivered it.
+    public var deliveryTag: UInt64
+    public var redelivered: Bool
+    public var exchange: String
+    public var routingKey: String
+    public var consumerTag: String
+}
+
+/// A message to publish.
+public struct AMQPOutboundMessage: Sendable, Hashable {
+    public var exchange: String
+    public var routingKey: String
+    public var body: [UInt8]
+    public var properties: AMQPMessageProperties
+    /// Ask the broker to return the message when no queue is bound for it.
+    public var mandatory: Bool
+
+    public init(
+        exchange: String, routingKey: String, body: [UInt8], properties: AMQPMessageProperties = .init(),
+        mandatory: Bool = false
+    ) {
+        self.exchange = exchange
+        self.routingKey = routingKey
+        self.body = body
+        self.properties = properties
+        self.mandatory = mandatory
+    }
+}
+
+/// What the broker said about one published message.
+public enum AMQPPublishOutcome: Sendable, Hashable {
+    /// basic.ack: the broker has taken responsibility for the message.
+    case confirmed
+    /// basic.nack: the broker could not take it (e.g. a queue's internal error); publish again.
+    case nacked
+    /// basic.return then basic.ack: `mandatory` and no queue was bound for it.
+    case returned(replyCode: UInt16, replyText: String)
+
+    public var isConfirmed: Bool { self == .confirmed }
+}
+
+/// Counts reported by queue.declare (including a passive declare).
+public struct AMQPQueueStatus: Sendable, Hashable {
+    public var name: String
+    public var messageCount: UInt32
+    public var consumerCount: UInt32
+}
+
+/// Connection-level notifications from the broker.
+public enum AMQPConnectionEvent: Sendable, Hashable {
+    /// connection.blocked: a resource alarm; publishes are held by the broker until unblocked.
+    case blocked(reason: String)
+    case unblocked
+    /// The connection ended; `error` is nil when this process closed it.
+    case closed(error: AMQPError?)
+}
+
+extension AMQPError: Hashable {
+    public static func == (lhs: AMQPError, rhs: AMQPError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.replyCode == rhs.replyCode
+            && lhs.replyText == rhs.replyText && lhs.libraryStatus == rhs.libraryStatus
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(replyCode)
+    }
+}

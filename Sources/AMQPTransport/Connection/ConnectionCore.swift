@@ -1,0 +1,560 @@
+import CRabbitMQ
+import CRabbitMQShims
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Owns one librabbitmq connection and everything that hangs off it (channels, consumers, confirms).
+///
+/// librabbitmq connections are not thread-safe: a `ConnectionCore` is created, used and destroyed on its
+/// `ConnectionRuntime`'s I/O thread only, so it needs no locks. Every C call runs on that thread.
+final class ConnectionCore {
+    let state: amqp_connection_state_t
+    let logger: Logger
+    let heartbeat: Duration
+    let events: AsyncStream<AMQPConnectionEvent>.Continuation
+    let socketDescriptor: Int32
+
+    /// Set once: the connection is unusable from then on (lost, closed by the broker, or closed by us).
+    private(set) var failure: AMQPError?
+    private var channels: [UInt16: ChannelState] = [:]
+    private var consumers: [String: ConsumerSink] = [:]
+    private var publishWaiters: [Int: PublishWaiter] = [:]
+    private var nextChannelNumber: UInt16 = 1
+    private var nextBatchID = 1
+    private var lastInbound = ContinuousClock.now
+    /// A pump stopped at its frame budget: more may be buffered, so don't sleep in poll.
+    private(set) var moreInputPending = false
+
+    /// Frames handled per pump before queued commands (acks, publishes) get their turn.
+    private static let frameBudget = 512
+
+    // MARK: - Connect and close
+
+    init(configuration: AMQPConnectionConfiguration, logger: Logger, events: AsyncStream<AMQPConnectionEvent>.Continuation) throws(AMQPError) {
+        guard let state = amqp_new_connection() else {
+            throw AMQPError(code: .connectionFailed, message: "librabbitmq could not allocate a connection")
+        }
+        let url = configuration.url
+        do throws(AMQPError) {
+            let socket = try Self.makeSocket(state: state, configuration: configuration)
+            var connectTimeout = timeval(configuration.connectTimeout)
+            let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &connectTimeout)
+            if status != AMQP_STATUS_OK.rawValue {
+                var error = LibraryReply.error(status: status, context: "connecting to \(url.host):\(url.port)")
+                if error.code == .timeout {
+                    error.code = .connectTimeout
+                    error.message = "connecting to \(url.host):\(url.port): no answer within \(configuration.connectTimeout)"
+                } else if error.code == .connectionLost || error.code == .protocolError {
+                    error.code = .connectionFailed
+                }
+                throw error
+            }
+            var handshakeTimeout = timeval(configuration.connectTimeout)
+            _ = amqp_set_handshake_timeout(state, &handshakeTimeout)
+            var rpcTimeout = timeval(configuration.rpcTimeout)
+            _ = amqp_set_rpc_timeout(state, &rpcTimeout)
+
+            let heartbeatSeconds = Int32(configuration.heartbeat.secondsValue.rounded(.up))
+            let reply = CRabbitMQShims_login(
+                state, url.virtualHost, Int32(configuration.channelMax), Int32(configuration.frameMax), heartbeatSeconds,
+                url.user, url.password, configuration.connectionName, "1.0"
+            )
+            do {
+                try LibraryReply.check(reply, context: "logging in to \(url)")
+            } catch var error {
+                if reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION {
+                    var closeOk = amqp_connection_close_ok_t(dummy: 0)
+                    _ = amqp_send_method(state, 0, CRabbitMQShims_CONNECTION_CLOSE_OK_METHOD, &closeOk)
+                }
+                // 403 ACCESS_REFUSED: bad credentials; 530 NOT_ALLOWED: no access to the vhost.
+                if error.replyCode == 403 || error.replyCode == 530 || reply.library_error == AMQP_STATUS_BROKER_UNSUPPORTED_SASL_METHOD.rawValue {
+                    error.code = .authenticationFailed
+                    error.message = "the broker refused the login of user '\(url.user)' to vhost '\(url.virtualHost)': \(error.replyText ?? error.message)"
+                }
+                throw error
+            }
+        } catch {
+            amqp_destroy_connection(state)
+            throw error
+        }
+        self.state = state
+        self.logger = logger
+        self.events = events
+        self.heartbeat = .seconds(Int(amqp_get_heartbeat(state)))
+        self.socketDescriptor = amqp_get_sockfd(state)
+        logger.info("AMQP connection open", metadata: [
+            AMQPLoggingKeys.url: "\(url)", AMQPLoggingKeys.heartbeat: "\(amqp_get_heartbeat(state))",
+            AMQPLoggingKeys.frameMax: "\(amqp_get_frame_max(state))",
+        ])
+    }
+
+    private static func makeSocket(state: amqp_connection_state_t, configuration: AMQPConnectionConfiguration) throws(AMQPError) -> OpaquePointer {
+        guard configuration.url.useTLS else {
+            guard let socket = amqp_tcp_socket_new(state) else {
+                throw AMQPError(code: .connectionFailed, message: "librabbitmq could not create a TCP socket")
+            }
+            return socket
+        }
+        guard let socket = amqp_ssl_socket_new(state) else {
+            throw AMQPError(code: .tlsFailed, message: "librabbitmq could not create a TLS socket (OpenSSL initialisation failed)")
+        }
+        let tls = configuration.tls
+        if let caCertificatePath = tls.caCertificatePath {
+            try LibraryReply.check(status: amqp_ssl_socket_set_cacert(socket, caCertificatePath), context: "loading CA file \(caCertificatePath)")
+        }
+        switch (tls.clientCertificatePath, tls.clientKeyPath) {
+        case (let certificate?, let key?):
+            try LibraryReply.check(status: amqp_ssl_socket_set_key(socket, certificate, key), context: "loading client certificate \(certificate)")
+        case (nil, nil):
+            break
+        default:
+            throw AMQPError(code: .invalidArgument, message: "a TLS client certificate needs both the certificate and the key file")
+        }
+        amqp_ssl_socket_set_verify_peer(socket, tls.verifyPeer ? 1 : 0)
+        amqp_ssl_socket_set_verify_hostname(socket, tls.verifyHostname ? 1 : 0)
+        return socket
+    }
+
+    /// Closes consumers, channels and the connection politely. Safe to call on a failed connection.
+    func close() {
+        guard failure == nil else { return }
+        for consumer in consumers.values {
+            let pool = CMemoryPool()
+            _ = amqp_basic_cancel(state, consumer.channel, pool.bytes(consumer.tag))
+            consumer.finish(throwing: nil)
+        }
+        consumers.removeAll()
+        for number in channels.keys.sorted() where channels[number]?.closeError == nil {
+            _ = amqp_channel_close(state, number, Int32(AMQP_REPLY_SUCCESS))
+        }
+        let reply = amqp_connection_close(state, Int32(AMQP_REPLY_SUCCESS))
+        if reply.reply_type != AMQP_RESPONSE_NORMAL {
+            logger.debug("connection.close was not acknowledged cleanly", metadata: ["reason": "\(String(describing: try? LibraryReply.check(reply, context: "close")))"])
+        }
+        fail(AMQPError(code: .closed, message: "the connection was closed by this process"), notify: false)
+        events.yield(.closed(error: nil))
+        logger.info("AMQP connection closed")
+    }
+
+    deinit {
+        amqp_destroy_connection(state)
+    }
+
+    // MARK: - Failure
+
+    /// Marks the connection dead and fails everything waiting on it.
+    func fail(_ error: AMQPError, notify: Bool = true) {
+        guard failure == nil else { return }
+        failure = error
+        for (number, channel) in channels where channel.closeError == nil {
+            channel.closeError = error
+            _ = number
+        }
+        for waiter in publishWaiters.values { waiter.continuation.resume(throwing: error) }
+        publishWaiters.removeAll()
+        for consumer in consumers.values { consumer.finish(throwing: error) }
+        consumers.removeAll()
+        if notify {
+            logger.error("AMQP connection failed", metadata: [AMQPLoggingKeys.error: "\(error)"])
+            events.yield(.closed(error: error))
+        }
+    }
+
+    /// Reacts to a failed synchronous method: a broker channel.close closes only that channel;
+    /// anything else (connection.close, socket error, timeout) leaves the protocol state unknown and ends the connection.
+    private func handleFailedReply(_ reply: amqp_rpc_reply_t, channel: UInt16, context: String) -> AMQPError {
+        var error: AMQPError
+        do {
+            try LibraryReply.check(reply, context: context)
+            error = AMQPError(code: .protocolError, message: "\(context): the broker sent no reply")
+        } catch let caught {
+            error = caught
+        }
+        if error.code == .channelClosedByBroker {
+            var closeOk = amqp_channel_close_ok_t(dummy: 0)
+            _ = amqp_send_method(state, channel, CRabbitMQShims_CHANNEL_CLOSE_OK_METHOD, &closeOk)
+            closeChannel(channel, because: error)
+        } else {
+            if error.code == .connectionClosedByBroker {
+                var closeOk = amqp_connection_close_ok_t(dummy: 0)
+                _ = amqp_send_method(state, 0, CRabbitMQShims_CONNECTION_CLOSE_OK_METHOD, &closeOk)
+            }
+            fail(error)
+        }
+        return error
+    }
+
+    private func closeChannel(_ number: UInt16, because error: AMQPError) {
+        guard let channel = channels[number], channel.closeError == nil else { return }
+        channel.closeError = error
+        for (id, waiter) in publishWaiters where waiter.channel == number {
+            waiter.continuation.resume(throwing: error)
+            publishWaiters[id] = nil
+        }
+        for (tag, consumer) in consumers where consumer.channel == number {
+            consumer.finish(throwing: error)
+            consumers[tag] = nil
+        }
+        logger.warning("AMQP channel closed by the broker", metadata: [AMQPLoggingKeys.channel: "\(number)", AMQPLoggingKeys.error: "\(error)"])
+    }
+
+    /// Throws unless the connection and the channel are usable.
+    func usableChannel(_ number: UInt16) throws(AMQPError) -> ChannelState {
+        if let failure { throw failure }
+        guard let channel = channels[number] else {
+            throw AMQPError(code: .invalidArgument, message: "channel \(number) was never opened")
+        }
+        if let closeError = channel.closeError { throw closeError }
+        return channel
+    }
+
+    /// Runs one synchronous method and checks librabbitmq's reply.
+    func rpc<T>(channel: UInt16, _ context: String, _ call: () -> UnsafeMutablePointer<T>?) throws(AMQPError) -> T? {
+        _ = try usableChannel(channel)
+        let result = call()
+        let reply = amqp_get_rpc_reply(state)
+        guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
+            throw handleFailedReply(reply, channel: channel, context: context)
+        }
+        lastInbound = .now
+        return result?.pointee
+    }
+
+    /// Checks the status of an asynchronous send (publish, ack): a failure there is a socket failure.
+    func checkSend(_ status: Int32, context: String) throws(AMQPError) {
+        guard status != AMQP_STATUS_OK.rawValue else { return }
+        let error = LibraryReply.error(status: status, context: context)
+        fail(error)
+        throw error
+    }
+
+    // MARK: - Channels
+
+    func openChannel() throws(AMQPError) -> UInt16 {
+        if let failure { throw failure }
+        let number = nextChannelNumber
+        let maximum = amqp_get_channel_max(state)
+        guard maximum == 0 || Int32(number) <= maximum else {
+            throw AMQPError(code: .invalidArgument, message: "the broker allows \(maximum) channels on a connection")
+        }
+        nextChannelNumber += 1
+        channels[number] = ChannelState(number: number)
+        _ = amqp_channel_open(state, number)
+        let reply = amqp_get_rpc_reply(state)
+        guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
+            let error = handleFailedReply(reply, channel: number, context: "opening channel \(number)")
+            channels[number] = nil
+            throw error
+        }
+        return number
+    }
+
+    func closeChannel(_ number: UInt16) throws(AMQPError) {
+        let channel = try usableChannel(number)
+        for (tag, consumer) in consumers where consumer.channel == number {
+            consumer.finish(throwing: nil)
+            consumers[tag] = nil
+        }
+        let reply = amqp_channel_close(state, number, Int32(AMQP_REPLY_SUCCESS))
+        channel.closeError = AMQPError(code: .closed, message: "channel \(number) was closed by this process")
+        guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
+            throw handleFailedReply(reply, channel: number, context: "closing channel \(number)")
+        }
+    }
+
+    func enableConfirms(channel number: UInt16) throws(AMQPError) {
+        let channel = try usableChannel(number)
+        guard channel.confirms == nil else { return }
+        _ = try rpc(channel: number, "confirm.select") { amqp_confirm_select(state, number) }
+        channel.confirms = PublisherConfirms()
+    }
+
+    // MARK: - Consumers
+
+    func register(_ consumer: ConsumerSink) {
+        consumers[consumer.tag] = consumer
+    }
+
+    func cancelConsumer(tag: String) throws(AMQPError) {
+        guard let consumer = consumers.removeValue(forKey: tag) else { return }
+        let pool = CMemoryPool()
+        _ = try rpc(channel: consumer.channel, "cancelling consumer \(tag)") { amqp_basic_cancel(state, consumer.channel, pool.bytes(tag)) }
+        consumer.finish(throwing: nil)
+    }
+
+    // MARK: - Publishing with confirms
+
+    /// Publishes the messages and registers a waiter resumed when the broker has confirmed (or nacked,
+    /// or returned) every one of them, or when `timeout` passes.
+    func publish(
+        _ messages: [AMQPOutboundMessage], channel number: UInt16, timeout: Duration,
+        continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>
+    ) {
+        do throws(AMQPError) {
+            let channel = try usableChannel(number)
+            guard channel.confirms != nil else {
+                throw AMQPError(code: .invalidArgument, message: "channel \(number) is not in confirm mode; call enableConfirms() first")
+            }
+            let batchID = nextBatchID
+            nextBatchID += 1
+            let pool = CMemoryPool(pageSize: 16_384)
+            for (index, message) in messages.enumerated() {
+                try send(message, channel: number, pool: pool)
+                channel.confirms!.published(batch: batchID, index: index, exchange: message.exchange, routingKey: message.routingKey, body: message.body)
+            }
+            guard !messages.isEmpty else {
+                continuation.resume(returning: [])
+                return
+            }
+            publishWaiters[batchID] = PublishWaiter(
+                channel: number, outcomes: Array(repeating: nil, count: messages.count), remaining: messages.count,
+                deadline: .now + timeout, continuation: continuation
+            )
+        } catch {
+            continuation.resume(throwing: error)
+        }
+    }
+
+    /// Publishes without waiting for anything (no confirm mode needed).
+    func publishUnconfirmed(_ message: AMQPOutboundMessage, channel number: UInt16) throws(AMQPError) {
+        _ = try usableChannel(number)
+        try send(message, channel: number, pool: CMemoryPool())
+    }
+
+    private func send(_ message: AMQPOutboundMessage, channel number: UInt16, pool: CMemoryPool) throws(AMQPError) {
+        var properties = message.properties.encoded(in: pool)
+        let exchange = pool.bytes(message.exchange)
+        let routingKey = pool.bytes(message.routingKey)
+        let status = try withBorrowedBytes(message.body) { body in
+            amqp_basic_publish(state, number, exchange, routingKey, message.mandatory ? 1 : 0, 0, &properties, body)
+        }
+        try checkSend(status, context: "publishing to exchange '\(message.exchange)'")
+    }
+
+    private func resolve(_ resolutions: [PublisherConfirms.Resolution]) {
+        for resolution in resolutions {
+            guard var waiter = publishWaiters[resolution.batch] else { continue }
+            if waiter.outcomes[resolution.index] == nil {
+                waiter.outcomes[resolution.index] = resolution.outcome
+                waiter.remaining -= 1
+            }
+            if waiter.remaining == 0 {
+                publishWaiters[resolution.batch] = nil
+                waiter.continuation.resume(returning: waiter.outcomes.map { $0! })
+            } else {
+                publishWaiters[resolution.batch] = waiter
+            }
+        }
+    }
+
+    // MARK: - The I/O pump
+
+    /// Reads and dispatches every frame already available (up to a budget), then flushes delivery
+    /// batches to consumers and expires overdue confirm waits. Never blocks.
+    func pump() {
+        guard failure == nil else { return }
+        var frame = amqp_frame_t()
+        var immediately = timeval(tv_sec: 0, tv_usec: 0)
+        var handled = 0
+        moreInputPending = false
+        while failure == nil {
+            if handled == Self.frameBudget {
+                moreInputPending = true
+                break
+            }
+            // Also services heartbeats: librabbitmq sends ours from inside this call when one is due.
+            let status = amqp_simple_wait_frame_noblock(state, &frame, &immediately)
+            if status == AMQP_STATUS_TIMEOUT.rawValue { break }
+            guard status == AMQP_STATUS_OK.rawValue else {
+                fail(LibraryReply.error(status: status, context: "reading from the broker"))
+                break
+            }
+            lastInbound = .now
+            handled += 1
+            dispatch(frame)
+            amqp_maybe_release_buffers_on_channel(state, frame.channel)
+        }
+        for consumer in consumers.values { consumer.flush() }
+        expireOverdueWaits()
+        checkHeartbeat()
+    }
+
+    /// Notes that the socket had data (heartbeat frames are consumed inside librabbitmq and never seen here).
+    func noteInbound() {
+        lastInbound = .now
+    }
+
+    /// How long the runtime may sleep in poll before the next deadline.
+    var pollTimeoutMilliseconds: Int32 {
+        if moreInputPending || amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0 { return 0 }
+        var timeout = Duration.milliseconds(200)
+        if heartbeat > .zero { timeout = min(timeout, heartbeat / 4) }
+        let now = ContinuousClock.now
+        for waiter in publishWaiters.values { timeout = min(timeout, max(.zero, waiter.deadline - now)) }
+        return Int32(timeout.secondsValue * 1000)
+    }
+
+    private func expireOverdueWaits() {
+        guard !publishWaiters.isEmpty else { return }
+        let now = ContinuousClock.now
+        for (id, waiter) in publishWaiters where waiter.deadline <= now {
+            publishWaiters[id] = nil
+            channels[waiter.channel]?.confirms?.abandon(batch: id)
+            waiter.continuation.resume(throwing: AMQPError(
+                code: .timeout, message: "\(waiter.remaining) of \(waiter.outcomes.count) publishes were not confirmed in time"
+            ))
+        }
+    }
+
+    /// The broker sends a heartbeat every half interval when idle; two silent intervals mean it is gone.
+    private func checkHeartbeat() {
+        guard heartbeat > .zero, ContinuousClock.now - lastInbound > heartbeat * 2 + .seconds(1) else { return }
+        fail(AMQPError(code: .heartbeatTimeout, message: "no traffic from the broker for \(heartbeat * 2)"))
+    }
+
+    private func dispatch(_ frame: amqp_frame_t) {
+        guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return }
+        let number = frame.channel
+        let method = frame.payload.method
+        guard let decoded = method.decoded else { return }
+        switch method.id {
+        case CRabbitMQShims_BASIC_DELIVER_METHOD:
+            let deliver = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
+            let tag = deliver.consumer_tag.string
+            let exchange = deliver.exchange.string
+            let routingKey = deliver.routing_key.string
+            guard let (body, properties) = readContent(channel: number, context: "reading a delivery") else { return }
+            let delivery = AMQPDelivery(
+                body: body, properties: properties, deliveryTag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
+                exchange: exchange, routingKey: routingKey, consumerTag: tag
+            )
+            // A delivery for a consumer already cancelled stays unacknowledged: the broker requeues it when the channel closes.
+            consumers[tag]?.pending.append(delivery)
+
+        case CRabbitMQShims_BASIC_RETURN_METHOD:
+            let returned = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
+            let replyText = returned.reply_text.string
+            let exchange = returned.exchange.string
+            let routingKey = returned.routing_key.string
+            guard let (body, _) = readContent(channel: number, context: "reading a returned message") else { return }
+            channels[number]?.confirms?.returned(exchange: exchange, routingKey: routingKey, body: body, replyCode: returned.reply_code, replyText: replyText)
+            logger.debug("message returned by the broker", metadata: [AMQPLoggingKeys.exchange: "\(exchange)", AMQPLoggingKeys.routingKey: "\(routingKey)", "reply": "\(returned.reply_code) \(replyText)"])
+
+        case CRabbitMQShims_BASIC_ACK_METHOD:
+            let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
+            if let resolutions = channels[number]?.confirms?.acknowledged(deliveryTag: ack.delivery_tag, multiple: ack.multiple != 0) {
+                resolve(resolutions)
+            }
+
+        case CRabbitMQShims_BASIC_NACK_METHOD:
+            let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
+            if let resolutions = channels[number]?.confirms?.negativelyAcknowledged(deliveryTag: nack.delivery_tag, multiple: nack.multiple != 0) {
+                resolve(resolutions)
+            }
+
+        case CRabbitMQShims_BASIC_CANCEL_METHOD:
+            let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
+            let tag = cancel.consumer_tag.string
+            if let consumer = consumers.removeValue(forKey: tag) {
+                consumer.flush()
+                consumer.finish(throwing: AMQPError(code: .consumerCancelled, message: "the broker cancelled consumer '\(tag)' (queue deleted or failed over)"))
+                logger.warning("consumer cancelled by the broker", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
+            }
+
+        case CRabbitMQShims_CHANNEL_CLOSE_METHOD:
+            let error = LibraryReply.serverError(method, context: "channel \(number)")
+            var closeOk = amqp_channel_close_ok_t(dummy: 0)
+            _ = amqp_send_method(state, number, CRabbitMQShims_CHANNEL_CLOSE_OK_METHOD, &closeOk)
+            closeChannel(number, because: error)
+
+        case CRabbitMQShims_CONNECTION_CLOSE_METHOD:
+            let error = LibraryReply.serverError(method, context: "connection")
+            var closeOk = amqp_connection_close_ok_t(dummy: 0)
+            _ = amqp_send_method(state, 0, CRabbitMQShims_CONNECTION_CLOSE_OK_METHOD, &closeOk)
+            fail(error)
+
+        case CRabbitMQShims_CONNECTION_BLOCKED_METHOD:
+            let blocked = decoded.assumingMemoryBound(to: amqp_connection_blocked_t.self).pointee
+            let reason = blocked.reason.string
+            logger.warning("connection blocked by the broker", metadata: ["reason": "\(reason)"])
+            events.yield(.blocked(reason: reason))
+
+        case CRabbitMQShims_CONNECTION_UNBLOCKED_METHOD:
+            logger.info("connection unblocked by the broker")
+            events.yield(.unblocked)
+
+        default:
+            logger.debug("ignoring method frame", metadata: ["method": "0x\(String(method.id, radix: 16))", AMQPLoggingKeys.channel: "\(number)"])
+        }
+    }
+
+    /// Reads the header and body frames that follow a deliver or return, copying them out of C memory.
+    private func readContent(channel: UInt16, context: String) -> ([UInt8], AMQPMessageProperties)? {
+        var message = amqp_message_t()
+        let reply = amqp_read_message(state, channel, &message, 0)
+        guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
+            _ = handleFailedReply(reply, channel: channel, context: context)
+            return nil
+        }
+        defer { amqp_destroy_message(&message) }
+        return (message.body.array, AMQPMessageProperties(copying: message.properties))
+    }
+}
+
+/// One channel's state on the I/O thread.
+final class ChannelState {
+    let number: UInt16
+    var closeError: AMQPError?
+    /// Non-nil once `confirm.select` succeeded.
+    var confirms: PublisherConfirms?
+
+    init(number: UInt16) {
+        self.number = number
+    }
+}
+
+/// A publish batch waiting for its confirms.
+struct PublishWaiter {
+    var channel: UInt16
+    var outcomes: [AMQPPublishOutcome?]
+    var remaining: Int
+    var deadline: ContinuousClock.Instant
+    var continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>
+}
+
+/// Where a consumer's deliveries go: collected per pump, handed over as one batch.
+final class ConsumerSink {
+    let channel: UInt16
+    let tag: String
+    let continuation: AsyncThrowingStream<[AMQPDelivery], any Error>.Continuation
+    var pending: [AMQPDelivery] = []
+
+    init(channel: UInt16, tag: String, continuation: AsyncThrowingStream<[AMQPDelivery], any Error>.Continuation) {
+        self.channel = channel
+        self.tag = tag
+        self.continuation = continuation
+    }
+
+    func flush() {
+        guard !pending.isEmpty else { return }
+        continuation.yield(pending)
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    func finish(throwing error: AMQPError?) {
+        flush()
+        if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+    }
+}
+
+extension timeval {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self.init(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The thread that owns a `ConnectionCore`, and the queue through which async callers reach it.
+///
+/// librabbitmq is not thread-safe and services heartbeats only while it is called, so each connection
+/// gets one dedicated thread that alternates between running queued commands, pumping frames, and
+/// sleeping in `poll(2)` on the socket and a wake-up pipe that `submit` writes to.
+///
+/// `@unchecked Sendable`: the core is only touched on the I/O thread; the command queue is guarded by a
+/// mutex; the pipe is a kernel object safe to write from any thread.
+final class ConnectionRuntime: @unchecked Sendable {
+    typealias Command = @Sendable (ConnectionCore) -> Void
+
+    private struct Queue {
+        var commands: [Command] = []
+        /// Set when the thread has finished: later submissions fail with this error.
+        var terminated: AMQPError?
+    }
+
+    private let queue = Mutex(Queue())
+    /// Read and write ends of the non-blocking wake-up pipe.
+    private let wakeReader: Int32
+    private let wakeWriter: Int32
+
+    private init() {
+        var descriptors: [Int32] = [-1, -1]
+        guard pipe(&descriptors) == 0 else { fatalError("pipe(2) failed: errno \(errno)") }
+        for descriptor in descriptors {
+            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        }
+        wakeReader = descriptors[0]
+        wakeWriter = descriptors[1]
+    }
+
+    deinit {
+        close(wakeReader)
+        close(wakeWriter)
+    }
+
+    /// Starts the thread, connects on it, and returns once the login has succeeded or failed.
+    static func start(
+        configuration: AMQPConnectionConfiguration, logger: Logger,
+        events: AsyncStream<AMQPConnectionEvent>.Continuation
+    ) async throws(AMQPError) -> ConnectionRuntime {
+        let runtime = ConnectionRuntime()
+        let name = configuration.connectionName ?? "amqp"
+        do {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let thread = Thread {
+                    let core: ConnectionCore
+                    do throws(AMQPError) {
+                        core = try ConnectionCore(configuration: configuration, logger: logger, events: events)
+                    } catch {
+                        runtime.queue.withLock { $0.terminated = error }
+                        events.finish()
+                        continuation.resume(throwing: error)
+                        return
+                    }
+                    continuation.resume()
+                    runtime.run(core)
+                }
+                thread.name = "amqp-io:\(name)"
+                thread.stackSize = 1 << 20
+                thread.start()
+            }
+        } catch let error as AMQPError {
+            throw error
+        } catch {
+            throw AMQPError(code: .connectionFailed, message: "\(error)")
+        }
+        return runtime
+    }
+
+    /// Queues a command for the I/O thread. Returns the termination error instead when the thread is gone.
+    func submit(_ command: @escaping Command) -> AMQPError? {
+        let terminated: AMQPError? = queue.withLock { queue in
+            if let terminated = queue.terminated { return terminated }
+            queue.commands.append(command)
+            return nil
+        }
+        if terminated == nil { wake() }
+        return terminated
+    }
+
+    /// Runs `body` on the I/O thread and returns its result.
+    func perform<T: Sendable>(_ body: @escaping @Sendable (ConnectionCore) throws(AMQPError) -> T) async throws(AMQPError) -> T {
+        do {
+            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                if let terminated = submit({ core in
+                    do throws(AMQPError) {
+                        if let failure = core.failure { throw failure }
+                        continuation.resume(returning: try body(core))
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }) {
+                    continuation.resume(throwing: terminated)
+                }
+            }
+        } catch {
+            throw error as? AMQPError ?? AMQPError(code: .protocolError, message: "\(error)")
+        }
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWriter, &byte, 1)  // when the pipe is full, the thread is already due to wake
+    }
+
+    // MARK: - The I/O thread
+
+    private func run(_ core: ConnectionCore) {
+        while true {
+            let commands = queue.withLock { queue in
+                defer { queue.commands.removeAll(keepingCapacity: true) }
+                return queue.commands
+            }
+            for command in commands { command(core) }
+            core.pump()
+            if let failure = core.failure {
+                terminate(core, failure)
+                return
+            }
+            waitForInput(core)
+        }
+    }
+
+    /// Refuses new commands, then runs those already queued so each fails with the connection's error.
+    private func terminate(_ core: ConnectionCore, _ failure: AMQPError) {
+        let leftovers = queue.withLock { queue in
+            queue.terminated = failure
+            defer { queue.commands.removeAll() }
+            return queue.commands
+        }
+        for command in leftovers { command(core) }
+        core.events.finish()
+    }
+
+    private func waitForInput(_ core: ConnectionCore) {
+        var descriptors = [
+            pollfd(fd: core.socketDescriptor, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeReader, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&descriptors, 2, core.pollTimeoutMilliseconds)
+        guard ready > 0 else { return }
+        if descriptors[0].revents != 0 { core.noteInbound() }
+        if descriptors[1].revents != 0 {
+            var drain = [UInt8](repeating: 0, count: 256)
+            while read(wakeReader, &drain, drain.count) > 0 {}
+        }
+    }
+}

@@ -1,1 +1,0 @@
-print("amqp-demo: not written yet")

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Starts or stops a private RabbitMQ node on loopback with its own data directory, for tests,
+# benchmarks and trying the worker. It never touches a system-wide RabbitMQ.
+#
+#   scripts/rabbitmq-local.sh start     # installs rabbitmq-server with apt if missing, starts, waits
+#   scripts/rabbitmq-local.sh stop      # stops the node this script started (by its pid)
+#   scripts/rabbitmq-local.sh restart   # stop then start, keeping the data (durable queues survive)
+#   scripts/rabbitmq-local.sh status
+#   scripts/rabbitmq-local.sh url       # prints the AMQP_URL of the node
+#
+# Environment: RABBITMQ_PORT (default 5672), RABBITMQ_DATA_DIR (default /tmp/wallet-rabbitmq-$RABBITMQ_PORT),
+# RABBITMQ_NODENAME (default wallet-$RABBITMQ_PORT@localhost).
+set -euo pipefail
+
+port="${RABBITMQ_PORT:-5672}"
+data_dir="${RABBITMQ_DATA_DIR:-/tmp/wallet-rabbitmq-$port}"
+node="${RABBITMQ_NODENAME:-wallet-$port@localhost}"
+server_bin=/usr/lib/rabbitmq/bin
+
+ensure_installed() {
+    if [ ! -x "$server_bin/rabbitmq-server" ]; then
+        echo "rabbitmq-local: installing rabbitmq-server with apt" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
+    fi
+}
+
+node_env() {
+    export HOME="$data_dir"   # the Erlang cookie lives here, shared by the server and rabbitmqctl
+    export RABBITMQ_NODENAME="$node"
+    export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+    export RABBITMQ_NODE_PORT="$port"
+    export RABBITMQ_DIST_PORT=$((port + 20000))
+    export RABBITMQ_MNESIA_BASE="$data_dir/mnesia"
+    export RABBITMQ_LOG_BASE="$data_dir/log"
+    export RABBITMQ_PID_FILE="$data_dir/rabbitmq.pid"
+    export RABBITMQ_ENABLED_PLUGINS_FILE="$data_dir/enabled_plugins"
+    export RABBITMQ_CONFIG_FILE="$data_dir/rabbitmq"
+    export RABBITMQ_ADVANCED_CONFIG_FILE="$data_dir/advanced.config"
+}
+
+is_running() {
+    [ -f "$data_dir/rabbitmq.pid" ] && kill -0 "$(cat "$data_dir/rabbitmq.pid")" 2>/dev/null
+}
+
+start() {
+    ensure_installed
+    mkdir -p "$data_dir/log" "$data_dir/mnesia"
+    node_env
+    if is_running; then
+        echo "rabbitmq-local: already running (pid $(cat "$RABBITMQ_PID_FILE"), port $port)"
+        return 0
+    fi
+    # The consistent-hash exchange is bundled with RabbitMQ; the ordered mode of the worker uses it.
+    echo "[rabbitmq_consistent_hash_exchange]." > "$RABBITMQ_ENABLED_PLUGINS_FILE"
+    cat > "$RABBITMQ_CONFIG_FILE.conf" <<CONF
+listeners.tcp.default = 127.0.0.1:$port
+loopback_users.guest = true
+vm_memory_high_watermark.relative = 0.4
+disk_free_limit.absolute = 200MB
+CONF
+    echo "[]." > "$RABBITMQ_ADVANCED_CONFIG_FILE"
+    nohup "$server_bin/rabbitmq-server" > "$data_dir/log/startup.log" 2>&1 &
+    echo $! > "$data_dir/launcher.pid"
+    # `wait` returns once the node is fully booted (or fails after the timeout).
+    if ! "$server_bin/rabbitmqctl" -n "$node" wait --timeout 90 "$RABBITMQ_PID_FILE" >/dev/null 2>&1; then
+        echo "rabbitmq-local: the node did not start; last log lines:" >&2
+        tail -n 30 "$data_dir/log/startup.log" >&2 || true
+        return 1
+    fi
+    echo "rabbitmq-local: running on 127.0.0.1:$port (node $node, pid $(cat "$RABBITMQ_PID_FILE"), data $data_dir)"
+}
+
+stop() {
+    node_env
+    if ! is_running; then
+        echo "rabbitmq-local: not running"
+        return 0
+    fi
+    local pid
+    pid=$(cat "$RABBITMQ_PID_FILE")
+    kill -TERM "$pid"
+    for _ in $(seq 1 60); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "rabbitmq-local: node did not stop in 30 s; killing it" >&2
+        kill -KILL "$pid" || true
+    fi
+    rm -f "$RABBITMQ_PID_FILE"
+    echo "rabbitmq-local: stopped"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    restart) stop; start ;;
+    status) node_env; if is_running; then echo "running (pid $(cat "$RABBITMQ_PID_FILE"), port $port)"; else echo "stopped"; exit 1; fi ;;
+    url) echo "amqp://guest:guest@127.0.0.1:$port/%2f" ;;
+    *) echo "usage: $0 start|stop|restart|status|url" >&2; exit 2 ;;
+esac
