@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's test command: sets up a fresh machine and runs every test against a real broker.
+#
+#   scripts/test.sh [extra `swift test` arguments]
+#
+# Installs the Debian packages it needs when missing, starts a private RabbitMQ on loopback
+# (port $RABBITMQ_PORT, default 5682, its own data directory), runs `swift test` with AMQP_URL pointing
+# at it, stops the broker by its pid, and exits with the tests' status.
+# Set AMQP_URL yourself to test against a broker you already run (nothing is started then).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+for package in librabbitmq-dev rabbitmq-server pkg-config; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
+
+started_broker=false
+if [ -z "${AMQP_URL:-}" ]; then
+    export RABBITMQ_PORT="${RABBITMQ_PORT:-5682}"
+    export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-$(mktemp -d /tmp/wallet-test-rabbitmq.XXXXXX)}"
+    scripts/rabbitmq-local.sh start
+    started_broker=true
+    export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+fi
+stop_broker() {
+    if $started_broker; then
+        scripts/rabbitmq-local.sh stop || true
+        rm -rf "$RABBITMQ_DATA_DIR"
+    fi
+}
+trap stop_broker EXIT
+
+echo "test: AMQP_URL=${AMQP_URL//:guest@/:***@}"
+status=0
+swift test "$@" || status=$?
+exit $status
