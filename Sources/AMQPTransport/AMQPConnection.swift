@@ -16,6 +16,11 @@ public final class AMQPConnection: Sendable {
         self.configuration = configuration
     }
 
+    deinit {
+        // A connection dropped without close() would keep its I/O thread (and the broker's resources) alive.
+        _ = runtime.submit { core in core.close() }
+    }
+
     /// Connects and logs in, within `configuration.connectTimeout` for the socket.
     public static func connect(
         configuration: AMQPConnectionConfiguration,

@@ -123,6 +123,10 @@ final class ConnectionCore {
     /// Closes consumers, channels and the connection politely. Safe to call on a failed connection.
     func close() {
         guard failure == nil else { return }
+        // Closing waits for the broker's replies; a broker that vanished without closing the socket must
+        // not hold the worker past its shutdown grace period (librabbitmq's RPCs otherwise wait forever).
+        var closeTimeout = timeval(Duration.seconds(5))
+        _ = amqp_set_rpc_timeout(state, &closeTimeout)
         for consumer in consumers.values {
             let pool = CMemoryPool()
             _ = amqp_basic_cancel(state, consumer.channel, pool.bytes(consumer.tag))
@@ -151,9 +155,8 @@ final class ConnectionCore {
     func fail(_ error: AMQPError, notify: Bool = true) {
         guard failure == nil else { return }
         failure = error
-        for (number, channel) in channels where channel.closeError == nil {
+        for channel in channels.values where channel.closeError == nil {
             channel.closeError = error
-            _ = number
         }
         for waiter in publishWaiters.values { waiter.continuation.resume(throwing: error) }
         publishWaiters.removeAll()
