@@ -8,11 +8,16 @@
 #   scripts/rabbitmq-local.sh status
 #   scripts/rabbitmq-local.sh url       # prints the AMQP_URL of the node
 #
-# Environment: RABBITMQ_PORT (default 5672), RABBITMQ_DATA_DIR (default /tmp/wallet-rabbitmq-$RABBITMQ_PORT),
-# RABBITMQ_NODENAME (default wallet-$RABBITMQ_PORT@localhost).
+#   scripts/rabbitmq-local.sh tls-url   # prints the amqps:// URL of the TLS listener
+#
+# Environment: RABBITMQ_PORT (default 5672), RABBITMQ_TLS_PORT (default RABBITMQ_PORT + 1),
+# RABBITMQ_DATA_DIR (default /tmp/wallet-rabbitmq-$RABBITMQ_PORT), RABBITMQ_NODENAME (default wallet-$RABBITMQ_PORT@localhost).
+# The TLS listener uses a CA and a server certificate for the name localhost (only) generated into $RABBITMQ_DATA_DIR/tls
+# (ca.pem is what clients verify against).
 set -euo pipefail
 
 port="${RABBITMQ_PORT:-5672}"
+tls_port="${RABBITMQ_TLS_PORT:-$((port + 1))}"
 data_dir="${RABBITMQ_DATA_DIR:-/tmp/wallet-rabbitmq-$port}"
 node="${RABBITMQ_NODENAME:-wallet-$port@localhost}"
 server_bin=/usr/lib/rabbitmq/bin
@@ -39,6 +44,21 @@ node_env() {
     export RABBITMQ_ADVANCED_CONFIG_FILE="$data_dir/advanced.config"
 }
 
+# A throw-away CA and a server certificate for localhost, so amqps:// is tested against a real TLS listener.
+make_certificates() {
+    local dir="$data_dir/tls"
+    [ -f "$dir/server.pem" ] && return 0
+    mkdir -p "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=wallet-test-ca" \
+        -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+        -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:localhost\n' > "$dir/san.ext"
+    openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
+        -days 30 -extfile "$dir/san.ext" -out "$dir/server.pem" 2>/dev/null
+    chmod 644 "$dir"/*.key
+}
+
 is_running() {
     [ -f "$data_dir/rabbitmq.pid" ] && kill -0 "$(cat "$data_dir/rabbitmq.pid")" 2>/dev/null
 }
@@ -53,8 +73,15 @@ start() {
     fi
     # The consistent-hash exchange is bundled with RabbitMQ; the ordered mode of the worker uses it.
     echo "[rabbitmq_consistent_hash_exchange]." > "$RABBITMQ_ENABLED_PLUGINS_FILE"
+    make_certificates
     cat > "$RABBITMQ_CONFIG_FILE.conf" <<CONF
 listeners.tcp.default = 127.0.0.1:$port
+listeners.ssl.default = 127.0.0.1:$tls_port
+ssl_options.cacertfile = $data_dir/tls/ca.pem
+ssl_options.certfile = $data_dir/tls/server.pem
+ssl_options.keyfile = $data_dir/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
 loopback_users.guest = true
 vm_memory_high_watermark.relative = 0.4
 disk_free_limit.absolute = 200MB
@@ -68,7 +95,7 @@ CONF
         tail -n 30 "$data_dir/log/startup.log" >&2 || true
         return 1
     fi
-    echo "rabbitmq-local: running on 127.0.0.1:$port (node $node, pid $(cat "$RABBITMQ_PID_FILE"), data $data_dir)"
+    echo "rabbitmq-local: running on 127.0.0.1:$port, TLS on $tls_port (node $node, pid $(cat "$RABBITMQ_PID_FILE"), data $data_dir)"
 }
 
 stop() {
@@ -98,5 +125,6 @@ case "${1:-}" in
     restart) stop; start ;;
     status) node_env; if is_running; then echo "running (pid $(cat "$RABBITMQ_PID_FILE"), port $port)"; else echo "stopped"; exit 1; fi ;;
     url) echo "amqp://guest:guest@127.0.0.1:$port/%2f" ;;
-    *) echo "usage: $0 start|stop|restart|status|url" >&2; exit 2 ;;
+    tls-url) echo "amqps://guest:guest@localhost:$tls_port/%2f" ;;
+    *) echo "usage: $0 start|stop|restart|status|url|tls-url" >&2; exit 2 ;;
 esac

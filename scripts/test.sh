@@ -6,7 +6,8 @@
 # Installs the Debian packages it needs when missing, starts a private RabbitMQ on loopback
 # (port $RABBITMQ_PORT, default 5682, its own data directory), runs `swift test` with AMQP_URL pointing
 # at it, stops the broker by its pid, and exits with the tests' status.
-# Set AMQP_URL yourself to test against a broker you already run (nothing is started then).
+# Set AMQP_URL yourself to test against a broker you already run (nothing is started then; the TLS tests
+# then need AMQPS_URL and AMQP_TLS_CA_FILE too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,9 @@ if [ -z "${AMQP_URL:-}" ]; then
     scripts/rabbitmq-local.sh start
     started_broker=true
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+    # The TLS listener of the same broker, and the CA its certificate is signed by.
+    export AMQPS_URL="$(scripts/rabbitmq-local.sh tls-url)"
+    export AMQP_TLS_CA_FILE="$RABBITMQ_DATA_DIR/tls/ca.pem"
 fi
 stop_broker() {
     if $started_broker; then
