@@ -41,6 +41,10 @@ public struct JSONWriter: Sendable {
     }
 
     /// Writes a key that came from input, escaped.
+    ///
+    /// Disfavoured so that a literal key (`writer.key("kind")`) takes the `StaticString` overload, which copies
+    /// the bytes without scanning them for escapes.
+    @_disfavoredOverload
     public mutating func key(_ key: String) {
         separate()
         appendEscaped(key)
