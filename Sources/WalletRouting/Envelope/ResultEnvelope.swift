@@ -1,0 +1,77 @@
+import Foundation
+
+/// Builds the results of one inbound message: the envelope every result body starts with, the AMQP
+/// properties, the `message_id` numbering and the `reply_to` copies (CONTRACT.md §1, §9).
+///
+/// Body: `kind`, `messageId`, `correlationId`, `sender`, `processedAt`, then the result's own fields.
+/// Properties: `message_id` = `<inbound message_id>/<n>` with n the 0-based index in publication order, so a
+/// redelivery republishes the same ids; a `reply_to` copy (same body, same properties) follows its primary on
+/// the default exchange and takes no index.
+struct ResultEnvelope {
+    private let inboundMessageID: String?
+    private let correlationID: String?
+    private let traceparent: String?
+    private let replyTo: String?
+    /// The processing time, formatted only when a first result is published (ignored messages publish none).
+    private let processedAtEpochSeconds: Double
+    /// `messageId`, `correlationId`, `sender` and `processedAt` as JSON members, encoded once per message.
+    private var commonMembers: [UInt8] = []
+    private var nextIndex = 0
+
+    /// In publication order, `reply_to` copies included.
+    private(set) var results: [OutboundResult] = []
+
+    /// The upper-cased `sender` of the envelope; nil for installations and unparseable bodies.
+    var sender: String? {
+        didSet { commonMembers.removeAll(keepingCapacity: true) }
+    }
+
+    init(inbound: InboundProperties, now: Date) {
+        // An empty AMQP short string is no id: deduplicating every id-less message under "" would lose messages.
+        inboundMessageID = inbound.messageID.flatMap { $0.isEmpty ? nil : $0 }
+        correlationID = inbound.correlationID.flatMap { $0.isEmpty ? nil : $0 } ?? inboundMessageID
+        traceparent = inbound.traceparent
+        replyTo = inbound.replyTo.flatMap { $0.isEmpty ? nil : $0 }
+        processedAtEpochSeconds = now.timeIntervalSince1970
+    }
+
+    /// Appends one result (and its `reply_to` copy). `writeFields` writes the result's own members.
+    mutating func publish(
+        _ kind: ResultKind, exchange: String, routingKey: String, writeFields: (inout JSONWriter) -> Void
+    ) {
+        if commonMembers.isEmpty { encodeCommonMembers() }
+        var writer = JSONWriter(reservingCapacity: 256 + commonMembers.count)
+        writer.beginObject()
+        writer.key("kind")
+        writer.string(kind.rawValue)
+        writer.members(commonMembers)
+        writeFields(&writer)
+        writer.endObject()
+
+        let properties = OutboundProperties(
+            messageID: inboundMessageID.map { "\($0)/\(nextIndex)" },
+            correlationID: correlationID,
+            type: kind.rawValue,
+            traceparent: traceparent
+        )
+        nextIndex += 1
+        let result = OutboundResult(exchange: exchange, routingKey: routingKey, body: writer.bytes, properties: properties)
+        results.append(result)
+        if let replyTo {
+            results.append(OutboundResult(exchange: "", routingKey: replyTo, body: result.body, properties: properties))
+        }
+    }
+
+    private mutating func encodeCommonMembers() {
+        var writer = JSONWriter(reservingCapacity: 160)
+        writer.key("messageId")
+        writer.string(inboundMessageID)
+        writer.key("correlationId")
+        writer.string(correlationID)
+        writer.key("sender")
+        writer.string(sender)
+        writer.key("processedAt")
+        writer.string(UTCTimestamp.string(epochSeconds: processedAtEpochSeconds))
+        commonMembers = writer.bytes
+    }
+}
