@@ -5,12 +5,16 @@ import CRabbitMQ
 /// A channel closed by the broker (404, 406, 403, ...) stays closed: every later call throws that error.
 /// Open a new channel to continue.
 public final class AMQPChannel: Sendable {
-    public let number: UInt16
-    private let runtime: ConnectionRuntime
+    /// The channel number on its connection (reused by a later channel once this one is closed).
+    public var number: UInt16 { reference.number }
+    let reference: ChannelReference
+    /// Channels keep their connection alive: dropping the connection object must not close it under them.
+    let connection: AMQPConnection
+    private var runtime: ConnectionRuntime { connection.runtime }
 
-    init(number: UInt16, runtime: ConnectionRuntime) {
-        self.number = number
-        self.runtime = runtime
+    init(reference: ChannelReference, connection: AMQPConnection) {
+        self.reference = reference
+        self.connection = connection
     }
 
     // MARK: - Topology
@@ -19,10 +23,11 @@ public final class AMQPChannel: Sendable {
         _ name: String, type: String, durable: Bool = true, autoDelete: Bool = false, internal isInternal: Bool = false,
         arguments: AMQPTable = [:]
     ) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            _ = try core.rpc(channel: number, "declaring exchange '\(name)'") {
+            _ = try core.rpc(channel: reference, "declaring exchange '\(name)'") {
                 amqp_exchange_declare(core.state, number, pool.bytes(name), pool.bytes(type), 0, durable ? 1 : 0,
                                       autoDelete ? 1 : 0, isInternal ? 1 : 0, arguments.encoded(in: pool))
             }
@@ -30,10 +35,11 @@ public final class AMQPChannel: Sendable {
     }
 
     public func deleteExchange(_ name: String, ifUnused: Bool = false) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            _ = try core.rpc(channel: number, "deleting exchange '\(name)'") {
+            _ = try core.rpc(channel: reference, "deleting exchange '\(name)'") {
                 amqp_exchange_delete(core.state, number, pool.bytes(name), ifUnused ? 1 : 0)
             }
         }
@@ -56,10 +62,11 @@ public final class AMQPChannel: Sendable {
     private func queueDeclare(
         _ name: String, passive: Bool, durable: Bool, exclusive: Bool, autoDelete: Bool, arguments: AMQPTable
     ) async throws(AMQPError) -> AMQPQueueStatus {
-        let number = number
+        let reference = reference
+        let number = reference.number
         return try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            let ok = try core.rpc(channel: number, "declaring queue '\(name)'") {
+            let ok = try core.rpc(channel: reference, "declaring queue '\(name)'") {
                 amqp_queue_declare(core.state, number, pool.bytes(name), passive ? 1 : 0, durable ? 1 : 0,
                                    exclusive ? 1 : 0, autoDelete ? 1 : 0, arguments.encoded(in: pool))
             }
@@ -69,20 +76,22 @@ public final class AMQPChannel: Sendable {
     }
 
     public func bindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            _ = try core.rpc(channel: number, "binding queue '\(queue)' to '\(exchange)'") {
+            _ = try core.rpc(channel: reference, "binding queue '\(queue)' to '\(exchange)'") {
                 amqp_queue_bind(core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey), arguments.encoded(in: pool))
             }
         }
     }
 
     public func unbindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            _ = try core.rpc(channel: number, "unbinding queue '\(queue)' from '\(exchange)'") {
+            _ = try core.rpc(channel: reference, "unbinding queue '\(queue)' from '\(exchange)'") {
                 amqp_queue_unbind(core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey), arguments.encoded(in: pool))
             }
         }
@@ -91,10 +100,11 @@ public final class AMQPChannel: Sendable {
     /// Removes every ready message; returns how many.
     @discardableResult
     public func purgeQueue(_ name: String) async throws(AMQPError) -> UInt32 {
-        let number = number
+        let reference = reference
+        let number = reference.number
         return try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            return try core.rpc(channel: number, "purging queue '\(name)'") {
+            return try core.rpc(channel: reference, "purging queue '\(name)'") {
                 amqp_queue_purge(core.state, number, pool.bytes(name))
             }?.message_count ?? 0
         }
@@ -103,10 +113,11 @@ public final class AMQPChannel: Sendable {
     /// Deletes a queue; returns how many messages it held.
     @discardableResult
     public func deleteQueue(_ name: String, ifUnused: Bool = false, ifEmpty: Bool = false) async throws(AMQPError) -> UInt32 {
-        let number = number
+        let reference = reference
+        let number = reference.number
         return try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            return try core.rpc(channel: number, "deleting queue '\(name)'") {
+            return try core.rpc(channel: reference, "deleting queue '\(name)'") {
                 amqp_queue_delete(core.state, number, pool.bytes(name), ifUnused ? 1 : 0, ifEmpty ? 1 : 0)
             }?.message_count ?? 0
         }
@@ -116,9 +127,10 @@ public final class AMQPChannel: Sendable {
 
     /// Limits unacknowledged deliveries on this channel (`basic.qos`).
     public func setPrefetch(count: UInt16) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
-            _ = try core.rpc(channel: number, "basic.qos") { amqp_basic_qos(core.state, number, 0, count, 0) }
+            _ = try core.rpc(channel: reference, "basic.qos") { amqp_basic_qos(core.state, number, 0, count, 0) }
         }
     }
 
@@ -128,11 +140,12 @@ public final class AMQPChannel: Sendable {
     public func consume(
         queue: String, consumerTag: String = "", exclusive: Bool = false, arguments: AMQPTable = [:]
     ) async throws(AMQPError) -> AMQPConsumer {
-        let number = number
+        let reference = reference
+        let number = reference.number
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: [AMQPDelivery].self)
         let tag = try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
-            let ok = try core.rpc(channel: number, "consuming from '\(queue)'") {
+            let ok = try core.rpc(channel: reference, "consuming from '\(queue)'") {
                 amqp_basic_consume(core.state, number, pool.bytes(queue), pool.bytes(consumerTag), 0, 0, exclusive ? 1 : 0, arguments.encoded(in: pool))
             }
             guard let ok else { throw AMQPError(code: .protocolError, message: "basic.consume-ok missing") }
@@ -147,7 +160,7 @@ public final class AMQPChannel: Sendable {
                 _ = runtime.submit { core in try? core.cancelConsumer(tag: tag) }
             }
         }
-        return AMQPConsumer(tag: tag, deliveries: stream)
+        return AMQPConsumer(tag: tag, deliveries: stream, channel: self)
     }
 
     /// Stops a consumer; its sequence ends after the deliveries already received.
@@ -156,25 +169,28 @@ public final class AMQPChannel: Sendable {
     }
 
     public func ack(deliveryTag: UInt64, multiple: Bool = false) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
-            _ = try core.usableChannel(number)
+            _ = try core.usableChannel(reference)
             try core.checkSend(amqp_basic_ack(core.state, number, deliveryTag, multiple ? 1 : 0), context: "basic.ack")
         }
     }
 
     public func nack(deliveryTag: UInt64, multiple: Bool = false, requeue: Bool) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
-            _ = try core.usableChannel(number)
+            _ = try core.usableChannel(reference)
             try core.checkSend(amqp_basic_nack(core.state, number, deliveryTag, multiple ? 1 : 0, requeue ? 1 : 0), context: "basic.nack")
         }
     }
 
     public func reject(deliveryTag: UInt64, requeue: Bool) async throws(AMQPError) {
-        let number = number
+        let reference = reference
+        let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
-            _ = try core.usableChannel(number)
+            _ = try core.usableChannel(reference)
             try core.checkSend(amqp_basic_reject(core.state, number, deliveryTag, requeue ? 1 : 0), context: "basic.reject")
         }
     }
@@ -183,19 +199,19 @@ public final class AMQPChannel: Sendable {
 
     /// Puts the channel in confirm mode (`confirm.select`); required by `publish(_:confirmTimeout:)`.
     public func enableConfirms() async throws(AMQPError) {
-        let number = number
-        try await runtime.perform { core throws(AMQPError) in try core.enableConfirms(channel: number) }
+        let reference = reference
+        try await runtime.perform { core throws(AMQPError) in try core.enableConfirms(channel: reference) }
     }
 
     /// Publishes the messages back to back and waits until the broker has answered for every one:
     /// one outcome per message, in order. Throws `.timeout` when the answers take longer than `confirmTimeout`,
     /// and the channel's error when the broker closes it (e.g. 404 for a missing exchange).
     public func publish(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30)) async throws(AMQPError) -> [AMQPPublishOutcome] {
-        let number = number
+        let reference = reference
         do {
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>) in
                 if let terminated = runtime.submit({ core in
-                    core.publish(messages, channel: number, timeout: confirmTimeout, continuation: continuation)
+                    core.publish(messages, channel: reference, timeout: confirmTimeout, continuation: continuation)
                 }) {
                     continuation.resume(throwing: terminated)
                 }
@@ -212,13 +228,13 @@ public final class AMQPChannel: Sendable {
 
     /// Publishes without confirm mode; returns once the frames are written.
     public func publishUnconfirmed(_ message: AMQPOutboundMessage) async throws(AMQPError) {
-        let number = number
-        try await runtime.perform { core throws(AMQPError) in try core.publishUnconfirmed(message, channel: number) }
+        let reference = reference
+        try await runtime.perform { core throws(AMQPError) in try core.publishUnconfirmed(message, channel: reference) }
     }
 
     /// Closes the channel; unacknowledged deliveries are requeued by the broker.
     public func close() async throws(AMQPError) {
-        let number = number
-        try await runtime.perform { core throws(AMQPError) in try core.closeChannel(number) }
+        let reference = reference
+        try await runtime.perform { core throws(AMQPError) in try core.closeChannel(reference) }
     }
 }

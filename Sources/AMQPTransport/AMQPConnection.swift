@@ -5,7 +5,7 @@ import Logging
 /// All methods are safe to call from any task: they are executed in order on the connection's own
 /// I/O thread. A connection that failed stays failed (every call throws its error): make a new one.
 public final class AMQPConnection: Sendable {
-    private let runtime: ConnectionRuntime
+    let runtime: ConnectionRuntime
     /// Broker notifications: blocked/unblocked and the final close. Finishes when the connection ends.
     public let events: AsyncStream<AMQPConnectionEvent>
     public let configuration: AMQPConnectionConfiguration
@@ -33,8 +33,8 @@ public final class AMQPConnection: Sendable {
 
     /// Opens a new channel.
     public func openChannel() async throws(AMQPError) -> AMQPChannel {
-        let number = try await runtime.perform { core throws(AMQPError) in try core.openChannel() }
-        return AMQPChannel(number: number, runtime: runtime)
+        let reference = try await runtime.perform { core throws(AMQPError) in try core.openChannel() }
+        return AMQPChannel(reference: reference, connection: self)
     }
 
     /// Cancels consumers, closes channels and the connection, and stops the I/O thread.

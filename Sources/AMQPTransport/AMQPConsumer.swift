@@ -5,6 +5,8 @@ public struct AMQPConsumer: AsyncSequence, Sendable {
     /// The consumer tag the broker knows this consumer by.
     public let tag: String
     let deliveries: AsyncThrowingStream<[AMQPDelivery], any Error>
+    /// Keeps the channel (and so the connection) alive while the deliveries are iterated.
+    let channel: AMQPChannel
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncThrowingStream<[AMQPDelivery], any Error>.AsyncIterator

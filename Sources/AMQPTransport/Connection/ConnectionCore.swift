@@ -22,9 +22,12 @@ final class ConnectionCore {
     /// Set once: the connection is unusable from then on (lost, closed by the broker, or closed by us).
     private(set) var failure: AMQPError?
     private var channels: [UInt16: ChannelState] = [:]
+    /// Why each retired channel ended, by channel id: a stale `AMQPChannel` keeps reporting its own close
+    /// error even after its number was reused. Bounded: the oldest entries are dropped.
+    private var retiredChannels: [Int: AMQPError] = [:]
+    private var nextChannelID = 1
     private var consumers: [String: ConsumerSink] = [:]
     private var publishWaiters: [Int: PublishWaiter] = [:]
-    private var nextChannelNumber: UInt16 = 1
     private var nextBatchID = 1
     private var lastInbound = ContinuousClock.now
     /// A pump stopped at its frame budget: more may be buffered, so don't sleep in poll.
@@ -42,6 +45,7 @@ final class ConnectionCore {
         let url = configuration.url
         do throws(AMQPError) {
             let socket = try Self.makeSocket(state: state, configuration: configuration)
+            let connectDeadline = ContinuousClock.now + configuration.connectTimeout
             var connectTimeout = timeval(configuration.connectTimeout)
             let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &connectTimeout)
             if status != AMQP_STATUS_OK.rawValue {
@@ -54,7 +58,8 @@ final class ConnectionCore {
                 }
                 throw error
             }
-            var handshakeTimeout = timeval(configuration.connectTimeout)
+            // The AMQP handshake gets what is left of the same connect timeout.
+            var handshakeTimeout = timeval(max(connectDeadline - .now, .milliseconds(1)))
             _ = amqp_set_handshake_timeout(state, &handshakeTimeout)
             var rpcTimeout = timeval(configuration.rpcTimeout)
             _ = amqp_set_rpc_timeout(state, &rpcTimeout)
@@ -70,6 +75,10 @@ final class ConnectionCore {
                 if reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION {
                     var closeOk = amqp_connection_close_ok_t(dummy: 0)
                     _ = amqp_send_method(state, 0, CRabbitMQShims_CONNECTION_CLOSE_OK_METHOD, &closeOk)
+                }
+                if error.code == .timeout {
+                    error.code = .connectTimeout
+                    error.message = "logging in to \(url): no answer within \(configuration.connectTimeout)"
                 }
                 // 403 ACCESS_REFUSED: bad credentials; 530 NOT_ALLOWED: no access to the vhost.
                 if error.replyCode == 403 || error.replyCode == 530 || reply.library_error == AMQP_STATUS_BROKER_UNSUPPORTED_SASL_METHOD.rawValue {
@@ -193,8 +202,8 @@ final class ConnectionCore {
     }
 
     private func closeChannel(_ number: UInt16, because error: AMQPError) {
-        guard let channel = channels[number], channel.closeError == nil else { return }
-        channel.closeError = error
+        guard channels[number] != nil else { return }
+        retire(number, because: error)
         for (id, waiter) in publishWaiters where waiter.channel == number {
             waiter.continuation.resume(throwing: error)
             publishWaiters[id] = nil
@@ -203,26 +212,39 @@ final class ConnectionCore {
             consumer.finish(throwing: error)
             consumers[tag] = nil
         }
-        logger.warning("AMQP channel closed by the broker", metadata: [AMQPLoggingKeys.channel: "\(number)", AMQPLoggingKeys.error: "\(error)"])
+        if error.code != .closed {
+            logger.warning("AMQP channel closed by the broker", metadata: [AMQPLoggingKeys.channel: "\(number)", AMQPLoggingKeys.error: "\(error)"])
+        }
     }
 
-    /// Throws unless the connection and the channel are usable.
-    func usableChannel(_ number: UInt16) throws(AMQPError) -> ChannelState {
-        if let failure { throw failure }
-        guard let channel = channels[number] else {
-            throw AMQPError(code: .invalidArgument, message: "channel \(number) was never opened")
+    /// Frees the channel's number once its close handshake is done, remembering why it ended.
+    private func retire(_ number: UInt16, because error: AMQPError) {
+        guard let channel = channels.removeValue(forKey: number) else { return }
+        channel.closeError = error
+        if retiredChannels.count >= 4096, let oldest = retiredChannels.keys.min() {
+            retiredChannels[oldest] = nil
         }
-        if let closeError = channel.closeError { throw closeError }
-        return channel
+        retiredChannels[channel.id] = error
+    }
+
+    /// Throws unless the connection and this very channel (not a later one reusing its number) are usable.
+    func usableChannel(_ reference: ChannelReference) throws(AMQPError) -> ChannelState {
+        if let failure { throw failure }
+        if let channel = channels[reference.number], channel.id == reference.id {
+            if let closeError = channel.closeError { throw closeError }
+            return channel
+        }
+        throw retiredChannels[reference.id]
+            ?? AMQPError(code: .closed, message: "channel \(reference.number) is closed")
     }
 
     /// Runs one synchronous method and checks librabbitmq's reply.
-    func rpc<T>(channel: UInt16, _ context: String, _ call: () -> UnsafeMutablePointer<T>?) throws(AMQPError) -> T? {
-        _ = try usableChannel(channel)
+    func rpc<T>(channel reference: ChannelReference, _ context: String, _ call: () -> UnsafeMutablePointer<T>?) throws(AMQPError) -> T? {
+        _ = try usableChannel(reference)
         let result = call()
         let reply = amqp_get_rpc_reply(state)
         guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
-            throw handleFailedReply(reply, channel: channel, context: context)
+            throw handleFailedReply(reply, channel: reference.number, context: context)
         }
         lastInbound = .now
         return result?.pointee
@@ -238,15 +260,17 @@ final class ConnectionCore {
 
     // MARK: - Channels
 
-    func openChannel() throws(AMQPError) -> UInt16 {
+    /// Opens a channel on the lowest free number (numbers of closed channels are reused).
+    func openChannel() throws(AMQPError) -> ChannelReference {
         if let failure { throw failure }
-        let number = nextChannelNumber
-        let maximum = amqp_get_channel_max(state)
-        guard maximum == 0 || Int32(number) <= maximum else {
-            throw AMQPError(code: .invalidArgument, message: "the broker allows \(maximum) channels on a connection")
+        let negotiated = Int(amqp_get_channel_max(state))
+        let maximum = negotiated == 0 ? Int(UInt16.max) : negotiated
+        guard let number = (1...maximum).lazy.map({ UInt16($0) }).first(where: { channels[$0] == nil }) else {
+            throw AMQPError(code: .invalidArgument, message: "all \(maximum) channels of the connection are open")
         }
-        nextChannelNumber += 1
-        channels[number] = ChannelState(number: number)
+        let reference = ChannelReference(number: number, id: nextChannelID)
+        nextChannelID += 1
+        channels[number] = ChannelState(number: number, id: reference.id)
         _ = amqp_channel_open(state, number)
         let reply = amqp_get_rpc_reply(state)
         guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
@@ -254,26 +278,27 @@ final class ConnectionCore {
             channels[number] = nil
             throw error
         }
-        return number
+        return reference
     }
 
-    func closeChannel(_ number: UInt16) throws(AMQPError) {
-        let channel = try usableChannel(number)
+    func closeChannel(_ reference: ChannelReference) throws(AMQPError) {
+        _ = try usableChannel(reference)
+        let number = reference.number
         for (tag, consumer) in consumers where consumer.channel == number {
             consumer.finish(throwing: nil)
             consumers[tag] = nil
         }
         let reply = amqp_channel_close(state, number, Int32(AMQP_REPLY_SUCCESS))
-        channel.closeError = AMQPError(code: .closed, message: "channel \(number) was closed by this process")
         guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
             throw handleFailedReply(reply, channel: number, context: "closing channel \(number)")
         }
+        closeChannel(number, because: AMQPError(code: .closed, message: "channel \(number) was closed by this process"))
     }
 
-    func enableConfirms(channel number: UInt16) throws(AMQPError) {
-        let channel = try usableChannel(number)
+    func enableConfirms(channel reference: ChannelReference) throws(AMQPError) {
+        let channel = try usableChannel(reference)
         guard channel.confirms == nil else { return }
-        _ = try rpc(channel: number, "confirm.select") { amqp_confirm_select(state, number) }
+        _ = try rpc(channel: reference, "confirm.select") { amqp_confirm_select(state, reference.number) }
         channel.confirms = PublisherConfirms()
     }
 
@@ -283,10 +308,24 @@ final class ConnectionCore {
         consumers[consumer.tag] = consumer
     }
 
+    /// Cancels on the broker, then ends the consumer's sequence: normally on success, with the error otherwise
+    /// (the consumer stays registered during the round trip, so a channel failure meanwhile still reaches it).
     func cancelConsumer(tag: String) throws(AMQPError) {
-        guard let consumer = consumers.removeValue(forKey: tag) else { return }
+        guard let consumer = consumers[tag] else { return }
         let pool = CMemoryPool()
-        _ = try rpc(channel: consumer.channel, "cancelling consumer \(tag)") { amqp_basic_cancel(state, consumer.channel, pool.bytes(tag)) }
+        do throws(AMQPError) {
+            guard let channel = channels[consumer.channel] else {
+                throw AMQPError(code: .closed, message: "channel \(consumer.channel) is closed")
+            }
+            _ = try rpc(channel: ChannelReference(number: channel.number, id: channel.id), "cancelling consumer \(tag)") {
+                amqp_basic_cancel(state, consumer.channel, pool.bytes(tag))
+            }
+        } catch {
+            consumers[tag]?.finish(throwing: error)
+            consumers[tag] = nil
+            throw error
+        }
+        consumers[tag] = nil
         consumer.finish(throwing: nil)
     }
 
@@ -295,11 +334,12 @@ final class ConnectionCore {
     /// Publishes the messages and registers a waiter resumed when the broker has confirmed (or nacked,
     /// or returned) every one of them, or when `timeout` passes.
     func publish(
-        _ messages: [AMQPOutboundMessage], channel number: UInt16, timeout: Duration,
+        _ messages: [AMQPOutboundMessage], channel reference: ChannelReference, timeout: Duration,
         continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>
     ) {
+        let number = reference.number
         do throws(AMQPError) {
-            let channel = try usableChannel(number)
+            let channel = try usableChannel(reference)
             guard channel.confirms != nil else {
                 throw AMQPError(code: .invalidArgument, message: "channel \(number) is not in confirm mode; call enableConfirms() first")
             }
@@ -323,11 +363,16 @@ final class ConnectionCore {
         }
     }
 
-    /// Publishes without waiting for anything (no confirm mode needed).
-    func publishUnconfirmed(_ message: AMQPOutboundMessage, channel number: UInt16) throws(AMQPError) {
-        _ = try usableChannel(number)
-        try send(message, channel: number, pool: CMemoryPool())
+    /// Publishes without waiting for anything (no confirm mode needed). On a channel in confirm mode the
+    /// broker still numbers it, so it is counted (with nobody waiting) to keep later confirms aligned.
+    func publishUnconfirmed(_ message: AMQPOutboundMessage, channel reference: ChannelReference) throws(AMQPError) {
+        let channel = try usableChannel(reference)
+        try send(message, channel: reference.number, pool: CMemoryPool())
+        channel.confirms?.published(batch: Self.unwatchedBatch, index: 0, exchange: message.exchange, routingKey: message.routingKey, body: message.body)
     }
+
+    /// Batch id of publishes nobody waits for; real batches start at 1.
+    private static let unwatchedBatch = 0
 
     private func send(_ message: AMQPOutboundMessage, channel number: UInt16, pool: CMemoryPool) throws(AMQPError) {
         var properties = message.properties.encoded(in: pool)
@@ -509,15 +554,23 @@ final class ConnectionCore {
     }
 }
 
+/// Names one opened channel: its number (reused after it closes) and an id unique on the connection.
+struct ChannelReference: Sendable, Hashable {
+    var number: UInt16
+    var id: Int
+}
+
 /// One channel's state on the I/O thread.
 final class ChannelState {
     let number: UInt16
+    let id: Int
     var closeError: AMQPError?
     /// Non-nil once `confirm.select` succeeded.
     var confirms: PublisherConfirms?
 
-    init(number: UInt16) {
+    init(number: UInt16, id: Int) {
         self.number = number
+        self.id = id
     }
 }
 

@@ -1,0 +1,76 @@
+import AMQPTransport
+import Testing
+
+/// A connection that breaks under the transport (through `FaultyRelay`): everything waiting on it fails
+/// with a retriable error and the events stream says so, instead of hanging.
+@Suite("Lost connections", .timeLimit(.minutes(1)))
+struct ConnectionLossTests {
+    private static func relayToTestBroker() throws -> FaultyRelay {
+        let broker = try AMQPURL(parsing: TestBroker.urlText)
+        return try FaultyRelay(upstreamHost: broker.host, upstreamPort: broker.port)
+    }
+
+    @Test("a severed connection fails its consumer and later calls with .connectionLost and reports .closed(error:)")
+    func severedConnectionFailsEverything() async throws {
+        let relay = try Self.relayToTestBroker()
+        defer { relay.close() }
+        try await withBrokerSession("severed", configure: { $0.url.host = "127.0.0.1"; $0.url.port = relay.port }) { session in
+            let events = EventRecorder()
+            let watcher = events.watch(session.connection)
+            let queue = try await session.declareOwnedQueue("severed")
+            let consumer = try await session.channel.consume(queue: queue)
+
+            async let consumerError = expectAMQPError("iterating a consumer while its connection is severed") {
+                for try await batch in consumer { Issue.record("unexpected deliveries: \(batch.map(\.text))") }
+            }
+            relay.sever()
+            let error = try await consumerError
+            #expect(error.code == .connectionLost, "\(error)")
+            #expect(error.isRetriable)
+
+            try await within(.seconds(5), "the events stream to finish after the loss") { await watcher.value }
+            #expect(events.recorded.count == 1)
+            if case .closed(let closedBy)? = events.recorded.first {
+                #expect(closedBy?.code == .connectionLost, "\(String(describing: closedBy))")
+            } else {
+                Issue.record("expected .closed(error:), got \(events.recorded)")
+            }
+            let connection = session.connection
+            let later = try await expectAMQPError("opening a channel on the lost connection") { try await connection.openChannel() }
+            #expect(later.code == .connectionLost)
+        }
+    }
+
+    @Test("a broker that goes silent is detected by the heartbeat and fails a pending publish, well before its confirm timeout")
+    func silentBrokerIsDetectedByHeartbeat() async throws {
+        let relay = try Self.relayToTestBroker()
+        defer { relay.close() }
+        try await withBrokerSession("silent broker", configure: {
+            $0.url.host = "127.0.0.1"
+            $0.url.port = relay.port
+            $0.heartbeat = .seconds(2)
+        }) { session in
+            let events = EventRecorder()
+            let watcher = events.watch(session.connection)
+            let channel = session.channel
+            let queue = try await session.declareOwnedQueue("silent-broker")  // a reply: the last traffic before the silence
+            try await channel.enableConfirms()
+
+            relay.freeze()
+            let start = ContinuousClock.now
+            let error = try await expectAMQPError("a confirmed publish to a silent broker", within: .seconds(15)) {
+                try await channel.publish([message(to: queue, "into the void")], confirmTimeout: .seconds(30))
+            }
+            let elapsed = ContinuousClock.now - start
+            // librabbitmq gives up after two heartbeat intervals without traffic (4 s after the last reply, which
+            // came just before the freeze; the transport's own check, at 5 s, is the backstop).
+            #expect(error.code == .heartbeatTimeout, "\(error)")
+            #expect(error.isRetriable)
+            #expect(elapsed >= .seconds(3), "gave up after \(elapsed), before two heartbeat intervals")
+            #expect(elapsed < .seconds(8), "took \(elapsed)")
+
+            try await within(.seconds(5), "the events stream to finish after the heartbeat timeout") { await watcher.value }
+            #expect(events.recorded == [.closed(error: error)])
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A TCP relay on 127.0.0.1 in front of the test broker that can fail on command: `freeze()` stops moving
+/// bytes while keeping the sockets open (a broker or network that went silent), `sever()` closes both sides
+/// (a lost connection). Lets tests break one connection without touching the shared broker.
+final class FaultyRelay: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let upstreamHost: String
+    private let upstreamPort: Int
+    private let state = Mutex(State())
+
+    private struct State {
+        var frozen = false
+        var severed = false
+        var sockets: [Int32] = []
+    }
+
+    init(upstreamHost: String, upstreamPort: Int) throws {
+        self.upstreamHost = upstreamHost
+        self.upstreamPort = upstreamPort
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw SilentListener.SocketFailure(call: "socket") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                bind(descriptor, address, length) == 0 && listen(descriptor, 16) == 0
+                    && getsockname(descriptor, address, &length) == 0
+            }
+        }
+        guard bound else {
+            _ = systemClose(descriptor)
+            throw SilentListener.SocketFailure(call: "bind/listen")
+        }
+        listener = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread { [self] in acceptUntilShutDown() }.start()
+    }
+
+    /// Stops relaying in both directions; the sockets stay open, so neither side sees a close.
+    func freeze() {
+        state.withLock { $0.frozen = true }
+    }
+
+    /// Shuts down every relayed connection: each side reads end-of-file.
+    func sever() {
+        let sockets = state.withLock { state in
+            state.severed = true
+            return state.sockets
+        }
+        for socket in sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
+    }
+
+    /// Severs everything and stops accepting.
+    func close() {
+        _ = shutdown(listener, Int32(SHUT_RDWR))
+        _ = systemClose(listener)
+        sever()
+    }
+
+    private func acceptUntilShutDown() {
+        while true {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { return }
+            guard let upstream = connectUpstream() else {
+                _ = systemClose(client)
+                continue
+            }
+            state.withLock { $0.sockets += [client, upstream] }
+            Thread { [self] in relay(from: client, to: upstream) }.start()
+            Thread { [self] in relay(from: upstream, to: client) }.start()
+        }
+    }
+
+    private func connectUpstream() -> Int32? {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var results: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(upstreamHost, String(upstreamPort), &hints, &results) == 0, let first = results else { return nil }
+        defer { freeaddrinfo(results) }
+        var candidate: UnsafeMutablePointer<addrinfo>? = first
+        while let info = candidate {
+            let descriptor = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            if descriptor >= 0 {
+                if connect(descriptor, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return descriptor }
+                _ = systemClose(descriptor)
+            }
+            candidate = info.pointee.ai_next
+        }
+        return nil
+    }
+
+    /// Copies bytes one way until either side closes; while frozen, reads nothing.
+    private func relay(from source: Int32, to destination: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        defer {
+            _ = shutdown(source, Int32(SHUT_RDWR))
+            _ = shutdown(destination, Int32(SHUT_RDWR))
+        }
+        while true {
+            var descriptor = pollfd(fd: source, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 20) >= 0 else { return }
+            // Checked after the wait, right before reading: bytes sent after `freeze()` returned are never relayed.
+            let (frozen, severed) = state.withLock { ($0.frozen, $0.severed) }
+            if severed { return }
+            if frozen {
+                usleep(10_000)  // hold the bytes in the kernel until severed
+                continue
+            }
+            guard descriptor.revents != 0 else { continue }
+            let count = read(source, &buffer, buffer.count)
+            guard count > 0 else { return }
+            var written = 0
+            while written < count {
+                let result = buffer[written..<count].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                guard result > 0 else { return }
+                written += result
+            }
+        }
+    }
+}
