@@ -10,16 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-for package in librabbitmq-dev rabbitmq-server pkg-config; do
-    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "run: installing ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
+source scripts/lib/prerequisites.sh
+ensure_prerequisites
 
 export AMQP_URL="${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
 authority="${AMQP_URL#*://}"; authority="${authority#*@}"; authority="${authority%%/*}"

@@ -1,0 +1,14 @@
+# Sourced by the set-up scripts: installs the Debian packages the build and the broker need when any is
+# missing, and puts Swift on the PATH when the shell does not have it.
+ensure_prerequisites() {
+    local missing=() package
+    for package in librabbitmq-dev rabbitmq-server pkg-config openssl "$@"; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "installing ${missing[*]}" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    command -v swift >/dev/null || export PATH="/opt/swift/usr/bin:$PATH"
+}
