@@ -23,10 +23,10 @@ node="${RABBITMQ_NODENAME:-wallet-$port@localhost}"
 server_bin=/usr/lib/rabbitmq/bin
 
 ensure_installed() {
-    if [ ! -x "$server_bin/rabbitmq-server" ]; then
-        echo "rabbitmq-local: installing rabbitmq-server with apt" >&2
+    if [ ! -x "$server_bin/rabbitmq-server" ] || ! command -v openssl >/dev/null; then
+        echo "rabbitmq-local: installing rabbitmq-server and openssl with apt" >&2
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server openssl >/dev/null
     fi
 }
 
