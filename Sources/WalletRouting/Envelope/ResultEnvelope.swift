@@ -12,7 +12,8 @@ struct ResultEnvelope {
     private let correlationID: String?
     private let traceparent: String?
     private let replyTo: String?
-    private let processedAt: String
+    /// The processing time, formatted only when a first result is published (ignored messages publish none).
+    private let processedAtEpochSeconds: Double
     /// `messageId`, `correlationId`, `sender` and `processedAt` as JSON members, encoded once per message.
     private var commonMembers: [UInt8] = []
     private var nextIndex = 0
@@ -31,7 +32,7 @@ struct ResultEnvelope {
         correlationID = inbound.correlationID.flatMap { $0.isEmpty ? nil : $0 } ?? inboundMessageID
         traceparent = inbound.traceparent
         replyTo = inbound.replyTo.flatMap { $0.isEmpty ? nil : $0 }
-        processedAt = UTCTimestamp.string(epochSeconds: now.timeIntervalSince1970)
+        processedAtEpochSeconds = now.timeIntervalSince1970
     }
 
     /// Appends one result (and its `reply_to` copy). `writeFields` writes the result's own members.
@@ -43,7 +44,7 @@ struct ResultEnvelope {
         writer.beginObject()
         writer.key("kind")
         writer.string(kind.rawValue)
-        writer.raw(commonMembers)
+        writer.members(commonMembers)
         writeFields(&writer)
         writer.endObject()
 
@@ -61,7 +62,6 @@ struct ResultEnvelope {
         }
     }
 
-    /// `JSONWriter.raw` puts the comma before this fragment; the fragment itself is `"key":value,...`.
     private mutating func encodeCommonMembers() {
         var writer = JSONWriter(reservingCapacity: 160)
         writer.key("messageId")
@@ -71,7 +71,7 @@ struct ResultEnvelope {
         writer.key("sender")
         writer.string(sender)
         writer.key("processedAt")
-        writer.string(processedAt)
+        writer.string(UTCTimestamp.string(epochSeconds: processedAtEpochSeconds))
         commonMembers = writer.bytes
     }
 }

@@ -175,17 +175,25 @@ private struct Cursor {
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
+        var nonASCII: UInt8 = 0
         // Fast path: no escapes, so the bytes between the quotes are the string.
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                guard let string = String(validating: slice, as: UTF8.self) else {
+                let string: String
+                if nonASCII & 0x80 == 0 {
+                    // ASCII needs no validation; `String(validating:)` costs a generic metadata lookup per call.
+                    string = String(decoding: slice, as: UTF8.self)
+                } else if let validated = String(validating: slice, as: UTF8.self) {
+                    string = validated
+                } else {
                     throw JSONParseError(.invalidUTF8, at: start)
                 }
                 index += 1
                 return string
             }
+            nonASCII |= byte
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw error(.controlCharacterInString) }
             index += 1

@@ -41,6 +41,10 @@ public struct JSONWriter: Sendable {
     }
 
     /// Writes a key that came from input, escaped.
+    ///
+    /// Disfavoured so that a literal key (`writer.key("kind")`) takes the `StaticString` overload, which copies
+    /// the bytes without scanning them for escapes.
+    @_disfavoredOverload
     public mutating func key(_ key: String) {
         separate()
         appendEscaped(key)
@@ -92,6 +96,14 @@ public struct JSONWriter: Sendable {
 
     /// Writes an already-encoded JSON fragment the caller guarantees is one valid JSON value.
     public mutating func raw(_ encoded: some Sequence<UInt8>) {
+        separate()
+        bytes.append(contentsOf: encoded)
+    }
+
+    /// Appends already-encoded object members (`"key":value,...`, no braces) inside the current object.
+    /// The worker encodes the members every result shares once per message and appends them to each result.
+    public mutating func members(_ encoded: [UInt8]) {
+        guard !encoded.isEmpty else { return }
         separate()
         bytes.append(contentsOf: encoded)
     }

@@ -48,8 +48,8 @@ extension TransactionRecord {
         text.utf8.count == 3 && text.utf8.allSatisfy { $0 &- UInt8(ascii: "A") < 26 }
     }
 
-    private static func optionalString(_ key: StaticString, in record: JSONObject) throws(Rejection) -> String? {
-        switch record[key.description] {
+    private static func optionalString(_ key: String, in record: JSONObject) throws(Rejection) -> String? {
+        switch record[key] {
         case nil, .null?: return nil
         case .string(let value)?: return value
         default: throw Rejection("transaction.\(key) must be a string when present")
