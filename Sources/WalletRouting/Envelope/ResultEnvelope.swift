@@ -55,7 +55,7 @@ struct ResultEnvelope {
             traceparent: traceparent
         )
         nextIndex += 1
-        let result = OutboundResult(exchange: exchange, routingKey: routingKey, body: writer.bytes, properties: properties)
+        let result = OutboundResult(exchange: exchange, routingKey: routingKey, body: writer.takeBytes(), properties: properties)
         results.append(result)
         if let replyTo {
             results.append(OutboundResult(exchange: "", routingKey: replyTo, body: result.body, properties: properties))
@@ -72,6 +72,6 @@ struct ResultEnvelope {
         writer.string(sender)
         writer.key("processedAt")
         writer.string(UTCTimestamp.string(epochSeconds: processedAtEpochSeconds))
-        commonMembers = writer.bytes
+        commonMembers = writer.takeBytes()
     }
 }
