@@ -35,12 +35,14 @@ struct ResultEnvelope {
         processedAtEpochSeconds = now.timeIntervalSince1970
     }
 
-    /// Appends one result (and its `reply_to` copy). `writeFields` writes the result's own members.
+    /// Appends one result (and its `reply_to` copy). `writeFields` writes the result's own members, about
+    /// `fieldBytes` of them (a hint that saves growing the buffer).
     mutating func publish(
-        _ kind: ResultKind, exchange: String, routingKey: String, writeFields: (inout JSONWriter) -> Void
+        _ kind: ResultKind, exchange: String, routingKey: String, fieldBytes: Int = 256,
+        writeFields: (inout JSONWriter) -> Void
     ) {
         if commonMembers.isEmpty { encodeCommonMembers() }
-        var writer = JSONWriter(reservingCapacity: 256 + commonMembers.count)
+        var writer = JSONWriter(reservingCapacity: 32 + fieldBytes + commonMembers.count)
         writer.beginObject()
         writer.key("kind")
         writer.string(kind.rawValue)

@@ -90,6 +90,8 @@ private struct Cursor {
             index += 1
             return .object(JSONObject(members: members))
         }
+        // Notification objects have a handful of members: one allocation instead of growing 1, 2, 4, 8.
+        members.reserveCapacity(8)
         while true {
             skipWhitespace()
             guard index < bytes.count else { throw error(.unexpectedEnd) }
@@ -123,6 +125,7 @@ private struct Cursor {
             index += 1
             return .array(elements)
         }
+        elements.reserveCapacity(4)
         while true {
             skipWhitespace()
             elements.append(try parseValue(depth: depth))

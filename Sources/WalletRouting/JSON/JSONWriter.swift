@@ -175,8 +175,14 @@ public struct JSONWriter: Sendable {
 
     @inline(never)
     private mutating func grow(toHold needed: Int) {
-        let newCount = Swift.max(needed, storage.count * 2)
-        storage.append(contentsOf: repeatElement(0, count: newCount - storage.count))
+        var larger = [UInt8](repeating: 0, count: Swift.max(needed, storage.count * 2))
+        let written = count
+        larger.withUnsafeMutableBufferPointer { target in
+            storage.withUnsafeBufferPointer { source in
+                target.baseAddress!.update(from: source.baseAddress!, count: written)
+            }
+        }
+        storage = larger
     }
 
     /// A comma is due unless nothing was written yet, or the last byte opened a container or ended a key.
@@ -216,63 +222,95 @@ public struct JSONWriter: Sendable {
 
     /// A separator if due, then the string in quotes with `"`, `\\` and control characters escaped.
     private mutating func appendEscaped(_ string: String) {
-        var string = string
-        string.withUTF8 { utf8 in
-            let length = utf8.count
-            var needsEscaping = false
-            for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                needsEscaping = true
-                break
-            }
-            if !needsEscaping {
-                write(length + 3) { base, at in
-                    var at = Self.separate(base, at)
-                    base[at] = UInt8(ascii: "\"")
-                    if let start = utf8.baseAddress { (base + at + 1).update(from: start, count: length) }
-                    at += length + 1
-                    base[at] = UInt8(ascii: "\"")
-                    return at + 1
-                }
-                return
-            }
-            // At most six bytes per input byte (`\u001f`).
-            write(length * 6 + 3) { base, at in
+        // Native and small strings lend their UTF-8 without a copy of the string value.
+        let done: Void? = string.utf8.withContiguousStorageIfAvailable { appendEscaped(utf8: $0) }
+        if done == nil {
+            var contiguous = string
+            contiguous.withUTF8 { appendEscaped(utf8: $0) }
+        }
+    }
+
+    private mutating func appendEscaped(utf8: UnsafeBufferPointer<UInt8>) {
+        let length = utf8.count
+        if !Self.needsEscaping(utf8) {
+            write(length + 3) { base, at in
                 var at = Self.separate(base, at)
                 base[at] = UInt8(ascii: "\"")
-                at += 1
-                for byte in utf8 {
-                    guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else {
-                        base[at] = byte
-                        at += 1
-                        continue
-                    }
-                    base[at] = UInt8(ascii: "\\")
-                    let escaped: UInt8
-                    switch byte {
-                    case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
-                    case UInt8(ascii: "\\"): escaped = UInt8(ascii: "\\")
-                    case 0x0A: escaped = UInt8(ascii: "n")
-                    case 0x0D: escaped = UInt8(ascii: "r")
-                    case 0x09: escaped = UInt8(ascii: "t")
-                    case 0x08: escaped = UInt8(ascii: "b")
-                    case 0x0C: escaped = UInt8(ascii: "f")
-                    default:
-                        let hex: StaticString = "0123456789abcdef"
-                        base[at + 1] = UInt8(ascii: "u")
-                        base[at + 2] = UInt8(ascii: "0")
-                        base[at + 3] = UInt8(ascii: "0")
-                        base[at + 4] = hex.utf8Start[Int(byte >> 4)]
-                        base[at + 5] = hex.utf8Start[Int(byte & 0xF)]
-                        at += 6
-                        continue
-                    }
-                    base[at + 1] = escaped
-                    at += 2
-                }
+                if let start = utf8.baseAddress { (base + at + 1).update(from: start, count: length) }
+                at += length + 1
                 base[at] = UInt8(ascii: "\"")
                 return at + 1
             }
+            return
         }
+        // At most six bytes per input byte (`\u001f`).
+        write(length * 6 + 3) { base, at in
+            var at = Self.separate(base, at)
+            base[at] = UInt8(ascii: "\"")
+            at += 1
+            for byte in utf8 {
+                guard Self.needsEscaping(byte) else {
+                    base[at] = byte
+                    at += 1
+                    continue
+                }
+                base[at] = UInt8(ascii: "\\")
+                let escaped: UInt8
+                switch byte {
+                case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
+                case UInt8(ascii: "\\"): escaped = UInt8(ascii: "\\")
+                case 0x0A: escaped = UInt8(ascii: "n")
+                case 0x0D: escaped = UInt8(ascii: "r")
+                case 0x09: escaped = UInt8(ascii: "t")
+                case 0x08: escaped = UInt8(ascii: "b")
+                case 0x0C: escaped = UInt8(ascii: "f")
+                default:
+                    let hex: StaticString = "0123456789abcdef"
+                    base[at + 1] = UInt8(ascii: "u")
+                    base[at + 2] = UInt8(ascii: "0")
+                    base[at + 3] = UInt8(ascii: "0")
+                    base[at + 4] = hex.utf8Start[Int(byte >> 4)]
+                    base[at + 5] = hex.utf8Start[Int(byte & 0xF)]
+                    at += 6
+                    continue
+                }
+                base[at + 1] = escaped
+                at += 2
+            }
+            base[at] = UInt8(ascii: "\"")
+            return at + 1
+        }
+    }
+
+    @inline(__always)
+    private static func needsEscaping(_ byte: UInt8) -> Bool {
+        byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+    }
+
+    /// Whether any byte is a control character, `"` or `\\`, eight bytes at a time.
+    @inline(__always)
+    private static func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = utf8.baseAddress else { return false }
+        let count = utf8.count
+        let raw = UnsafeRawPointer(base)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        while index + 8 <= count {
+            let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            // A byte below n sets its high bit in (word - n per byte) & ~word (exact for n <= 128).
+            let control = (word &- ones &* 0x20) & ~word
+            let quote = word ^ (ones &* 0x22)
+            let backslash = word ^ (ones &* 0x5C)
+            let found = (control | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highBits
+            if found != 0 { return true }
+            index += 8
+        }
+        while index < count {
+            if needsEscaping(base[index]) { return true }
+            index += 1
+        }
+        return false
     }
 }
 

@@ -52,17 +52,21 @@ extension NotificationRouter {
             stored = newRecord
         }
         let auxiliary = recordType?.isAuxiliary
-        let newest = try state.newestTransactions(
-            digitalCardId: digitalCardId, auxiliary: auxiliary, limit: settings.transactionHistoryLimit
-        )
+        // Passed straight in, so the view inserts the new record into this array without copying it.
         let view = TransactionHistory.view(
-            newestStored: newest,
+            newestStored: try state.newestTransactions(
+                digitalCardId: digitalCardId, auxiliary: auxiliary, limit: settings.transactionHistoryLimit
+            ),
             adding: stored.flatMap { auxiliary == nil || $0.isAuxiliaryTransaction == auxiliary ? $0 : nil },
             limit: settings.transactionHistoryLimit,
             windowSeconds: settings.transactionHistoryWindowSeconds
         )
 
-        envelope.publish(.transactionRecords, exchange: exchange, routingKey: "transactions.records") {
+        // A record echoes in about 250 bytes.
+        envelope.publish(
+            .transactionRecords, exchange: exchange, routingKey: "transactions.records",
+            fieldBytes: 128 + view.count * 256
+        ) {
             $0.key("digitalCardId")
             $0.string(digitalCardId)
             $0.key("transactionRecordType")
@@ -106,7 +110,8 @@ enum TransactionHistory {
     ///     at least `limit` of them when the card has that many.
     ///   - adding: a record of the requested type being stored now (the latest stored, so first among ties).
     static func view(
-        newestStored: [TransactionRecord], adding new: TransactionRecord?, limit: Int, windowSeconds: Double
+        newestStored: consuming [TransactionRecord], adding new: TransactionRecord?, limit: Int,
+        windowSeconds: Double
     ) -> ArraySlice<TransactionRecord> {
         var records = newestStored
         if let new {
