@@ -113,6 +113,24 @@ do {
 
 // MARK: - Reference: Foundation's JSONSerialization parsing the same bodies (parse only, nothing routed)
 
+/// Parse-only rates over the same bodies, for comparison: the routing core's parser, then Foundation's.
+@MainActor
+func parseRate(runs: Int, _ parse: ([UInt8]) -> Bool) -> Double {
+    var rates: [Double] = []
+    for _ in 0..<runs {
+        let clock = ContinuousClock()
+        var parsed = 0
+        let start = clock.now
+        for message in workload.messages where parse(message.body) { parsed &+= 1 }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        rates.append(Double(workload.messages.count) / seconds)
+        if parsed == 0 { print("nothing parsed") }
+    }
+    return median(rates)
+}
+
+let ownParseRate = parseRate(runs: max(3, options.runs / 2)) { (try? JSONParser.parse($0)) != nil }
 let bodies = workload.messages.map { Data($0.body) }
 var foundationRates: [Double] = []
 for _ in 0..<max(3, options.runs / 2) {
@@ -139,6 +157,7 @@ if CAllocationCounter_isAvailable() == 1 {
 } else {
     print("heap allocations: not counted on this platform (the interposer needs Linux with glibc)")
 }
+print("parse only: WalletRouting's JSONParser parses \(formatted(ownParseRate)) bodies/s")
 print("reference: Foundation JSONSerialization parses \(formatted(median(foundationRates))) bodies/s "
     + "(the same bodies, parse only, median of \(foundationRates.count))")
 print("target: 150,000 notifications/s: \(median(rates) >= 150_000 ? "met" : "NOT met")")

@@ -187,7 +187,8 @@ private struct Cursor {
                 let string: String
                 if nonASCII & 0x80 == 0 {
                     // ASCII needs no validation; `String(validating:)` costs a generic metadata lookup per call.
-                    string = String(decoding: slice, as: UTF8.self)
+                    // The contract's own names and values come back as literals: no allocation, no copy.
+                    string = ContractVocabulary.string(slice) ?? String(decoding: slice, as: UTF8.self)
                 } else if let validated = String(validating: slice, as: UTF8.self) {
                     string = validated
                 } else {

@@ -220,6 +220,131 @@ public struct JSONWriter: Sendable {
         }
     }
 
+    // MARK: - Reserved output (module-internal)
+
+    /// A write position inside space the writer has already made room for. For shapes written many times per
+    /// result (a TNS history echoes up to ten records): no capacity check, uniqueness check or separator logic
+    /// per token. Only valid inside `withReservedOutput`; do not let it escape.
+    struct ReservedOutput {
+        fileprivate let base: UnsafeMutablePointer<UInt8>
+        fileprivate var at: Int
+
+        /// Punctuation and keys spelled by the program, written as they are (e.g. `,"date":`).
+        mutating func fragment(_ text: StaticString) {
+            let length = text.utf8CodeUnitCount
+            (base + at).update(from: text.utf8Start, count: length)
+            at += length
+        }
+
+        /// Takes at most `JSONWriter.maximumQuotedLength(value)` bytes.
+        mutating func string(_ value: String) {
+            let start = at
+            let base = base
+            let written: Int? = value.utf8.withContiguousStorageIfAvailable {
+                JSONWriter.writeQuoted($0, to: base, at: start)
+            }
+            if let written {
+                at = written
+            } else {
+                var contiguous = value
+                at = contiguous.withUTF8 { JSONWriter.writeQuoted($0, to: base, at: start) }
+            }
+        }
+
+        /// Takes `value.literal.utf8.count` bytes.
+        mutating func number(_ value: JSONNumber) {
+            let start = at
+            let base = base
+            let written: Int? = value.literal.utf8.withContiguousStorageIfAvailable { utf8 in
+                if let source = utf8.baseAddress { (base + start).update(from: source, count: utf8.count) }
+                return start + utf8.count
+            }
+            if let written {
+                at = written
+            } else {
+                for byte in value.literal.utf8 {
+                    base[at] = byte
+                    at += 1
+                }
+            }
+        }
+
+        /// Takes at most 5 bytes.
+        mutating func bool(_ value: Bool) {
+            fragment(value ? "true" : "false")
+        }
+    }
+
+    /// The most bytes a string takes quoted and escaped.
+    static func maximumQuotedLength(_ value: String) -> Int {
+        value.utf8.count * 6 + 2
+    }
+
+    /// Writes a separator if one is due, then lets `body` write at most `maximum` bytes.
+    mutating func withReservedOutput(maximum: Int, _ body: (inout ReservedOutput) -> Void) {
+        write(maximum + 1) { base, at in
+            var output = ReservedOutput(base: base, at: Self.separate(base, at))
+            body(&output)
+            return output.at
+        }
+    }
+
+    /// Writes `utf8` quoted and escaped at `base + at`; returns the new end. Needs `utf8.count + 2` bytes when
+    /// nothing is escaped, at most `utf8.count * 6 + 2`.
+    @inline(__always)
+    fileprivate static func writeQuoted(
+        _ utf8: UnsafeBufferPointer<UInt8>, to base: UnsafeMutablePointer<UInt8>, at start: Int
+    ) -> Int {
+        var at = start
+        base[at] = UInt8(ascii: "\"")
+        at += 1
+        if !needsEscaping(utf8) {
+            if let source = utf8.baseAddress { (base + at).update(from: source, count: utf8.count) }
+            at += utf8.count
+        } else {
+            at = writeEscaped(utf8, to: base, at: at)
+        }
+        base[at] = UInt8(ascii: "\"")
+        return at + 1
+    }
+
+    /// The escaping loop, for the rare strings that need it.
+    private static func writeEscaped(
+        _ utf8: UnsafeBufferPointer<UInt8>, to base: UnsafeMutablePointer<UInt8>, at start: Int
+    ) -> Int {
+        var at = start
+        for byte in utf8 {
+            guard needsEscaping(byte) else {
+                base[at] = byte
+                at += 1
+                continue
+            }
+            base[at] = UInt8(ascii: "\\")
+            let escaped: UInt8
+            switch byte {
+            case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
+            case UInt8(ascii: "\\"): escaped = UInt8(ascii: "\\")
+            case 0x0A: escaped = UInt8(ascii: "n")
+            case 0x0D: escaped = UInt8(ascii: "r")
+            case 0x09: escaped = UInt8(ascii: "t")
+            case 0x08: escaped = UInt8(ascii: "b")
+            case 0x0C: escaped = UInt8(ascii: "f")
+            default:
+                let hex: StaticString = "0123456789abcdef"
+                base[at + 1] = UInt8(ascii: "u")
+                base[at + 2] = UInt8(ascii: "0")
+                base[at + 3] = UInt8(ascii: "0")
+                base[at + 4] = hex.utf8Start[Int(byte >> 4)]
+                base[at + 5] = hex.utf8Start[Int(byte & 0xF)]
+                at += 6
+                continue
+            }
+            base[at + 1] = escaped
+            at += 2
+        }
+        return at
+    }
+
     /// A separator if due, then the string in quotes with `"`, `\\` and control characters escaped.
     private mutating func appendEscaped(_ string: String) {
         // Native and small strings lend their UTF-8 without a copy of the string value.
@@ -231,54 +356,10 @@ public struct JSONWriter: Sendable {
     }
 
     private mutating func appendEscaped(utf8: UnsafeBufferPointer<UInt8>) {
-        let length = utf8.count
-        if !Self.needsEscaping(utf8) {
-            write(length + 3) { base, at in
-                var at = Self.separate(base, at)
-                base[at] = UInt8(ascii: "\"")
-                if let start = utf8.baseAddress { (base + at + 1).update(from: start, count: length) }
-                at += length + 1
-                base[at] = UInt8(ascii: "\"")
-                return at + 1
-            }
-            return
-        }
-        // At most six bytes per input byte (`\u001f`).
-        write(length * 6 + 3) { base, at in
-            var at = Self.separate(base, at)
-            base[at] = UInt8(ascii: "\"")
-            at += 1
-            for byte in utf8 {
-                guard Self.needsEscaping(byte) else {
-                    base[at] = byte
-                    at += 1
-                    continue
-                }
-                base[at] = UInt8(ascii: "\\")
-                let escaped: UInt8
-                switch byte {
-                case UInt8(ascii: "\""): escaped = UInt8(ascii: "\"")
-                case UInt8(ascii: "\\"): escaped = UInt8(ascii: "\\")
-                case 0x0A: escaped = UInt8(ascii: "n")
-                case 0x0D: escaped = UInt8(ascii: "r")
-                case 0x09: escaped = UInt8(ascii: "t")
-                case 0x08: escaped = UInt8(ascii: "b")
-                case 0x0C: escaped = UInt8(ascii: "f")
-                default:
-                    let hex: StaticString = "0123456789abcdef"
-                    base[at + 1] = UInt8(ascii: "u")
-                    base[at + 2] = UInt8(ascii: "0")
-                    base[at + 3] = UInt8(ascii: "0")
-                    base[at + 4] = hex.utf8Start[Int(byte >> 4)]
-                    base[at + 5] = hex.utf8Start[Int(byte & 0xF)]
-                    at += 6
-                    continue
-                }
-                base[at + 1] = escaped
-                at += 2
-            }
-            base[at] = UInt8(ascii: "\"")
-            return at + 1
+        // Room for the separator, the quotes, and six bytes per input byte (`\u001f`) only when escaping.
+        let maximum = Self.needsEscaping(utf8) ? utf8.count * 6 + 3 : utf8.count + 3
+        write(maximum) { base, at in
+            Self.writeQuoted(utf8, to: base, at: Self.separate(base, at))
         }
     }
 

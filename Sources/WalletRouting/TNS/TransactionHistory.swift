@@ -73,7 +73,8 @@ extension NotificationRouter {
             $0.string(recordType?.rawValue)
             $0.key("records")
             $0.beginArray()
-            for record in view { record.write(to: &$0) }
+            // By index: a for-in loop would copy every record (a retain and a release per string field).
+            for index in view.indices { view[index].write(to: &$0) }
             $0.endArray()
         }
         let effects: [Effect] = stored.map { [.storeTransaction(digitalCardId: digitalCardId, record: $0)] } ?? []

@@ -78,47 +78,63 @@ extension TransactionRecord {
     }
 
     /// The record as stored: received fields, absent optional strings omitted, `isAuxiliaryTransaction` always.
+    /// Written into space reserved once per record: a result echoes up to ten of them.
     func write(to writer: inout JSONWriter) {
-        writer.beginObject()
-        writer.key("id")
-        writer.string(id)
-        writer.key("date")
-        writer.string(date)
-        writer.key("status")
-        writer.string(status)
-        writer.key("type")
-        writer.string(type)
-        writer.key("currencyCode")
-        writer.string(currencyCode)
-        writer.key("amount")
-        writer.number(amount)
-        if let displayAmount {
-            writer.key("displayAmount")
-            writer.string(displayAmount)
+        // 190 bytes of keys and punctuation, then the values at their longest (every byte escaped).
+        var maximum = 200 + amount.literal.utf8.count
+        maximum += JSONWriter.maximumQuotedLength(id) + JSONWriter.maximumQuotedLength(date)
+        maximum += JSONWriter.maximumQuotedLength(status) + JSONWriter.maximumQuotedLength(type)
+        maximum += JSONWriter.maximumQuotedLength(currencyCode)
+        func add(_ optional: String?) {
+            if let optional { maximum += JSONWriter.maximumQuotedLength(optional) }
         }
-        if let merchantName {
-            writer.key("merchantName")
-            writer.string(merchantName)
+        add(displayAmount)
+        add(merchantName)
+        add(merchantType)
+        add(merchantPostalCode)
+        add(terminalID)
+        add(merchantID)
+        writer.withReservedOutput(maximum: maximum) { out in
+            out.fragment(#"{"id":"#)
+            out.string(id)
+            out.fragment(#","date":"#)
+            out.string(date)
+            out.fragment(#","status":"#)
+            out.string(status)
+            out.fragment(#","type":"#)
+            out.string(type)
+            out.fragment(#","currencyCode":"#)
+            out.string(currencyCode)
+            out.fragment(#","amount":"#)
+            out.number(amount)
+            if let displayAmount {
+                out.fragment(#","displayAmount":"#)
+                out.string(displayAmount)
+            }
+            if let merchantName {
+                out.fragment(#","merchantName":"#)
+                out.string(merchantName)
+            }
+            if let merchantType {
+                out.fragment(#","merchantType":"#)
+                out.string(merchantType)
+            }
+            if let merchantPostalCode {
+                out.fragment(#","merchantPostalCode":"#)
+                out.string(merchantPostalCode)
+            }
+            if let terminalID {
+                out.fragment(#","terminalID":"#)
+                out.string(terminalID)
+            }
+            if let merchantID {
+                out.fragment(#","merchantID":"#)
+                out.string(merchantID)
+            }
+            out.fragment(#","isAuxiliaryTransaction":"#)
+            out.bool(isAuxiliaryTransaction)
+            out.fragment("}")
         }
-        if let merchantType {
-            writer.key("merchantType")
-            writer.string(merchantType)
-        }
-        if let merchantPostalCode {
-            writer.key("merchantPostalCode")
-            writer.string(merchantPostalCode)
-        }
-        if let terminalID {
-            writer.key("terminalID")
-            writer.string(terminalID)
-        }
-        if let merchantID {
-            writer.key("merchantID")
-            writer.string(merchantID)
-        }
-        writer.key("isAuxiliaryTransaction")
-        writer.bool(isAuxiliaryTransaction)
-        writer.endObject()
     }
 }
 
