@@ -27,6 +27,27 @@ let now = Date(timeIntervalSince1970: 1_795_248_000)  // 2026-11-21T08:00:00Z
 let router = NotificationRouter()
 let cpu = CAllocationCounter_pinToCurrentCPU()
 
+// MARK: - Allocation counter self-check
+
+/// 1,000 class instances must count as (at least) 1,000 allocations, or the interposer is not in effect.
+final class Probe {
+    var value: Int
+    init(_ value: Int) { self.value = value }
+}
+
+/// The probes escape into an array, so none of them can be promoted to the stack.
+@inline(never)
+func allocateProbes(_ count: Int) -> [Probe] {
+    var probes: [Probe] = []
+    probes.reserveCapacity(count)
+    for index in 0..<count { probes.append(Probe(index)) }
+    return probes
+}
+
+let probeBefore = CAllocationCounter_count()
+let probeSum = allocateProbes(1_000).count
+let probeAllocations = CAllocationCounter_count() - probeBefore
+
 // MARK: - Workload
 
 let workload = Workload(count: options.messages)
@@ -44,6 +65,9 @@ print("  mix: " + MessageKind.allCases.map { kind in
     "\(kind.rawValue) \(String(format: "%.1f", 100 * Double(share[kind, default: 0]) / Double(workload.kinds.count)))%"
 }.joined(separator: ", "))
 print("  body bytes: min \(sizes.first ?? 0), median \(sizes[sizes.count / 2]), max \(sizes.last ?? 0)")
+if CAllocationCounter_isAvailable() == 1 {
+    print("  allocation counter self-check: \(probeAllocations) allocations counted for \(probeSum) objects and their array")
+}
 for kind in MessageKind.allCases {
     let kindSizes = zip(workload.messages, workload.kinds).filter { $0.1 == kind }.map(\.0.body.count).sorted()
     guard let first = kindSizes.first, let last = kindSizes.last else { continue }
@@ -149,7 +173,9 @@ for _ in 0..<max(3, options.runs / 2) {
 print("")
 print("median: \(formatted(median(rates))) notifications/s on one core (route + apply effects; "
     + "\(resultCount) results per pass)")
-if CAllocationCounter_isAvailable() == 1 {
+if CAllocationCounter_isAvailable() == 1, probeAllocations < 1_000 {
+    print("heap allocations: counter not in effect (1,000 objects counted as \(probeAllocations) for \(probeSum))")
+} else if CAllocationCounter_isAvailable() == 1 {
     print("heap allocations: \(String(format: "%.1f", perNotification)) per notification (median run); by kind: "
         + MessageKind.allCases.map { kind in
             "\(kind.rawValue) \(String(format: "%.1f", Double(allocationsByKind[kind, default: 0]) / Double(max(1, share[kind, default: 0]))))"
