@@ -65,13 +65,13 @@ print("  mix: " + MessageKind.allCases.map { kind in
     "\(kind.rawValue) \(String(format: "%.1f", 100 * Double(share[kind, default: 0]) / Double(workload.kinds.count)))%"
 }.joined(separator: ", "))
 print("  body bytes: min \(sizes.first ?? 0), median \(sizes[sizes.count / 2]), max \(sizes.last ?? 0)")
-if CAllocationCounter_isAvailable() == 1 {
-    print("  allocation counter self-check: \(probeAllocations) allocations counted for \(probeSum) objects and their array")
-}
 for kind in MessageKind.allCases {
     let kindSizes = zip(workload.messages, workload.kinds).filter { $0.1 == kind }.map(\.0.body.count).sorted()
     guard let first = kindSizes.first, let last = kindSizes.last else { continue }
     print("    \(kind.rawValue): \(first)-\(last) bytes, median \(kindSizes[kindSizes.count / 2])")
+}
+if CAllocationCounter_isAvailable() == 1 {
+    print("  allocation counter self-check: \(probeAllocations) allocations counted for \(probeSum) objects and their array")
 }
 
 // MARK: - Routing

@@ -275,9 +275,11 @@ public struct JSONWriter: Sendable {
         }
     }
 
-    /// The most bytes a string takes quoted and escaped.
+    /// The most bytes a string takes quoted and escaped: its length and quotes when nothing needs escaping
+    /// (reserving six bytes per byte for every string would grow a TNS result's buffer several times).
     static func maximumQuotedLength(_ value: String) -> Int {
-        value.utf8.count * 6 + 2
+        let clean: Bool? = value.utf8.withContiguousStorageIfAvailable { !needsEscaping($0) }
+        return clean == true ? value.utf8.count + 2 : value.utf8.count * 6 + 2
     }
 
     /// Writes a separator if one is due, then lets `body` write at most `maximum` bytes.
