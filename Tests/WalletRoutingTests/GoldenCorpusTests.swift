@@ -39,6 +39,43 @@ struct GoldenCorpusTests {
     }
 }
 
+/// CONTRACT.md §8's last row, which a corpus over an in-memory state cannot show: a transient failure (the store
+/// is unavailable) produces no result yet; the router rethrows it so the worker can retry the message.
+@Suite("Golden corpus: transient failures (§8)")
+struct TransientFailureTests {
+    struct StoreUnavailable: Error {}
+
+    /// A store that fails every read.
+    struct UnavailableState: WalletStateReading {
+        func card(_ digitalCardId: String) throws -> CardRecord? { throw StoreUnavailable() }
+        func hasTransaction(digitalCardId: String, recordId: String) throws -> Bool { throw StoreUnavailable() }
+        func newestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws -> [TransactionRecord] {
+            throw StoreUnavailable()
+        }
+    }
+
+    @Test("a store failure is rethrown, not answered", arguments: [
+        #"{"sender":"CPS","digitalCardId":"DC-1","serverMessage":{"code":"CBP.info.tokenSuspended"}}"#,
+        #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1"}"#,
+        #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-1"}"#,
+    ])
+    func storeFailureIsRethrown(_ body: String) {
+        #expect(throws: StoreUnavailable.self) {
+            try NotificationRouter().route(InboundMessage(body: Array(body.utf8)), state: UnavailableState(),
+                                           now: GoldenCorpus.now)
+        }
+    }
+
+    @Test("messages that read no state are answered even when the store is down", arguments: [
+        #"{"action":"ping"}"#, #"{"sender":"TNS","action":"wrong","digitalCardId":"DC-1"}"#, "not json",
+    ])
+    func statelessMessagesAreAnswered(_ body: String) throws {
+        let decision = try NotificationRouter().route(InboundMessage(body: Array(body.utf8)), state: UnavailableState(),
+                                                      now: GoldenCorpus.now)
+        #expect(decision.results.count == 1)
+    }
+}
+
 // MARK: - The corpus
 
 struct GoldenCase: Sendable, CustomTestStringConvertible {
