@@ -179,6 +179,18 @@ private struct Cursor {
         index += 1  // opening quote
         let start = index
         var nonASCII: UInt8 = 0
+        // Eight bytes at a time while none of them ends the string, escapes or is a control character.
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            var seen: UInt64 = 0
+            while index + 8 <= bytes.count {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                if Self.mayEndPlainRun(word) { break }
+                seen |= word
+                index += 8
+            }
+            if seen & 0x8080_8080_8080_8080 != 0 { nonASCII = 0x80 }
+        }
         // Fast path: no escapes, so the bytes between the quotes are the string.
         while index < bytes.count {
             let byte = bytes[index]
@@ -204,6 +216,17 @@ private struct Cursor {
         }
         guard index < bytes.count else { throw error(.unexpectedEnd) }
         return try parseEscapedString(prefixStart: start)
+    }
+
+    /// Whether a word holds a `"`, a `\\` or a control character (exact: a byte below n sets its high bit in
+    /// `(word - n per byte) & ~word` for n <= 128, and bytes of 0x80 and above never do).
+    @inline(__always)
+    static func mayEndPlainRun(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let control = (word &- ones &* 0x20) & ~word
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        return (control | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & 0x8080_8080_8080_8080 != 0
     }
 
     mutating func parseEscapedString(prefixStart: Int) throws(JSONParseError) -> String {
