@@ -10,7 +10,7 @@ public struct InMemoryWalletState: WalletStateReading, Sendable {
     public private(set) var installations: [String: Installation] = [:]
     private var histories: [String: TransactionLog] = [:]
 
-    private struct TransactionLog: Sendable {
+    fileprivate struct TransactionLog: Sendable {
         /// Newest first by instant; among equal instants, the later stored first.
         var records: [TransactionRecord] = []
         var ids: Set<String> = []
@@ -63,18 +63,22 @@ public struct InMemoryWalletState: WalletStateReading, Sendable {
     // MARK: - Storage
 
     private mutating func store(_ record: TransactionRecord, digitalCardId: String) {
-        var log = histories.removeValue(forKey: digitalCardId) ?? TransactionLog()
+        // Mutated in place through the dictionary's defaulting subscript: one lookup, no copy of the log.
+        histories[digitalCardId, default: TransactionLog()].store(record)
+    }
+}
+
+extension InMemoryWalletState.TransactionLog {
+    mutating func store(_ record: TransactionRecord) {
         // The first record with an id is kept, as the router expects.
-        if log.ids.insert(record.id).inserted {
+        if ids.insert(record.id).inserted {
             // The new record is the latest stored: it goes before every record with the same or an older instant.
-            let position = insertionIndex(for: record.instant, in: log.records)
-            log.records.insert(record, at: position)
+            records.insert(record, at: Self.insertionIndex(for: record.instant, in: records))
         }
-        histories[digitalCardId] = log
     }
 
     /// The first index whose record is not newer than `instant` (binary search over the newest-first order).
-    private func insertionIndex(for instant: Double, in records: [TransactionRecord]) -> Int {
+    private static func insertionIndex(for instant: Double, in records: [TransactionRecord]) -> Int {
         var low = 0
         var high = records.count
         while low < high {

@@ -35,12 +35,14 @@ struct ResultEnvelope {
         processedAtEpochSeconds = now.timeIntervalSince1970
     }
 
-    /// Appends one result (and its `reply_to` copy). `writeFields` writes the result's own members.
+    /// Appends one result (and its `reply_to` copy). `writeFields` writes the result's own members, about
+    /// `fieldBytes` of them (a hint that saves growing the buffer).
     mutating func publish(
-        _ kind: ResultKind, exchange: String, routingKey: String, writeFields: (inout JSONWriter) -> Void
+        _ kind: ResultKind, exchange: String, routingKey: String, fieldBytes: Int = 256,
+        writeFields: (inout JSONWriter) -> Void
     ) {
         if commonMembers.isEmpty { encodeCommonMembers() }
-        var writer = JSONWriter(reservingCapacity: 256 + commonMembers.count)
+        var writer = JSONWriter(reservingCapacity: 32 + fieldBytes + commonMembers.count)
         writer.beginObject()
         writer.key("kind")
         writer.string(kind.rawValue)
@@ -55,7 +57,7 @@ struct ResultEnvelope {
             traceparent: traceparent
         )
         nextIndex += 1
-        let result = OutboundResult(exchange: exchange, routingKey: routingKey, body: writer.bytes, properties: properties)
+        let result = OutboundResult(exchange: exchange, routingKey: routingKey, body: writer.takeBytes(), properties: properties)
         results.append(result)
         if let replyTo {
             results.append(OutboundResult(exchange: "", routingKey: replyTo, body: result.body, properties: properties))
@@ -72,6 +74,6 @@ struct ResultEnvelope {
         writer.string(sender)
         writer.key("processedAt")
         writer.string(UTCTimestamp.string(epochSeconds: processedAtEpochSeconds))
-        commonMembers = writer.bytes
+        commonMembers = writer.takeBytes()
     }
 }

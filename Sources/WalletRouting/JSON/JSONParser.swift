@@ -90,6 +90,8 @@ private struct Cursor {
             index += 1
             return .object(JSONObject(members: members))
         }
+        // Notification objects have a handful of members: one allocation instead of growing 1, 2, 4, 8.
+        members.reserveCapacity(8)
         while true {
             skipWhitespace()
             guard index < bytes.count else { throw error(.unexpectedEnd) }
@@ -123,6 +125,7 @@ private struct Cursor {
             index += 1
             return .array(elements)
         }
+        elements.reserveCapacity(4)
         while true {
             skipWhitespace()
             elements.append(try parseValue(depth: depth))
@@ -176,6 +179,18 @@ private struct Cursor {
         index += 1  // opening quote
         let start = index
         var nonASCII: UInt8 = 0
+        // Eight bytes at a time while none of them ends the string, escapes or is a control character.
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            var seen: UInt64 = 0
+            while index + 8 <= bytes.count {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                if Self.mayEndPlainRun(word) { break }
+                seen |= word
+                index += 8
+            }
+            if seen & 0x8080_8080_8080_8080 != 0 { nonASCII = 0x80 }
+        }
         // Fast path: no escapes, so the bytes between the quotes are the string.
         while index < bytes.count {
             let byte = bytes[index]
@@ -184,7 +199,8 @@ private struct Cursor {
                 let string: String
                 if nonASCII & 0x80 == 0 {
                     // ASCII needs no validation; `String(validating:)` costs a generic metadata lookup per call.
-                    string = String(decoding: slice, as: UTF8.self)
+                    // The contract's own names and values come back as literals: no allocation, no copy.
+                    string = ContractVocabulary.string(slice) ?? String(decoding: slice, as: UTF8.self)
                 } else if let validated = String(validating: slice, as: UTF8.self) {
                     string = validated
                 } else {
@@ -200,6 +216,17 @@ private struct Cursor {
         }
         guard index < bytes.count else { throw error(.unexpectedEnd) }
         return try parseEscapedString(prefixStart: start)
+    }
+
+    /// Whether a word holds a `"`, a `\\` or a control character (exact: a byte below n sets its high bit in
+    /// `(word - n per byte) & ~word` for n <= 128, and bytes of 0x80 and above never do).
+    @inline(__always)
+    static func mayEndPlainRun(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let control = (word &- ones &* 0x20) & ~word
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        return (control | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & 0x8080_8080_8080_8080 != 0
     }
 
     mutating func parseEscapedString(prefixStart: Int) throws(JSONParseError) -> String {

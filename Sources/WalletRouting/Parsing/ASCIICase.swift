@@ -16,6 +16,15 @@ enum ASCIICase {
         let targetBytes = UnsafeBufferPointer(start: target.utf8Start, count: target.utf8CodeUnitCount)
         let utf8 = text.utf8
         guard utf8.count == targetBytes.count else { return false }
+        // Over the contiguous bytes when the string has them (native and small strings do): iterating the
+        // UTF-8 view decodes byte by byte, which was a visible cost on every notification.
+        let contiguous: Bool? = utf8.withContiguousStorageIfAvailable { bytes in
+            for index in 0..<bytes.count where lowercased(bytes[index]) != lowercased(targetBytes[index]) {
+                return false
+            }
+            return true
+        }
+        if let contiguous { return contiguous }
         var index = 0
         for byte in utf8 {
             guard lowercased(byte) == lowercased(targetBytes[index]) else { return false }

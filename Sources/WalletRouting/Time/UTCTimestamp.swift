@@ -10,24 +10,29 @@ enum UTCTimestamp {
         let (year, month, day) = CivilDate.date(daysSinceEpoch: days)
         let secondOfDay = millisecondOfDay / 1000
 
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(24)
-        if year < 0 { bytes.append(UInt8(ascii: "-")) }
-        appendDigits(abs(year), width: 4, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        appendDigits(month, width: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        appendDigits(day, width: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "T"))
-        appendDigits(secondOfDay / 3600, width: 2, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        appendDigits(secondOfDay / 60 % 60, width: 2, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        appendDigits(secondOfDay % 60, width: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "."))
-        appendDigits(millisecondOfDay % 1000, width: 3, to: &bytes)
-        bytes.append(UInt8(ascii: "Z"))
-        return String(decoding: bytes, as: UTF8.self)
+        // At most 19 year digits and a sign, then the 20 bytes of `-MM-DDThh:mm:ss.sssZ`, written in place.
+        return String(unsafeUninitializedCapacity: 40) { buffer in
+            var at = 0
+            if year < 0 {
+                buffer[at] = UInt8(ascii: "-")
+                at += 1
+            }
+            at = writeDigits(abs(year), width: 4, into: buffer, at: at)
+            buffer[at] = UInt8(ascii: "-")
+            at = writeDigits(month, width: 2, into: buffer, at: at + 1)
+            buffer[at] = UInt8(ascii: "-")
+            at = writeDigits(day, width: 2, into: buffer, at: at + 1)
+            buffer[at] = UInt8(ascii: "T")
+            at = writeDigits(secondOfDay / 3600, width: 2, into: buffer, at: at + 1)
+            buffer[at] = UInt8(ascii: ":")
+            at = writeDigits(secondOfDay / 60 % 60, width: 2, into: buffer, at: at + 1)
+            buffer[at] = UInt8(ascii: ":")
+            at = writeDigits(secondOfDay % 60, width: 2, into: buffer, at: at + 1)
+            buffer[at] = UInt8(ascii: ".")
+            at = writeDigits(millisecondOfDay % 1000, width: 3, into: buffer, at: at + 1)
+            buffer[at] = UInt8(ascii: "Z")
+            return at + 1
+        }
     }
 
     private static func floorDivision(_ value: Int, _ divisor: Int) -> (quotient: Int, remainder: Int) {
@@ -35,8 +40,10 @@ enum UTCTimestamp {
         return remainder < 0 ? (value / divisor - 1, remainder + divisor) : (value / divisor, remainder)
     }
 
-    /// Zero-padded to `width`; wider values keep all their digits.
-    private static func appendDigits(_ value: Int, width: Int, to bytes: inout [UInt8]) {
+    /// Zero-padded to `width`; wider values keep all their digits. Returns the index after the last digit.
+    private static func writeDigits(
+        _ value: Int, width: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at start: Int
+    ) -> Int {
         var digits = 1
         var limit = 10
         while value >= limit, digits < 19 {
@@ -44,14 +51,13 @@ enum UTCTimestamp {
             limit &*= 10
         }
         let count = max(width, digits)
-        let start = bytes.count
-        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: count))
         var remaining = value
         var index = start + count - 1
-        while remaining > 0 {
-            bytes[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
+        while index >= start {
+            buffer[index] = UInt8(ascii: "0") + UInt8(remaining % 10)
             remaining /= 10
             index -= 1
         }
+        return start + count
     }
 }
