@@ -26,25 +26,7 @@ final class FaultyRelay: Sendable {
     init(upstreamHost: String, upstreamPort: Int) throws {
         self.upstreamHost = upstreamHost
         self.upstreamPort = upstreamPort
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw SilentListener.SocketFailure(call: "socket") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                bind(descriptor, address, length) == 0 && listen(descriptor, 16) == 0
-                    && getsockname(descriptor, address, &length) == 0
-            }
-        }
-        guard bound else {
-            _ = systemClose(descriptor)
-            throw SilentListener.SocketFailure(call: "bind/listen")
-        }
-        listener = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try listenOnLoopback()
         Thread { [self] in acceptUntilShutDown() }.start()
     }
 
