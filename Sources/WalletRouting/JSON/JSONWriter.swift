@@ -1,6 +1,6 @@
 /// Writes compact JSON straight into a byte buffer.
 ///
-/// Results are written with this rather than `JSONEncoder`: it costs one append per token and no
+/// Results are written with this rather than `JSONEncoder`: it costs one copy into place per token and no
 /// intermediate dictionaries, which keeps encoding off the worker's profile. Commas are placed
 /// automatically: a value or key that follows a completed value gets one.
 public struct JSONWriter: Sendable {
