@@ -50,14 +50,14 @@ struct PropertyTests {
         await propertyCheck(count: 500, input: Gen<UInt8>.value(in: 0...255).array(of: 0...300), Gen.int(in: 0...2)) {
             bytes, typeChoice in
             let type = [nil, "DeviceInstallation", "DeviceInstallationDeleted"][typeChoice]
-            Invariants.check(body: bytes, type: type, state: Fixtures.state)
+            DecisionInvariants.check(body: bytes, type: type, state: PropertyFixtures.state)
         }
     }
 
     @Test("mutated valid payloads are answered or rejected")
     func mutatedPayloadsAreAnsweredOrRejected() async {
         await propertyCheck(count: 1_000, input: MutationGen.mutatedPayload) { mutated in
-            Invariants.check(body: mutated.bytes, type: mutated.type, state: Fixtures.state)
+            DecisionInvariants.check(body: mutated.bytes, type: mutated.type, state: PropertyFixtures.state)
         }
     }
 
@@ -65,7 +65,7 @@ struct PropertyTests {
     func randomObjectsAreAnsweredOrRejected() async {
         await propertyCheck(count: 500, input: JSONGen.sdkObject, Gen.int(in: 0...3)) { object, typeChoice in
             let type = [nil, nil, "DeviceInstallation", "DeviceInstallationDeleted"][typeChoice]
-            Invariants.check(body: object.encoded(), type: type, state: Fixtures.state)
+            DecisionInvariants.check(body: object.encoded(), type: type, state: PropertyFixtures.state)
         }
     }
 
@@ -80,7 +80,7 @@ struct PropertyTests {
                     InboundMessage(body: payload.body.encoded(), properties: InboundProperties(
                         messageID: payload.text, correlationID: payload.text, replyTo: "r", type: payload.type,
                         traceparent: payload.text)),
-                    state: Fixtures.state, now: Self.now)
+                    state: PropertyFixtures.state, now: Self.now)
             } catch {
                 Issue.record("route threw \(error)")
                 return
@@ -106,7 +106,7 @@ struct PropertyTests {
             members.insert(JSONObject.Member(key: "sender", value: .string("CPS")), at: 0)
             let body = JSONValue.object(JSONObject(members: members))
             guard let decision = try? NotificationRouter().route(
-                InboundMessage(body: body.encoded()), state: Fixtures.state, now: Self.now),
+                InboundMessage(body: body.encoded()), state: PropertyFixtures.state, now: Self.now),
                 decision.results.count == 1,
                 let result = try? JSONParser.parse(decision.results[0].body).objectValue
             else {
@@ -130,7 +130,7 @@ struct PropertyTests {
 
 // MARK: - Shared fixtures
 
-enum Fixtures {
+enum PropertyFixtures {
     /// DC-1 active, DC-2 suspended, DC-3 deleted (with a LUK key type and a few records), one installation.
     static let state: InMemoryWalletState = {
         var state = InMemoryWalletState()
@@ -148,7 +148,7 @@ enum Fixtures {
 }
 
 /// What every decision must satisfy, whatever the input (CONTRACT.md §8, §9).
-enum Invariants {
+enum DecisionInvariants {
     static func check(body: [UInt8], type: String?, state: InMemoryWalletState,
                       sourceLocation: SourceLocation = #_sourceLocation) {
         let properties = InboundProperties(messageID: "mid", type: type)

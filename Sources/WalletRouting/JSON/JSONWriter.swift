@@ -1,6 +1,6 @@
 /// Writes compact JSON straight into a byte buffer.
 ///
-/// Results are written with this rather than `JSONEncoder`: it costs one append per token and no
+/// Results are written with this rather than `JSONEncoder`: it costs one copy into place per token and no
 /// intermediate dictionaries, which keeps encoding off the worker's profile. Commas are placed
 /// automatically: a value or key that follows a completed value gets one.
 public struct JSONWriter: Sendable {
@@ -225,34 +225,47 @@ public struct JSONWriter: Sendable {
     /// A write position inside space the writer has already made room for. For shapes written many times per
     /// result (a TNS history echoes up to ten records): no capacity check, uniqueness check or separator logic
     /// per token. Only valid inside `withReservedOutput`; do not let it escape.
+    ///
+    /// The caller reserves room for its punctuation and for its strings as they are, unescaped. A string that
+    /// needs escaping and would not fit marks the output overflowed: nothing more is written and
+    /// `withReservedOutput` returns false, so that the caller writes the shape again through the checked API.
     struct ReservedOutput {
         fileprivate let base: UnsafeMutablePointer<UInt8>
         fileprivate var at: Int
+        fileprivate let limit: Int
+        fileprivate(set) var overflowed = false
 
         /// Punctuation and keys spelled by the program, written as they are (e.g. `,"date":`).
         mutating func fragment(_ text: StaticString) {
+            guard !overflowed else { return }
             let length = text.utf8CodeUnitCount
             (base + at).update(from: text.utf8Start, count: length)
             at += length
         }
 
-        /// Takes at most `JSONWriter.maximumQuotedLength(value)` bytes.
+        /// Takes `value.utf8.count + 2` bytes unless it needs escaping.
         mutating func string(_ value: String) {
-            let start = at
-            let base = base
-            let written: Int? = value.utf8.withContiguousStorageIfAvailable {
-                JSONWriter.writeQuoted($0, to: base, at: start)
-            }
-            if let written {
-                at = written
-            } else {
+            guard !overflowed else { return }
+            let written: Int?? = value.utf8.withContiguousStorageIfAvailable { write($0) }
+            switch written {
+            case .some(.some(let end)): at = end
+            case .some(.none): overflowed = true
+            case .none:
                 var contiguous = value
-                at = contiguous.withUTF8 { JSONWriter.writeQuoted($0, to: base, at: start) }
+                if let end = contiguous.withUTF8({ write($0) }) { at = end } else { overflowed = true }
             }
+        }
+
+        /// The new end, or nil when the escaped string would pass the limit.
+        private func write(_ utf8: UnsafeBufferPointer<UInt8>) -> Int? {
+            let escaping = JSONWriter.needsEscaping(utf8)
+            guard !escaping || at + utf8.count * 6 + 2 <= limit else { return nil }
+            return JSONWriter.writeQuoted(utf8, escaping: escaping, to: base, at: at)
         }
 
         /// Takes `value.literal.utf8.count` bytes.
         mutating func number(_ value: JSONNumber) {
+            guard !overflowed else { return }
             let start = at
             let base = base
             let written: Int? = value.literal.utf8.withContiguousStorageIfAvailable { utf8 in
@@ -275,32 +288,30 @@ public struct JSONWriter: Sendable {
         }
     }
 
-    /// The most bytes a string takes quoted and escaped: its length and quotes when nothing needs escaping
-    /// (reserving six bytes per byte for every string would grow a TNS result's buffer several times).
-    static func maximumQuotedLength(_ value: String) -> Int {
-        let clean: Bool? = value.utf8.withContiguousStorageIfAvailable { !needsEscaping($0) }
-        return clean == true ? value.utf8.count + 2 : value.utf8.count * 6 + 2
-    }
-
-    /// Writes a separator if one is due, then lets `body` write at most `maximum` bytes.
-    mutating func withReservedOutput(maximum: Int, _ body: (inout ReservedOutput) -> Void) {
+    /// Writes a separator if one is due, then lets `body` write at most `maximum` bytes. Returns false, with
+    /// nothing written, when a string needing escapes did not fit (see `ReservedOutput`).
+    mutating func withReservedOutput(maximum: Int, _ body: (inout ReservedOutput) -> Void) -> Bool {
+        var completed = true
         write(maximum + 1) { base, at in
-            var output = ReservedOutput(base: base, at: Self.separate(base, at))
+            let start = Self.separate(base, at)
+            var output = ReservedOutput(base: base, at: start, limit: start + maximum)
             body(&output)
-            return output.at
+            completed = !output.overflowed
+            return completed ? output.at : at
         }
+        return completed
     }
 
     /// Writes `utf8` quoted and escaped at `base + at`; returns the new end. Needs `utf8.count + 2` bytes when
     /// nothing is escaped, at most `utf8.count * 6 + 2`.
     @inline(__always)
     fileprivate static func writeQuoted(
-        _ utf8: UnsafeBufferPointer<UInt8>, to base: UnsafeMutablePointer<UInt8>, at start: Int
+        _ utf8: UnsafeBufferPointer<UInt8>, escaping: Bool, to base: UnsafeMutablePointer<UInt8>, at start: Int
     ) -> Int {
         var at = start
         base[at] = UInt8(ascii: "\"")
         at += 1
-        if !needsEscaping(utf8) {
+        if !escaping {
             if let source = utf8.baseAddress { (base + at).update(from: source, count: utf8.count) }
             at += utf8.count
         } else {
@@ -359,9 +370,9 @@ public struct JSONWriter: Sendable {
 
     private mutating func appendEscaped(utf8: UnsafeBufferPointer<UInt8>) {
         // Room for the separator, the quotes, and six bytes per input byte (`\u001f`) only when escaping.
-        let maximum = Self.needsEscaping(utf8) ? utf8.count * 6 + 3 : utf8.count + 3
-        write(maximum) { base, at in
-            Self.writeQuoted(utf8, to: base, at: Self.separate(base, at))
+        let escaping = Self.needsEscaping(utf8)
+        write(escaping ? utf8.count * 6 + 3 : utf8.count + 3) { base, at in
+            Self.writeQuoted(utf8, escaping: escaping, to: base, at: Self.separate(base, at))
         }
     }
 
@@ -372,7 +383,7 @@ public struct JSONWriter: Sendable {
 
     /// Whether any byte is a control character, `"` or `\\`, eight bytes at a time.
     @inline(__always)
-    private static func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+    fileprivate static func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = utf8.baseAddress else { return false }
         let count = utf8.count
         let raw = UnsafeRawPointer(base)

@@ -78,23 +78,17 @@ extension TransactionRecord {
     }
 
     /// The record as stored: received fields, absent optional strings omitted, `isAuxiliaryTransaction` always.
-    /// Written into space reserved once per record: a result echoes up to ten of them.
+    /// Written into space reserved once per record (a result echoes up to ten of them); a record with a string
+    /// that needs escaping beyond that space is written again through the checked API.
     func write(to writer: inout JSONWriter) {
-        // 190 bytes of keys and punctuation, then the values at their longest (every byte escaped).
+        // 190 bytes of keys and punctuation, then the values as they are.
         var maximum = 200 + amount.literal.utf8.count
-        maximum += JSONWriter.maximumQuotedLength(id) + JSONWriter.maximumQuotedLength(date)
-        maximum += JSONWriter.maximumQuotedLength(status) + JSONWriter.maximumQuotedLength(type)
-        maximum += JSONWriter.maximumQuotedLength(currencyCode)
-        func add(_ optional: String?) {
-            if let optional { maximum += JSONWriter.maximumQuotedLength(optional) }
-        }
-        add(displayAmount)
-        add(merchantName)
-        add(merchantType)
-        add(merchantPostalCode)
-        add(terminalID)
-        add(merchantID)
-        writer.withReservedOutput(maximum: maximum) { out in
+        maximum += id.utf8.count + date.utf8.count + status.utf8.count + type.utf8.count + currencyCode.utf8.count
+        maximum += (displayAmount?.utf8.count ?? 0) + (merchantName?.utf8.count ?? 0)
+        maximum += (merchantType?.utf8.count ?? 0) + (merchantPostalCode?.utf8.count ?? 0)
+        maximum += (terminalID?.utf8.count ?? 0) + (merchantID?.utf8.count ?? 0)
+        maximum += 2 * 11  // quotes
+        let written = writer.withReservedOutput(maximum: maximum) { out in
             out.fragment(#"{"id":"#)
             out.string(id)
             out.fragment(#","date":"#)
@@ -135,6 +129,51 @@ extension TransactionRecord {
             out.bool(isAuxiliaryTransaction)
             out.fragment("}")
         }
+        if !written { writeChecked(to: &writer) }
+    }
+
+    /// The same record through the checked writer API, for records whose strings need escaping.
+    private func writeChecked(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("id")
+        writer.string(id)
+        writer.key("date")
+        writer.string(date)
+        writer.key("status")
+        writer.string(status)
+        writer.key("type")
+        writer.string(type)
+        writer.key("currencyCode")
+        writer.string(currencyCode)
+        writer.key("amount")
+        writer.number(amount)
+        if let displayAmount {
+            writer.key("displayAmount")
+            writer.string(displayAmount)
+        }
+        if let merchantName {
+            writer.key("merchantName")
+            writer.string(merchantName)
+        }
+        if let merchantType {
+            writer.key("merchantType")
+            writer.string(merchantType)
+        }
+        if let merchantPostalCode {
+            writer.key("merchantPostalCode")
+            writer.string(merchantPostalCode)
+        }
+        if let terminalID {
+            writer.key("terminalID")
+            writer.string(terminalID)
+        }
+        if let merchantID {
+            writer.key("merchantID")
+            writer.string(merchantID)
+        }
+        writer.key("isAuxiliaryTransaction")
+        writer.bool(isAuxiliaryTransaction)
+        writer.endObject()
     }
 }
 
