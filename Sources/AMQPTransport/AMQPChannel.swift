@@ -144,6 +144,7 @@ public final class AMQPChannel: Sendable {
         let number = reference.number
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: [AMQPDelivery].self)
         let tag = try await runtime.perform { core throws(AMQPError) in
+            try core.checkTagIsFree(consumerTag, channel: number)
             let pool = CMemoryPool()
             let ok = try core.rpc(channel: reference, "consuming from '\(queue)'") {
                 amqp_basic_consume(core.state, number, pool.bytes(queue), pool.bytes(consumerTag), 0, 0, exclusive ? 1 : 0, arguments.encoded(in: pool))
@@ -157,7 +158,7 @@ public final class AMQPChannel: Sendable {
         continuation.onTermination = { termination in
             // The caller stopped iterating: cancel on the broker so it stops sending.
             if case .cancelled = termination {
-                _ = runtime.submit { core in try? core.cancelConsumer(tag: tag) }
+                _ = runtime.submit { core in try? core.cancelConsumer(channel: number, tag: tag) }
             }
         }
         return AMQPConsumer(tag: tag, deliveries: stream, channel: self)
@@ -165,9 +166,37 @@ public final class AMQPChannel: Sendable {
 
     /// Stops a consumer; its sequence ends after the deliveries already received.
     public func cancel(consumerTag: String) async throws(AMQPError) {
-        try await runtime.perform { core throws(AMQPError) in try core.cancelConsumer(tag: consumerTag) }
+        let number = number
+        try await runtime.perform { core throws(AMQPError) in try core.cancelConsumer(channel: number, tag: consumerTag) }
     }
 
+    /// Acknowledges a delivery (and, with `multiple`, every earlier one of this channel). Refuses a delivery
+    /// that came from another channel, or from an earlier channel that had this number.
+    public func ack(_ delivery: AMQPDelivery, multiple: Bool = false) async throws(AMQPError) {
+        try checkOwnership(of: delivery)
+        try await ack(deliveryTag: delivery.deliveryTag, multiple: multiple)
+    }
+
+    public func nack(_ delivery: AMQPDelivery, multiple: Bool = false, requeue: Bool) async throws(AMQPError) {
+        try checkOwnership(of: delivery)
+        try await nack(deliveryTag: delivery.deliveryTag, multiple: multiple, requeue: requeue)
+    }
+
+    public func reject(_ delivery: AMQPDelivery, requeue: Bool) async throws(AMQPError) {
+        try checkOwnership(of: delivery)
+        try await reject(deliveryTag: delivery.deliveryTag, requeue: requeue)
+    }
+
+    private func checkOwnership(of delivery: AMQPDelivery) throws(AMQPError) {
+        guard delivery.channel == reference else {
+            throw AMQPError(
+                code: .invalidArgument,
+                message: "delivery \(delivery.deliveryTag) came from another channel: delivery tags are valid only on the channel that delivered them"
+            )
+        }
+    }
+
+    /// Acknowledges by raw delivery tag on this channel. Prefer `ack(_:)`, which checks the delivery's channel.
     public func ack(deliveryTag: UInt64, multiple: Bool = false) async throws(AMQPError) {
         let reference = reference
         let number = reference.number

@@ -39,7 +39,16 @@ public final class AMQPConnection: Sendable {
 
     /// Cancels consumers, closes channels and the connection, and stops the I/O thread.
     /// Deliveries not yet acknowledged are requeued by the broker.
-    public func close() async {
+    ///
+    /// Bounded by `timeout`: if the I/O thread is stuck inside librabbitmq (a send into a socket the broker
+    /// stopped reading), the socket is shut down under it so the call returns.
+    public func close(timeout: Duration = .seconds(10)) async {
+        let runtime = runtime
+        let watchdog = Task {
+            try await Task.sleep(for: timeout)
+            runtime.forceSocketShutdown()
+        }
         _ = try? await runtime.perform { core throws(AMQPError) in core.close() }
+        watchdog.cancel()
     }
 }

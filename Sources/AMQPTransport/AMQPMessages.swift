@@ -8,6 +8,8 @@ public struct AMQPDelivery: Sendable, Hashable {
     public var exchange: String
     public var routingKey: String
     public var consumerTag: String
+    /// The channel (incarnation) that delivered it: `ack(_:)` refuses a delivery of another channel.
+    let channel: ChannelReference
 }
 
 /// A message to publish.

@@ -4,7 +4,9 @@
 /// publish after `confirm.select` has sequence number n; basic.ack/nack carry that number and may cover
 /// every earlier one (`multiple`). A mandatory message that cannot be routed comes back as basic.return
 /// *before* its basic.ack; a return carries no sequence number, so it is matched to the oldest unresolved
-/// publish with the same exchange, routing key and body (identical messages are interchangeable).
+/// publish with the same exchange, routing key, body and properties (results and dead letters carry unique
+/// message ids, so that is exact; fully identical messages are interchangeable). If the broker changed the
+/// properties, the match falls back to exchange, routing key and body.
 /// Pure bookkeeping: no C, no I/O, unit-tested on its own.
 struct PublisherConfirms {
     struct Pending {
@@ -14,6 +16,7 @@ struct PublisherConfirms {
         var exchange: String
         var routingKey: String
         var body: [UInt8]
+        var properties: AMQPMessageProperties
         var returned: (replyCode: UInt16, replyText: String)?
     }
 
@@ -32,10 +35,16 @@ struct PublisherConfirms {
 
     /// Records a publish and returns its sequence number.
     @discardableResult
-    mutating func published(batch: Int, index: Int, exchange: String, routingKey: String, body: [UInt8]) -> UInt64 {
+    mutating func published(
+        batch: Int, index: Int, exchange: String, routingKey: String, body: [UInt8],
+        properties: AMQPMessageProperties = AMQPMessageProperties()
+    ) -> UInt64 {
         let sequence = nextSequence
         nextSequence += 1
-        pending.append(Pending(sequence: sequence, batch: batch, index: index, exchange: exchange, routingKey: routingKey, body: body))
+        pending.append(Pending(
+            sequence: sequence, batch: batch, index: index, exchange: exchange, routingKey: routingKey, body: body,
+            properties: properties
+        ))
         return sequence
     }
 
@@ -53,10 +62,15 @@ struct PublisherConfirms {
     }
 
     /// Notes a basic.return; the outcome is reported when its ack arrives.
-    mutating func returned(exchange: String, routingKey: String, body: [UInt8], replyCode: UInt16, replyText: String) {
-        if let index = pending.firstIndex(where: {
-            $0.returned == nil && $0.exchange == exchange && $0.routingKey == routingKey && $0.body == body
-        }) {
+    mutating func returned(
+        exchange: String, routingKey: String, body: [UInt8], properties: AMQPMessageProperties = AMQPMessageProperties(),
+        replyCode: UInt16, replyText: String
+    ) {
+        func sameContent(_ pending: Pending) -> Bool {
+            pending.returned == nil && pending.exchange == exchange && pending.routingKey == routingKey && pending.body == body
+        }
+        let index = pending.firstIndex { sameContent($0) && $0.properties == properties } ?? pending.firstIndex(where: sameContent)
+        if let index {
             pending[index].returned = (replyCode, replyText)
         }
     }

@@ -72,3 +72,26 @@ struct PublisherConfirmsTests {
         #expect(confirms.acknowledged(deliveryTag: 4, multiple: true).map(\.batch) == [2, 2])
     }
 }
+
+@Suite("Publisher confirm bookkeeping: returns")
+struct PublisherConfirmsReturnTests {
+    @Test func returnIsMatchedOnPropertiesNotOnlyOnBody() {
+        // Same exchange, routing key and body, different message ids: the return names the second one.
+        var confirms = PublisherConfirms()
+        let routed = AMQPMessageProperties(messageID: "m-1/0")
+        let unroutable = AMQPMessageProperties(messageID: "m-2/0")
+        confirms.published(batch: 1, index: 0, exchange: "x", routingKey: "rk", body: [1], properties: routed)
+        confirms.published(batch: 1, index: 1, exchange: "x", routingKey: "rk", body: [1], properties: unroutable)
+        confirms.returned(exchange: "x", routingKey: "rk", body: [1], properties: unroutable, replyCode: 312, replyText: "NO_ROUTE")
+        #expect(confirms.acknowledged(deliveryTag: 2, multiple: true).map(\.outcome) == [
+            .confirmed, .returned(replyCode: 312, replyText: "NO_ROUTE"),
+        ])
+    }
+
+    @Test func returnWhosePropertiesChangedStillMatchesOnContent() {
+        var confirms = PublisherConfirms()
+        confirms.published(batch: 1, index: 0, exchange: "x", routingKey: "rk", body: [7], properties: .init(messageID: "a"))
+        confirms.returned(exchange: "x", routingKey: "rk", body: [7], properties: .init(messageID: "a", userID: "guest"), replyCode: 312, replyText: "NO_ROUTE")
+        #expect(confirms.acknowledged(deliveryTag: 1, multiple: false).first?.outcome == .returned(replyCode: 312, replyText: "NO_ROUTE"))
+    }
+}

@@ -26,7 +26,15 @@ final class ConnectionCore {
     /// error even after its number was reused. Bounded: the oldest entries are dropped.
     private var retiredChannels: [Int: AMQPError] = [:]
     private var nextChannelID = 1
-    private var consumers: [String: ConsumerSink] = [:]
+    /// Channel numbers are handed out round-robin, so a number is reused as late as possible (frames of a
+    /// closed channel may still sit in librabbitmq's queue).
+    private var lastChannelNumber: UInt16 = 0
+    /// Set by connection.blocked: publishes are held in Swift instead of filling the socket (a blocked
+    /// broker stops reading, and a send into a full socket would stall the I/O thread).
+    private var isBlocked = false
+    private var heldBatches: [HeldBatch] = []
+    /// Consumer tags are unique per channel only, so consumers are keyed by both.
+    private var consumers: [ConsumerKey: ConsumerSink] = [:]
     private var publishWaiters: [Int: PublishWaiter] = [:]
     private var nextBatchID = 1
     private var lastInbound = ContinuousClock.now
@@ -138,7 +146,9 @@ final class ConnectionCore {
         _ = amqp_set_rpc_timeout(state, &closeTimeout)
         for consumer in consumers.values {
             let pool = CMemoryPool()
-            _ = amqp_basic_cancel(state, consumer.channel, pool.bytes(consumer.tag))
+            withExtendedLifetime(pool) {
+                _ = amqp_basic_cancel(state, consumer.channel, pool.bytes(consumer.tag))
+            }
             consumer.finish(throwing: nil)
         }
         consumers.removeAll()
@@ -169,6 +179,7 @@ final class ConnectionCore {
         }
         for waiter in publishWaiters.values { waiter.continuation.resume(throwing: error) }
         publishWaiters.removeAll()
+        heldBatches.removeAll()
         for consumer in consumers.values { consumer.finish(throwing: error) }
         consumers.removeAll()
         if notify {
@@ -208,9 +219,10 @@ final class ConnectionCore {
             waiter.continuation.resume(throwing: error)
             publishWaiters[id] = nil
         }
-        for (tag, consumer) in consumers where consumer.channel == number {
+        heldBatches.removeAll { $0.channel == number }
+        for (key, consumer) in consumers where key.channel == number {
             consumer.finish(throwing: error)
-            consumers[tag] = nil
+            consumers[key] = nil
         }
         if error.code != .closed {
             logger.warning("AMQP channel closed by the broker", metadata: [AMQPLoggingKeys.channel: "\(number)", AMQPLoggingKeys.error: "\(error)"])
@@ -265,9 +277,11 @@ final class ConnectionCore {
         if let failure { throw failure }
         let negotiated = Int(amqp_get_channel_max(state))
         let maximum = negotiated == 0 ? Int(UInt16.max) : negotiated
-        guard let number = (1...maximum).lazy.map({ UInt16($0) }).first(where: { channels[$0] == nil }) else {
+        let start = Int(lastChannelNumber)
+        guard let number = (1...maximum).lazy.map({ UInt16((start + $0 - 1) % maximum + 1) }).first(where: { self.channels[$0] == nil }) else {
             throw AMQPError(code: .invalidArgument, message: "all \(maximum) channels of the connection are open")
         }
+        lastChannelNumber = number
         let reference = ChannelReference(number: number, id: nextChannelID)
         nextChannelID += 1
         channels[number] = ChannelState(number: number, id: reference.id)
@@ -284,9 +298,9 @@ final class ConnectionCore {
     func closeChannel(_ reference: ChannelReference) throws(AMQPError) {
         _ = try usableChannel(reference)
         let number = reference.number
-        for (tag, consumer) in consumers where consumer.channel == number {
+        for (key, consumer) in consumers where key.channel == number {
             consumer.finish(throwing: nil)
-            consumers[tag] = nil
+            consumers[key] = nil
         }
         let reply = amqp_channel_close(state, number, Int32(AMQP_REPLY_SUCCESS))
         guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
@@ -304,14 +318,22 @@ final class ConnectionCore {
 
     // MARK: - Consumers
 
+    /// Refuses a tag already consuming on this channel before the broker sees it (reusing a tag is a
+    /// connection-level error there).
+    func checkTagIsFree(_ tag: String, channel: UInt16) throws(AMQPError) {
+        guard !tag.isEmpty, consumers[ConsumerKey(channel: channel, tag: tag)] != nil else { return }
+        throw AMQPError(code: .invalidArgument, message: "consumer tag '\(tag)' is already consuming on channel \(channel)")
+    }
+
     func register(_ consumer: ConsumerSink) {
-        consumers[consumer.tag] = consumer
+        consumers[ConsumerKey(channel: consumer.channel, tag: consumer.tag)] = consumer
     }
 
     /// Cancels on the broker, then ends the consumer's sequence: normally on success, with the error otherwise
     /// (the consumer stays registered during the round trip, so a channel failure meanwhile still reaches it).
-    func cancelConsumer(tag: String) throws(AMQPError) {
-        guard let consumer = consumers[tag] else { return }
+    func cancelConsumer(channel number: UInt16, tag: String) throws(AMQPError) {
+        let key = ConsumerKey(channel: number, tag: tag)
+        guard let consumer = consumers[key] else { return }
         let pool = CMemoryPool()
         do throws(AMQPError) {
             guard let channel = channels[consumer.channel] else {
@@ -321,11 +343,11 @@ final class ConnectionCore {
                 amqp_basic_cancel(state, consumer.channel, pool.bytes(tag))
             }
         } catch {
-            consumers[tag]?.finish(throwing: error)
-            consumers[tag] = nil
+            consumers[key]?.finish(throwing: error)
+            consumers[key] = nil
             throw error
         }
-        consumers[tag] = nil
+        consumers[key] = nil
         consumer.finish(throwing: nil)
     }
 
@@ -343,23 +365,50 @@ final class ConnectionCore {
             guard channel.confirms != nil else {
                 throw AMQPError(code: .invalidArgument, message: "channel \(number) is not in confirm mode; call enableConfirms() first")
             }
-            let batchID = nextBatchID
-            nextBatchID += 1
-            let pool = CMemoryPool(pageSize: 16_384)
-            for (index, message) in messages.enumerated() {
-                try send(message, channel: number, pool: pool)
-                channel.confirms!.published(batch: batchID, index: index, exchange: message.exchange, routingKey: message.routingKey, body: message.body)
-            }
             guard !messages.isEmpty else {
                 continuation.resume(returning: [])
                 return
             }
+            let batchID = nextBatchID
+            nextBatchID += 1
             publishWaiters[batchID] = PublishWaiter(
                 channel: number, outcomes: Array(repeating: nil, count: messages.count), remaining: messages.count,
                 deadline: .now + timeout, continuation: continuation
             )
+            if isBlocked {
+                heldBatches.append(HeldBatch(batch: batchID, channel: number, messages: messages))
+            } else {
+                try send(messages, batch: batchID, on: channel)
+            }
         } catch {
-            continuation.resume(throwing: error)
+            // A send failure already failed the connection (and with it this waiter, if registered).
+            if failure == nil { continuation.resume(throwing: error) }
+        }
+    }
+
+    /// Sends a batch registered with a waiter and records each message for confirm tracking.
+    private func send(_ messages: [AMQPOutboundMessage], batch: Int, on channel: ChannelState) throws(AMQPError) {
+        let pool = CMemoryPool(pageSize: 16_384)
+        for (index, message) in messages.enumerated() {
+            try send(message, channel: channel.number, pool: pool)
+            channel.confirms!.published(
+                batch: batch, index: index, exchange: message.exchange, routingKey: message.routingKey,
+                body: message.body, properties: message.properties
+            )
+        }
+    }
+
+    /// Sends what was held while the broker had the connection blocked, in order.
+    private func releaseHeldBatches() {
+        let held = heldBatches
+        heldBatches.removeAll()
+        for batch in held where publishWaiters[batch.batch] != nil {
+            guard let channel = channels[batch.channel], channel.closeError == nil else { continue }
+            do throws(AMQPError) {
+                try send(batch.messages, batch: batch.batch, on: channel)
+            } catch {
+                return  // the connection failed, and every waiter with it
+            }
         }
     }
 
@@ -368,7 +417,10 @@ final class ConnectionCore {
     func publishUnconfirmed(_ message: AMQPOutboundMessage, channel reference: ChannelReference) throws(AMQPError) {
         let channel = try usableChannel(reference)
         try send(message, channel: reference.number, pool: CMemoryPool())
-        channel.confirms?.published(batch: Self.unwatchedBatch, index: 0, exchange: message.exchange, routingKey: message.routingKey, body: message.body)
+        channel.confirms?.published(
+            batch: Self.unwatchedBatch, index: 0, exchange: message.exchange, routingKey: message.routingKey,
+            body: message.body, properties: message.properties
+        )
     }
 
     /// Batch id of publishes nobody waits for; real batches start at 1.
@@ -406,6 +458,10 @@ final class ConnectionCore {
     /// batches to consumers and expires overdue confirm waits. Never blocks.
     func pump() {
         guard failure == nil else { return }
+        // Heartbeat frames are consumed inside librabbitmq and never returned: note readable input before
+        // the library reads it, or a busy connection that only receives heartbeats would look silent.
+        var readable = pollfd(fd: socketDescriptor, events: Int16(POLLIN), revents: 0)
+        if poll(&readable, 1, 0) > 0 { noteInbound() }
         var frame = amqp_frame_t()
         var immediately = timeval(tv_sec: 0, tv_usec: 0)
         var handled = 0
@@ -430,6 +486,9 @@ final class ConnectionCore {
         for consumer in consumers.values { consumer.flush() }
         expireOverdueWaits()
         checkHeartbeat()
+        // Everything decoded so far (RPC replies included) has been copied out: recycle the channel pools.
+        // librabbitmq declines while frames are still queued.
+        amqp_maybe_release_buffers(state)
     }
 
     /// Notes that the socket had data (heartbeat frames are consumed inside librabbitmq and never seen here).
@@ -452,6 +511,7 @@ final class ConnectionCore {
         let now = ContinuousClock.now
         for (id, waiter) in publishWaiters where waiter.deadline <= now {
             publishWaiters[id] = nil
+            heldBatches.removeAll { $0.batch == id }
             channels[waiter.channel]?.confirms?.abandon(batch: id)
             waiter.continuation.resume(throwing: AMQPError(
                 code: .timeout, message: "\(waiter.remaining) of \(waiter.outcomes.count) publishes were not confirmed in time"
@@ -477,20 +537,29 @@ final class ConnectionCore {
             let exchange = deliver.exchange.string
             let routingKey = deliver.routing_key.string
             guard let (body, properties) = readContent(channel: number, context: "reading a delivery") else { return }
-            let delivery = AMQPDelivery(
+            guard let channel = channels[number], let consumer = consumers[ConsumerKey(channel: number, tag: tag)] else {
+                // In flight while its consumer was being cancelled: give it back now rather than hold a
+                // prefetch slot until the channel closes.
+                _ = amqp_basic_reject(state, number, deliver.delivery_tag, 1)
+                logger.debug("requeued a delivery for a cancelled consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
+                return
+            }
+            consumer.pending.append(AMQPDelivery(
                 body: body, properties: properties, deliveryTag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
-                exchange: exchange, routingKey: routingKey, consumerTag: tag
-            )
-            // A delivery for a consumer already cancelled stays unacknowledged: the broker requeues it when the channel closes.
-            consumers[tag]?.pending.append(delivery)
+                exchange: exchange, routingKey: routingKey, consumerTag: tag,
+                channel: ChannelReference(number: number, id: channel.id)
+            ))
 
         case CRabbitMQShims_BASIC_RETURN_METHOD:
             let returned = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
             let replyText = returned.reply_text.string
             let exchange = returned.exchange.string
             let routingKey = returned.routing_key.string
-            guard let (body, _) = readContent(channel: number, context: "reading a returned message") else { return }
-            channels[number]?.confirms?.returned(exchange: exchange, routingKey: routingKey, body: body, replyCode: returned.reply_code, replyText: replyText)
+            guard let (body, properties) = readContent(channel: number, context: "reading a returned message") else { return }
+            channels[number]?.confirms?.returned(
+                exchange: exchange, routingKey: routingKey, body: body, properties: properties,
+                replyCode: returned.reply_code, replyText: replyText
+            )
             logger.debug("message returned by the broker", metadata: [AMQPLoggingKeys.exchange: "\(exchange)", AMQPLoggingKeys.routingKey: "\(routingKey)", "reply": "\(returned.reply_code) \(replyText)"])
 
         case CRabbitMQShims_BASIC_ACK_METHOD:
@@ -508,7 +577,7 @@ final class ConnectionCore {
         case CRabbitMQShims_BASIC_CANCEL_METHOD:
             let cancel = decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee
             let tag = cancel.consumer_tag.string
-            if let consumer = consumers.removeValue(forKey: tag) {
+            if let consumer = consumers.removeValue(forKey: ConsumerKey(channel: number, tag: tag)) {
                 consumer.flush()
                 consumer.finish(throwing: AMQPError(code: .consumerCancelled, message: "the broker cancelled consumer '\(tag)' (queue deleted or failed over)"))
                 logger.warning("consumer cancelled by the broker", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
@@ -530,10 +599,13 @@ final class ConnectionCore {
             let blocked = decoded.assumingMemoryBound(to: amqp_connection_blocked_t.self).pointee
             let reason = blocked.reason.string
             logger.warning("connection blocked by the broker", metadata: ["reason": "\(reason)"])
+            isBlocked = true
             events.yield(.blocked(reason: reason))
 
         case CRabbitMQShims_CONNECTION_UNBLOCKED_METHOD:
             logger.info("connection unblocked by the broker")
+            isBlocked = false
+            releaseHeldBatches()
             events.yield(.unblocked)
 
         default:
@@ -542,6 +614,10 @@ final class ConnectionCore {
     }
 
     /// Reads the header and body frames that follow a deliver or return, copying them out of C memory.
+    ///
+    /// librabbitmq 0.11's `amqp_read_message` drops queued frames of other channels that precede the ones it
+    /// wants; that is harmless only because RabbitMQ writes a message's method, header and body frames
+    /// back to back, and frames are dispatched in order here.
     private func readContent(channel: UInt16, context: String) -> ([UInt8], AMQPMessageProperties)? {
         var message = amqp_message_t()
         let reply = amqp_read_message(state, channel, &message, 0)
@@ -572,6 +648,19 @@ final class ChannelState {
         self.number = number
         self.id = id
     }
+}
+
+/// A consumer's identity: tags are unique per channel, not per connection.
+struct ConsumerKey: Hashable {
+    var channel: UInt16
+    var tag: String
+}
+
+/// A publish batch held while the connection is blocked (its waiter is registered already).
+struct HeldBatch {
+    var batch: Int
+    var channel: UInt16
+    var messages: [AMQPOutboundMessage]
 }
 
 /// A publish batch waiting for its confirms.

@@ -21,6 +21,9 @@ final class ConnectionRuntime: @unchecked Sendable {
         var commands: [Command] = []
         /// Set when the thread has finished: later submissions fail with this error.
         var terminated: AMQPError?
+        /// The connection's socket while it is open (cleared under the lock before the C connection is
+        /// destroyed, so `forceSocketShutdown` can never touch a reused descriptor).
+        var socketDescriptor: Int32?
     }
 
     private let queue = Mutex(Queue())
@@ -63,11 +66,14 @@ final class ConnectionRuntime: @unchecked Sendable {
                         continuation.resume(throwing: error)
                         return
                     }
+                    runtime.queue.withLock { $0.socketDescriptor = core.socketDescriptor }
                     continuation.resume()
                     runtime.run(core)
                 }
                 thread.name = "amqp-io:\(name)"
-                thread.stackSize = 1 << 20
+                // Generous: librabbitmq and the header copy recurse once per nesting level of a field table,
+                // and any publisher can nest headers. Only the pages touched are committed.
+                thread.stackSize = 16 << 20
                 thread.start()
             }
         } catch let error as AMQPError {
@@ -109,6 +115,14 @@ final class ConnectionRuntime: @unchecked Sendable {
         }
     }
 
+    /// Shuts the socket down from the calling thread, so a C call stuck in send or receive returns with an
+    /// error and the I/O thread can finish. The last resort of a bounded `close()`.
+    func forceSocketShutdown() {
+        queue.withLock { queue in
+            if let descriptor = queue.socketDescriptor { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+        }
+    }
+
     private func wake() {
         var byte: UInt8 = 1
         _ = write(wakeWriter, &byte, 1)  // when the pipe is full, the thread is already due to wake
@@ -136,6 +150,7 @@ final class ConnectionRuntime: @unchecked Sendable {
     private func terminate(_ core: ConnectionCore, _ failure: AMQPError) {
         let leftovers = queue.withLock { queue in
             queue.terminated = failure
+            queue.socketDescriptor = nil
             defer { queue.commands.removeAll() }
             return queue.commands
         }
