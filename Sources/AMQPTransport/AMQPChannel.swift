@@ -1,4 +1,4 @@
-import CRabbitMQ
+internal import CRabbitMQ
 
 /// An AMQP channel: topology, consuming, acknowledging and publishing.
 ///

@@ -1,4 +1,4 @@
-import CRabbitMQ
+internal import CRabbitMQ
 
 /// A librabbitmq memory pool owned by Swift: everything encoded into it for one library call
 /// (strings, tables, properties) lives until the pool is dropped. Used only on the connection's thread.

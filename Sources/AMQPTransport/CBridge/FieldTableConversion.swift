@@ -1,4 +1,4 @@
-import CRabbitMQ
+internal import CRabbitMQ
 
 // Field tables cross the C boundary in both directions here: decoding copies every value out of
 // librabbitmq's memory; encoding builds the C structures inside a `CMemoryPool` the caller owns.

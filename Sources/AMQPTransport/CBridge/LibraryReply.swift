@@ -1,5 +1,5 @@
-import CRabbitMQ
-import CRabbitMQShims
+internal import CRabbitMQ
+internal import CRabbitMQShims
 
 /// The one choke point where librabbitmq's status codes and `amqp_rpc_reply_t` become `AMQPError`s.
 enum LibraryReply {

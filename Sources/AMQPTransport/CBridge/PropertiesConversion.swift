@@ -1,5 +1,5 @@
-import CRabbitMQ
-import CRabbitMQShims
+internal import CRabbitMQ
+internal import CRabbitMQShims
 
 extension AMQPMessageProperties {
     /// Copies every set property out of C memory.

@@ -1,5 +1,5 @@
-import CRabbitMQ
-import CRabbitMQShims
+internal import CRabbitMQ
+internal import CRabbitMQShims
 import Logging
 
 #if canImport(Glibc)
