@@ -9,6 +9,7 @@
 #   scripts/rabbitmq-local.sh url       # prints the AMQP_URL of the node
 #
 #   scripts/rabbitmq-local.sh tls-url   # prints the amqps:// URL of the TLS listener
+#   scripts/rabbitmq-local.sh ctl ARGS  # rabbitmqctl against this node (e.g. set_vm_memory_high_watermark)
 #
 # Environment: RABBITMQ_PORT (default 5672), RABBITMQ_TLS_PORT (default RABBITMQ_PORT + 1),
 # RABBITMQ_DATA_DIR (default /tmp/wallet-rabbitmq-$RABBITMQ_PORT), RABBITMQ_NODENAME (default wallet-$RABBITMQ_PORT@localhost).
@@ -124,7 +125,8 @@ case "${1:-}" in
     stop) stop ;;
     restart) stop; start ;;
     status) node_env; if is_running; then echo "running (pid $(cat "$RABBITMQ_PID_FILE"), port $port)"; else echo "stopped"; exit 1; fi ;;
+    ctl) shift; node_env; exec "$server_bin/rabbitmqctl" -n "$node" "$@" ;;
     url) echo "amqp://guest:guest@127.0.0.1:$port/%2f" ;;
     tls-url) echo "amqps://guest:guest@localhost:$tls_port/%2f" ;;
-    *) echo "usage: $0 start|stop|restart|status|url|tls-url" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|status|url|tls-url|ctl ARGS" >&2; exit 2 ;;
 esac

@@ -1,0 +1,129 @@
+import AMQPTransport
+import Foundation
+import Testing
+
+/// connection.blocked needs a broker-wide resource alarm, which would stall every other test sharing the
+/// broker, so this suite runs its own RabbitMQ node (scripts/rabbitmq-local.sh on spare ports) and raises a
+/// memory alarm there.
+@Suite("Blocked connections", .timeLimit(.minutes(2)))
+struct BlockedConnectionTests {
+    /// A private node: started, driven with rabbitmqctl, stopped.
+    private struct PrivateBroker {
+        let port = 5692
+        let dataDirectory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("wallet-blocked-test-\(UUID().uuidString.prefix(8))").path
+
+        /// `scripts/rabbitmq-local.sh` of this repository.
+        private let script = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/rabbitmq-local.sh").path
+
+        var url: String { "amqp://guest:guest@127.0.0.1:\(port)/%2f" }
+
+        /// Runs the script and waits for exactly its process. (Foundation's `Process` would also wait for the
+        /// broker the script leaves running in the background, which inherits the script's descriptors.)
+        func run(_ arguments: String...) throws {
+            let argv = ["/bin/bash", script] + arguments
+            let environment = ProcessInfo.processInfo.environment.merging(
+                ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory], uniquingKeysWith: { $1 }
+            ).map { "\($0.key)=\($0.value)" }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            // The calling thread (a Swift concurrency worker) blocks signals; without a clean mask the broker
+            // would start with SIGTERM blocked and could only be killed.
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            var noSignals = sigset_t()
+            sigemptyset(&noSignals)
+            posix_spawnattr_setsigmask(&attributes, &noSignals)
+            var allSignals = sigset_t()
+            sigfillset(&allSignals)
+            posix_spawnattr_setsigdefault(&attributes, &allSignals)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+            var pid: pid_t = 0
+            let spawned = BlockedConnectionTests.withCStrings(argv) { argvPointers in
+                BlockedConnectionTests.withCStrings(environment) { environmentPointers in
+                    posix_spawn(&pid, "/bin/bash", &actions, &attributes, argvPointers, environmentPointers)
+                }
+            }
+            guard spawned == 0 else { throw BrokerScriptFailed(arguments: arguments, status: spawned) }
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            let exitCode = (status >> 8) & 0xFF
+            guard status & 0x7F == 0, exitCode == 0 else {
+                throw BrokerScriptFailed(arguments: arguments, status: exitCode)
+            }
+        }
+
+        func stop() {
+            try? run("stop")
+            try? FileManager.default.removeItem(atPath: dataDirectory)
+        }
+    }
+
+    /// NUL-terminated C strings for `posix_spawn`, valid inside `body`.
+    private static func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
+        var pointers = strings.map { strdup($0) }
+        pointers.append(nil)
+        defer { pointers.forEach { free($0) } }
+        return body(pointers)
+    }
+
+    private struct BrokerScriptFailed: Error {
+        var arguments: [String]
+        var status: Int32
+    }
+
+    @Test("while the broker blocks the connection, publishes are held and time out on schedule instead of stalling the connection's thread")
+    func publishesAreHeldWhileBlocked() async throws {
+        let broker = PrivateBroker()
+        try broker.run("start")
+        defer { broker.stop() }
+
+        var configuration = AMQPConnectionConfiguration(url: try AMQPURL(parsing: broker.url))
+        configuration.connectionName = "integration-tests: blocked"
+        let connection = try await AMQPConnection.connect(configuration: configuration, logger: TestBroker.logger)
+        let recorder = EventRecorder()
+        let watching = recorder.watch(connection)
+        let channel = try await connection.openChannel()
+        let queue = try await channel.declareQueue(uniqueName("blocked"), durable: false, autoDelete: false).name
+        try await channel.enableConfirms()
+        try await publishConfirmed([message(to: queue, "before the alarm")], on: channel)
+
+        // A memory alarm: the broker blocks the connection at its next publish and stops reading its socket.
+        try broker.run("ctl", "set_vm_memory_high_watermark", "absolute", "1")
+        let first = try await expectAMQPError("a publish into the alarm") {
+            try await channel.publish([message(to: queue, "into the alarm")], confirmTimeout: .seconds(2))
+        }
+        #expect(first.code == .timeout)
+        try await eventually("connection.blocked is reported") { recorder.recorded.contains { if case .blocked = $0 { true } else { false } } }
+
+        // About 20 MB: far more than the socket buffers hold. Written into the socket, it would stall the
+        // connection's thread until the alarm clears; held, it times out on schedule.
+        let large = (0..<300).map { message(to: queue, String(repeating: "x", count: 65_536) + "\($0)") }
+        let started = ContinuousClock.now
+        let held = try await expectAMQPError("a large publish while blocked", within: .seconds(8)) {
+            try await channel.publish(large, confirmTimeout: .seconds(2))
+        }
+        #expect(held.code == .timeout)
+        #expect(ContinuousClock.now - started < .seconds(5))
+
+        try broker.run("ctl", "set_vm_memory_high_watermark", "0.4")
+        try await eventually("connection.unblocked is reported") { recorder.recorded.contains(.unblocked) }
+        try await publishConfirmed([message(to: queue, "after the alarm")], on: channel)
+        try await channel.deleteQueue(queue)
+        await connection.close()
+        watching.cancel()
+    }
+
+    private func eventually(_ what: String, _ condition: @escaping @Sendable () -> Bool) async throws {
+        for _ in 0..<100 {
+            if condition() { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("timed out waiting until \(what)")
+    }
+}
