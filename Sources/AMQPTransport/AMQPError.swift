@@ -92,3 +92,16 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible {
         return text
     }
 }
+
+extension AMQPError: Hashable {
+    public static func == (lhs: AMQPError, rhs: AMQPError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.replyCode == rhs.replyCode
+            && lhs.replyText == rhs.replyText && lhs.libraryStatus == rhs.libraryStatus
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(replyCode)
+    }
+}

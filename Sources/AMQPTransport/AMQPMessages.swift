@@ -60,16 +60,3 @@ public enum AMQPConnectionEvent: Sendable, Hashable {
     /// The connection ended; `error` is nil when this process closed it.
     case closed(error: AMQPError?)
 }
-
-extension AMQPError: Hashable {
-    public static func == (lhs: AMQPError, rhs: AMQPError) -> Bool {
-        lhs.code == rhs.code && lhs.message == rhs.message && lhs.replyCode == rhs.replyCode
-            && lhs.replyText == rhs.replyText && lhs.libraryStatus == rhs.libraryStatus
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(message)
-        hasher.combine(replyCode)
-    }
-}

@@ -152,7 +152,7 @@ final class ConnectionCore {
             consumer.finish(throwing: nil)
         }
         consumers.removeAll()
-        for number in channels.keys.sorted() where channels[number]?.closeError == nil {
+        for number in channels.keys.sorted() {
             _ = amqp_channel_close(state, number, Int32(AMQP_REPLY_SUCCESS))
         }
         let reply = amqp_connection_close(state, Int32(AMQP_REPLY_SUCCESS))
@@ -174,9 +174,6 @@ final class ConnectionCore {
     func fail(_ error: AMQPError, notify: Bool = true) {
         guard failure == nil else { return }
         failure = error
-        for channel in channels.values where channel.closeError == nil {
-            channel.closeError = error
-        }
         for waiter in publishWaiters.values { waiter.continuation.resume(throwing: error) }
         publishWaiters.removeAll()
         heldBatches.removeAll()
@@ -232,7 +229,6 @@ final class ConnectionCore {
     /// Frees the channel's number once its close handshake is done, remembering why it ended.
     private func retire(_ number: UInt16, because error: AMQPError) {
         guard let channel = channels.removeValue(forKey: number) else { return }
-        channel.closeError = error
         if retiredChannels.count >= 4096, let oldest = retiredChannels.keys.min() {
             retiredChannels[oldest] = nil
         }
@@ -243,7 +239,6 @@ final class ConnectionCore {
     func usableChannel(_ reference: ChannelReference) throws(AMQPError) -> ChannelState {
         if let failure { throw failure }
         if let channel = channels[reference.number], channel.id == reference.id {
-            if let closeError = channel.closeError { throw closeError }
             return channel
         }
         throw retiredChannels[reference.id]
@@ -403,7 +398,7 @@ final class ConnectionCore {
         let held = heldBatches
         heldBatches.removeAll()
         for batch in held where publishWaiters[batch.batch] != nil {
-            guard let channel = channels[batch.channel], channel.closeError == nil else { continue }
+            guard let channel = channels[batch.channel] else { continue }
             do throws(AMQPError) {
                 try send(batch.messages, batch: batch.batch, on: channel)
             } catch {
@@ -636,11 +631,11 @@ struct ChannelReference: Sendable, Hashable {
     var id: Int
 }
 
-/// One channel's state on the I/O thread.
+/// One open channel's state on the I/O thread (a closed channel leaves the table; why it ended is kept
+/// in `retiredChannels`).
 final class ChannelState {
     let number: UInt16
     let id: Int
-    var closeError: AMQPError?
     /// Non-nil once `confirm.select` succeeded.
     var confirms: PublisherConfirms?
 
