@@ -8,10 +8,19 @@ let package = Package(
     products: [
         .library(name: "AMQPTransport", targets: ["AMQPTransport"]),
         .library(name: "WalletRouting", targets: ["WalletRouting"]),
+        .library(name: "WalletStore", targets: ["WalletStore"]),
+        .library(name: "WalletWorker", targets: ["WalletWorker"]),
+        .executable(name: "wallet-worker", targets: ["wallet-worker"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // MARK: - The C boundary (only AMQPTransport may import these)
@@ -36,7 +45,37 @@ let package = Package(
         // MARK: - The pure routing core (no I/O)
         .target(name: "WalletRouting"),
 
+        // MARK: - The store: effects and processed message ids, one transaction per batch
+        .target(
+            name: "WalletStore",
+            dependencies: ["WalletRouting", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+
+        // MARK: - The worker: configuration, topology, the processing loop, operations
+        .target(
+            name: "WalletWorker",
+            dependencies: [
+                "AMQPTransport",
+                "WalletRouting",
+                "WalletStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+
         // MARK: - Executables
+        .executableTarget(
+            name: "wallet-worker",
+            dependencies: [
+                "WalletWorker",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "amqp-demo",
             dependencies: ["AMQPTransport", .product(name: "Logging", package: "swift-log")]
@@ -47,6 +86,10 @@ let package = Package(
             name: "WalletRoutingTests",
             dependencies: ["WalletRouting", .product(name: "PropertyBased", package: "swift-property-based")],
             resources: [.copy("Golden")]
+        ),
+        .testTarget(
+            name: "WalletStoreTests",
+            dependencies: ["WalletStore", "WalletRouting"]
         ),
         .testTarget(
             name: "AMQPTransportTests",

@@ -1,0 +1,51 @@
+import Foundation
+import WalletRouting
+
+/// A store's view inside one open transaction: the state the router reads, plus what deduplication needs.
+/// Synchronous: every implementation runs the whole batch on the connection that holds the transaction.
+protocol WalletStoreTransaction: WalletStateReading {
+    /// The decision recorded for `messageID`, or nil when the id was never processed (or has expired).
+    func recordedDecision(messageID: String) throws -> Decision?
+    func apply(_ effects: [Effect]) throws
+    /// Records a processed message: its id, when, and what it decided (results, outcome, sender, card).
+    func record(messageID: String, decision: Decision, at now: Date) throws
+}
+
+/// The rules every store shares for a batch (CONTRACT.md §8, §10), written once.
+enum BatchRouting {
+    static func process(
+        _ messages: [InboundMessage], router: NotificationRouter, now: Date,
+        in transaction: some WalletStoreTransaction
+    ) throws -> [StoredDecision] {
+        var decisions: [StoredDecision] = []
+        decisions.reserveCapacity(messages.count)
+        for message in messages {
+            // An empty message_id counts as absent, as it does for the router's result ids.
+            let messageID = message.properties.messageID.flatMap { $0.isEmpty ? nil : $0 }
+            if let messageID, let recorded = try transaction.recordedDecision(messageID: messageID) {
+                decisions.append(StoredDecision(decision: recorded, isReplay: true))
+                continue
+            }
+            let decision = try router.route(message, state: transaction, now: now)
+            try transaction.apply(decision.effects)
+            // Rejected messages are not recorded: replayed from the dead-letter queue they are evaluated afresh.
+            if let messageID, decision.disposition == .acknowledge {
+                try transaction.record(messageID: messageID, decision: decision, at: now)
+            }
+            decisions.append(StoredDecision(decision: decision, isReplay: false))
+        }
+        return decisions
+    }
+}
+
+extension Decision {
+    /// What a replay returns: the recorded results and labels, nothing to apply.
+    static func recorded(results: [OutboundResult], outcome: Outcome, sender: String?, digitalCardId: String?)
+        -> Decision
+    {
+        Decision(
+            effects: [], results: results, disposition: .acknowledge, outcome: outcome, sender: sender,
+            digitalCardId: digitalCardId
+        )
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Synchronization
+import WalletRouting
+
+/// A store that lives and dies with the process: for `wallet-worker route` and tests.
+/// Same rules as the durable stores; a batch that throws leaves the state as it was.
+public final class InMemoryWalletStore: WalletStore {
+    private struct Contents: Sendable {
+        var state = InMemoryWalletState()
+        var processed: [String: (decision: Decision, recordedAt: Date)] = [:]
+    }
+
+    private let contents = Mutex(Contents())
+
+    public init() {}
+
+    public func process(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        do {
+            return try contents.withLock { contents in
+                // Work on a copy so a failure mid-batch commits nothing.
+                let transaction = Transaction(contents: contents)
+                let decisions = try BatchRouting.process(messages, router: router, now: now, in: transaction)
+                contents = transaction.contents
+                return decisions
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.permanent, "in-memory store: \(error)")
+        }
+    }
+
+    public func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int {
+        contents.withLock { contents in
+            let before = contents.processed.count
+            contents.processed = contents.processed.filter { $0.value.recordedAt >= cutoff }
+            return before - contents.processed.count
+        }
+    }
+
+    public func close() async {}
+
+    /// The wallet state, for tests and the `route` command.
+    public var state: InMemoryWalletState {
+        contents.withLock { $0.state }
+    }
+
+    /// A reference box so the protocol's non-mutating methods can write to the batch's copy.
+    private final class Transaction: WalletStoreTransaction {
+        var contents: Contents
+        init(contents: Contents) { self.contents = contents }
+
+        func card(_ digitalCardId: String) -> CardRecord? { contents.state.card(digitalCardId) }
+        func hasTransaction(digitalCardId: String, recordId: String) -> Bool {
+            contents.state.hasTransaction(digitalCardId: digitalCardId, recordId: recordId)
+        }
+        func newestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) -> [TransactionRecord] {
+            contents.state.newestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
+        }
+        func recordedDecision(messageID: String) -> Decision? { contents.processed[messageID]?.decision }
+        func apply(_ effects: [Effect]) { contents.state.apply(effects) }
+        func record(messageID: String, decision: Decision, at now: Date) {
+            let recorded = Decision.recorded(
+                results: decision.results, outcome: decision.outcome, sender: decision.sender,
+                digitalCardId: decision.digitalCardId)
+            contents.processed[messageID] = (recorded, now)
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+import WalletRouting
+
+/// Where the worker keeps the wallet's state and the messages it has processed (CONTRACT.md §10).
+///
+/// One call processes one batch in one transaction: for each message in order, a `message_id` the store has
+/// already recorded replays its recorded results and applies nothing; any other message is routed against the
+/// transaction's state (which already holds the effects of the messages before it in the batch), its effects are
+/// applied, and, unless it was rejected or has no `message_id`, it is recorded with its results. Either the whole
+/// batch commits or nothing does, and then the call throws a `StoreError`.
+public protocol WalletStore: Sendable {
+    /// Routes and records `messages` in one transaction; one `StoredDecision` per message, in order.
+    /// - Parameter now: the processing time passed to the router (results carry it as `processedAt`).
+    func process(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+
+    /// Forgets processed `message_id`s recorded before `cutoff` (the deduplication retention); returns how many.
+    func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int
+
+    /// Releases the store's connections. Calls after `close()` fail.
+    func close() async
+}
+
+/// What the store decided for one message of a batch.
+public struct StoredDecision: Sendable, Hashable {
+    /// The router's decision, or for a replay the recorded one: no effects, the recorded results verbatim.
+    public var decision: Decision
+    /// True when the `message_id` was already processed: nothing was applied, the recorded results are returned.
+    public var isReplay: Bool
+
+    public init(decision: Decision, isReplay: Bool) {
+        self.decision = decision
+        self.isReplay = isReplay
+    }
+}
