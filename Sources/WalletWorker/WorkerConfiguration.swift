@@ -1,4 +1,81 @@
-// The worker's settings; filled in by the worker issue.
+import AMQPTransport
+import Logging
+import WalletRouting
+import WalletStore
+
+/// Everything the worker needs to run, with the contract's defaults (CONTRACT.md §1, §8, §10).
+/// The `wallet-worker` command fills it from flags, then environment variables, then these defaults.
 public struct WorkerConfiguration: Sendable {
+    /// The broker. Default: `amqp://guest:guest@127.0.0.1:5672/%2f`.
+    public var amqpURL: String = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    /// TLS files for `amqps://` URLs. Default: the system trust store, no client certificate.
+    public var tls = AMQPConnectionConfiguration.TLS()
+    /// AMQP heartbeat: a silent broker is declared lost after about twice this. Default: `10 s`.
+    public var heartbeat: Duration = .seconds(10)
+    /// Queue and exchange names (CONTRACT.md §1).
+    public var topology = Topology()
+    /// Unacknowledged deliveries the broker sends each consumer: the largest batch. Default: `200`.
+    public var prefetch: UInt16 = 200
+    /// Independent consume-process-publish pipelines, each with its own two connections.
+    /// More than 1 gives up queue order. Default: `1`.
+    public var concurrency = 1
+    /// Where state and processed message ids live. Default: `sqlite:wallet.sqlite`.
+    public var store: StoreLocation = .sqlite(path: "wallet.sqlite")
+    /// How long a store write waits for a lock before the batch counts as a transient failure. Default: `5 s`.
+    public var storeBusyTimeout: Duration = .seconds(5)
+    /// How long processed message ids are remembered for deduplication. Default: `24 h`.
+    public var deduplicationRetention: Duration = .seconds(86_400)
+    /// Time a message spends in the retry queue before it is processed again. Default: `5 s`.
+    public var retryDelay: Duration = .seconds(5)
+    /// Processing attempts before a transient failure dead-letters the message. Default: `5`.
+    public var retryAttempts = 5
+    /// How long a publish batch waits for the broker's confirms before it counts as failed. Default: `10 s`.
+    public var confirmTimeout: Duration = .seconds(10)
+    /// Time allowed after SIGTERM to finish the batch in hand and exit. Default: `25 s` (Kubernetes gives 30 s).
+    public var shutdownGracePeriod: Duration = .seconds(25)
+    /// First and largest pause between reconnection attempts (exponential, with full jitter).
+    /// Default: `0.5 s` and `30 s`.
+    public var reconnectBackoff = ReconnectBackoff()
+    /// The operations endpoint (`/healthz`, `/readyz`, `/metrics`); `nil` turns it off. Default: `9090`.
+    public var httpPort: Int? = 9090
+    /// Address the operations endpoint listens on. Default: `0.0.0.0`.
+    public var httpHost = "0.0.0.0"
+    /// The routing core's limits and the result exchanges (kept in step with `topology`).
+    public var routing = RoutingSettings()
+    public var logLevel: Logger.Level = .info
+    public var logFormat: LogFormat = .text
+
     public init() {}
+
+    /// The routing settings with the result exchange names taken from the topology.
+    var routingSettings: RoutingSettings {
+        var settings = routing
+        settings.exchanges = topology.resultExchanges
+        return settings
+    }
+}
+
+/// How log lines are written.
+public enum LogFormat: String, Sendable, CaseIterable {
+    /// One human-readable line per event.
+    case text
+    /// One JSON object per line, for log collectors.
+    case json
+}
+
+/// Exponential backoff with full jitter between reconnection attempts.
+public struct ReconnectBackoff: Sendable, Hashable {
+    /// Default: `0.5 s`.
+    public var initial: Duration = .milliseconds(500)
+    /// Default: `30 s`.
+    public var maximum: Duration = .seconds(30)
+
+    public init() {}
+
+    /// The pause before attempt `attempt` (1-based): uniformly random up to min(maximum, initial × 2^(attempt-1)).
+    func delay(attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+        let ceiling = min(maximum, initial * Double(1 << min(max(attempt - 1, 0), 30)))
+        let fraction = Double.random(in: 0...1, using: &generator)
+        return ceiling * fraction
+    }
 }

@@ -1,8 +1,14 @@
 import ArgumentParser
 import WalletWorker
 
+/// The thin entry point: parse flags (then environment variables, then defaults) and hand over to `WalletWorker`.
 @main
 struct WalletWorkerCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "wallet-worker")
-    func run() async throws {}
+    static let configuration = CommandConfiguration(
+        commandName: "wallet-worker",
+        abstract: "Processes digital-wallet notifications from RabbitMQ: route, store, publish with confirms, acknowledge.",
+        discussion: "Every option can also be set by the environment variable named in its help; a flag wins.",
+        subcommands: [Run.self, Route.self, Declare.self],
+        defaultSubcommand: Run.self
+    )
 }

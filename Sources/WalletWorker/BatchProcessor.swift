@@ -1,0 +1,193 @@
+import AMQPTransport
+import Foundation
+import Logging
+import WalletRouting
+import WalletStore
+
+/// Processes one batch of deliveries: one store transaction, one confirmed publish of every result, then the
+/// acknowledgements (CONTRACT.md §8, §10). Nothing is acknowledged before what it published is confirmed.
+///
+/// A failure of the publish channel or the consume connection is thrown: the pipeline reconnects and the broker
+/// redelivers what was not acknowledged; the store replays the recorded results, so nothing is applied twice.
+struct BatchProcessor: Sendable {
+    var store: any WalletStore
+    var router: NotificationRouter
+    var topology: Topology
+    var retryAttempts: Int
+    var confirmTimeout: Duration
+    var metrics: WorkerMetrics
+    var logger: Logger
+
+    /// A store failure that retrying cannot fix (a corrupt or newer database): the worker stops without
+    /// acknowledging, so the messages stay in the queue for a fixed deployment.
+    struct FatalStoreError: Error, CustomStringConvertible {
+        var underlying: StoreError
+        var description: String { "\(underlying)" }
+    }
+
+    func process(_ deliveries: [AMQPDelivery], consumeChannel: AMQPChannel, publishChannel: AMQPChannel) async throws {
+        guard let last = deliveries.last else { return }
+        let started = ContinuousClock.now
+        metrics.batchSize.record(Double(deliveries.count))
+
+        var plans = try await plan(deliveries)
+        let failures = try await publish(plans, on: publishChannel)
+
+        // Deliveries whose messages were not all taken go to the retry queue (or, on their last attempt, the
+        // dead-letter exchange) in a second confirmed publish; any still not taken are requeued.
+        var requeue = Set<Int>()
+        if !failures.isEmpty {
+            var second: [(index: Int, plan: DeliveryPlan)] = []
+            for (index, error) in failures {
+                logger.warning("publish not confirmed", metadata: plans[index].delivery.logMetadata(["error": "\(error)"]))
+                second.append((index, DeliveryPlan(
+                    delivery: plans[index].delivery, transientFailure: error, retryAttempts: retryAttempts,
+                    topology: topology)))
+            }
+            let secondFailures = try await publish(second.map(\.plan), on: publishChannel)
+            for (position, entry) in second.enumerated() {
+                if secondFailures[position] != nil {
+                    requeue.insert(entry.index)
+                } else {
+                    plans[entry.index] = entry.plan
+                }
+            }
+        }
+
+        try await acknowledge(deliveries, requeue: requeue, last: last, on: consumeChannel)
+        let elapsed = ContinuousClock.now - started
+        for (index, plan) in plans.enumerated() where !requeue.contains(index) {
+            record(plan, elapsed: elapsed)
+        }
+    }
+
+    /// Runs the batch through the store; a transient store failure plans a retry for every delivery.
+    private func plan(_ deliveries: [AMQPDelivery]) async throws -> [DeliveryPlan] {
+        let messages = deliveries.map(InboundMessage.init)
+        do {
+            let stored = try await store.process(messages, router: router, now: Date())
+            return zip(deliveries, stored).map { DeliveryPlan(delivery: $0, stored: $1, topology: topology) }
+        } catch {
+            guard error.isTransient else { throw FatalStoreError(underlying: error) }
+            logger.warning("store unavailable; the batch goes to the retry queue",
+                           metadata: ["error": "\(error)", "batch": "\(deliveries.count)"])
+            return deliveries.map {
+                DeliveryPlan(delivery: $0, transientFailure: error.description, retryAttempts: retryAttempts,
+                             topology: topology)
+            }
+        }
+    }
+
+    /// Publishes every plan's messages in one confirmed batch; returns, by plan index, why a plan failed.
+    /// A confirm timeout fails every plan (the channel stays usable); a channel or connection error is thrown.
+    private func publish(_ plans: [DeliveryPlan], on channel: AMQPChannel) async throws -> [Int: String] {
+        let messages = plans.flatMap(\.messages)
+        guard !messages.isEmpty else { return [:] }
+        let outcomes: [AMQPPublishOutcome]
+        do {
+            outcomes = try await channel.publish(messages, confirmTimeout: confirmTimeout)
+        } catch {
+            guard error.code == .timeout else { throw error }
+            metrics.countConfirms("timeout", by: messages.count)
+            let reason = "publisher confirms timed out after \(confirmTimeout)"
+            return Dictionary(uniqueKeysWithValues: plans.indices.map { ($0, reason) })
+        }
+        countConfirms(outcomes)
+        var failures: [Int: String] = [:]
+        var offset = 0
+        for (index, plan) in plans.enumerated() {
+            let slice = outcomes[offset..<offset + plan.messages.count]
+            if let failure = plan.failure(in: slice) { failures[index] = failure }
+            offset += plan.messages.count
+        }
+        return failures
+    }
+
+    /// One `basic.ack` with `multiple` for the whole batch when nothing is requeued, else one per delivery.
+    private func acknowledge(
+        _ deliveries: [AMQPDelivery], requeue: Set<Int>, last: AMQPDelivery, on channel: AMQPChannel
+    ) async throws {
+        if requeue.isEmpty {
+            try await channel.ack(last, multiple: true)
+            return
+        }
+        for (index, delivery) in deliveries.enumerated() {
+            if requeue.contains(index) {
+                try await channel.nack(delivery, requeue: true)
+            } else {
+                try await channel.ack(delivery)
+            }
+        }
+    }
+
+    private func countConfirms(_ outcomes: [AMQPPublishOutcome]) {
+        var confirmed = 0, nacked = 0, returned = 0
+        for outcome in outcomes {
+            switch outcome {
+            case .confirmed: confirmed += 1
+            case .nacked: nacked += 1
+            case .returned: returned += 1
+            }
+        }
+        metrics.countConfirms("confirmed", by: confirmed)
+        metrics.countConfirms("nacked", by: nacked)
+        metrics.countConfirms("returned", by: returned)
+    }
+
+    /// Metrics and a log line for a delivery that has left the work queue.
+    private func record(_ plan: DeliveryPlan, elapsed: Duration) {
+        let delivery = plan.delivery
+        metrics.processingTime.record(elapsed)
+        if delivery.redelivered { metrics.redeliveries.increment() }
+        if let timestamp = delivery.properties.timestamp {
+            let lag = Date().timeIntervalSince1970 - Double(timestamp)
+            if lag >= 0 { metrics.processingLag.record(.milliseconds(Int64(lag * 1000))) }
+        }
+        switch plan.route {
+        case .retry(let attempt, let error):
+            metrics.retries.increment()
+            logger.warning("sent to the retry queue",
+                           metadata: delivery.logMetadata(["attempt": "\(attempt)", "error": "\(error)"]))
+            return
+        case .retriesExhausted(let attempts, let error):
+            metrics.countDeadLetter(reason: .retriesExhausted)
+            logger.error("dead-lettered after the last attempt",
+                         metadata: delivery.logMetadata(["attempts": "\(attempts)", "error": "\(error)"]))
+            return
+        case .deadLetter, .results:
+            break
+        }
+        guard let stored = plan.stored else { return }
+        let decision = stored.decision
+        metrics.countMessage(
+            sender: decision.sender, isInstallation: delivery.isDeviceInstallation, outcome: decision.outcome)
+        if stored.isReplay { metrics.replays.increment() }
+        if delivery.properties.messageID?.isEmpty ?? true { metrics.withoutMessageID.increment() }
+        var metadata = delivery.logMetadata(["outcome": "\(decision.outcome.rawValue)"])
+        if let sender = decision.sender { metadata["sender"] = "\(sender)" }
+        if let card = decision.digitalCardId { metadata["digitalCardId"] = "\(card)" }
+        if stored.isReplay { metadata["replay"] = "true" }
+        switch plan.route {
+        case .deadLetter(let reason):
+            metrics.countDeadLetter(reason: .rejected)
+            metadata["reason"] = "\(reason)"
+            logger.warning("rejected and dead-lettered", metadata: metadata)
+        default:
+            logger.log(level: decision.outcome == .domainError ? .info : .debug, "processed", metadata: metadata)
+        }
+    }
+}
+
+extension AMQPDelivery {
+    var isDeviceInstallation: Bool {
+        properties.type == NotificationRouter.deviceInstallationType
+            || properties.type == NotificationRouter.deviceInstallationDeletedType
+    }
+
+    func logMetadata(_ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+        var metadata = extra
+        metadata["message_id"] = "\(properties.messageID ?? "")"
+        metadata["delivery_tag"] = "\(deliveryTag)"
+        return metadata
+    }
+}

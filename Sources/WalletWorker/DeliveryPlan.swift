@@ -1,0 +1,91 @@
+import AMQPTransport
+import WalletRouting
+import WalletStore
+
+/// What the worker publishes for one delivery, and what it does with the delivery once those are confirmed.
+/// Pure: built from the delivery and the store's decision (or the store's failure), tested without a broker.
+struct DeliveryPlan: Sendable {
+    var delivery: AMQPDelivery
+    /// Published in this order, in one confirmed batch with the rest of the batch's messages.
+    var messages: [AMQPOutboundMessage]
+    /// Why the delivery is leaving the work queue without an ordinary acknowledgement, for metrics and logs.
+    var route: Route
+    /// The store's decision, when it made one (not on a store failure).
+    var stored: StoredDecision?
+
+    enum Route: Sendable, Equatable {
+        /// Results only; acknowledged when they are confirmed.
+        case results
+        /// Bad input: the `rejected` result and the original to the dead-letter exchange (CONTRACT.md §8).
+        case deadLetter(reason: String)
+        /// A transient failure with attempts left: the original goes to the retry queue.
+        case retry(attempt: Int, error: String)
+        /// A transient failure on the last attempt: the original goes to the dead-letter exchange.
+        case retriesExhausted(attempts: Int, error: String)
+    }
+
+    /// The plan for a delivery the store routed (or replayed).
+    init(delivery: AMQPDelivery, stored: StoredDecision, topology: Topology) {
+        self.delivery = delivery
+        self.stored = stored
+        var messages = stored.decision.results.map(AMQPOutboundMessage.init)
+        switch stored.decision.disposition {
+        case .acknowledge:
+            route = .results
+        case .deadLetter(let reason):
+            route = .deadLetter(reason: reason)
+            messages.append(
+                delivery.copy(
+                    exchange: topology.deadLetterExchange, routingKey: delivery.routingKey,
+                    addingHeaders: [(WorkerHeaders.workerError, .string(reason))]))
+        }
+        self.messages = messages
+    }
+
+    /// The plan for a delivery whose processing failed transiently: retry it, or dead-letter it after the last attempt.
+    init(delivery: AMQPDelivery, transientFailure error: String, retryAttempts: Int, topology: Topology) {
+        self.delivery = delivery
+        self.stored = nil
+        let attempt = delivery.failedAttempts + 1
+        if attempt >= retryAttempts {
+            let reason = "transient failure, gave up after \(attempt) attempts: \(error)"
+            route = .retriesExhausted(attempts: attempt, error: error)
+            messages = [
+                delivery.copy(
+                    exchange: topology.deadLetterExchange, routingKey: delivery.routingKey,
+                    addingHeaders: [(WorkerHeaders.workerError, .string(reason))])
+            ]
+        } else {
+            route = .retry(attempt: attempt, error: error)
+            messages = [
+                delivery.copy(
+                    exchange: "", routingKey: topology.retryQueue,
+                    addingHeaders: [
+                        (WorkerHeaders.retryCount, .int32(Int32(clamping: attempt))),
+                        (WorkerHeaders.lastError, .string(error)),
+                    ])
+            ]
+        }
+    }
+
+    /// Nil when every message of the plan was taken by the broker; else why not.
+    /// A `reply_to` copy the broker returned is not a failure: the requester has gone, and the primary results
+    /// (durable, on the result exchanges) were confirmed.
+    func failure(in outcomes: ArraySlice<AMQPPublishOutcome>) -> String? {
+        for (message, outcome) in zip(messages, outcomes) {
+            switch outcome {
+            case .confirmed:
+                continue
+            case .returned where message.exchange.isEmpty && message.routingKey == delivery.properties.replyTo:
+                continue
+            case .returned(let replyCode, let replyText):
+                let exchange = message.exchange.isEmpty ? "the default exchange" : "exchange '\(message.exchange)'"
+                return "returned by the broker (\(replyCode) \(replyText)): no queue bound to \(exchange) "
+                    + "for routing key '\(message.routingKey)'"
+            case .nacked:
+                return "not confirmed: the broker nacked the publish to '\(message.exchange)'"
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,98 @@
+import AMQPTransport
+import WalletRouting
+
+/// Header names the worker reads and writes on inbound messages.
+enum WorkerHeaders {
+    /// W3C trace context, copied onto every result (CONTRACT.md §2).
+    static let traceparent = "traceparent"
+    /// Failed processing attempts so far, set on the copy sent to the retry queue.
+    static let retryCount = "x-retry-count"
+    /// The error of the last failed attempt, on the retry copy.
+    static let lastError = "x-worker-last-error"
+    /// Why the worker dead-lettered a message (CONTRACT.md §8).
+    static let workerError = "x-worker-error"
+}
+
+extension InboundMessage {
+    /// The routing core's view of a delivery: the body and the properties the contract reads.
+    init(_ delivery: AMQPDelivery) {
+        let properties = delivery.properties
+        self.init(
+            body: delivery.body,
+            properties: InboundProperties(
+                messageID: properties.messageID,
+                correlationID: properties.correlationID,
+                replyTo: properties.replyTo,
+                type: properties.type,
+                timestamp: properties.timestamp.map { Int64(clamping: $0) },
+                traceparent: properties.headers?[WorkerHeaders.traceparent]?.text
+            )
+        )
+    }
+}
+
+extension AMQPDelivery {
+    /// Failed attempts recorded on this delivery by earlier trips through the retry queue.
+    var failedAttempts: Int {
+        switch properties.headers?[WorkerHeaders.retryCount] {
+        case .int8(let value)?: Int(value)
+        case .int16(let value)?: Int(value)
+        case .int32(let value)?: Int(value)
+        case .int64(let value)?: Int(clamping: value)
+        case .uint8(let value)?: Int(value)
+        case .uint16(let value)?: Int(value)
+        case .uint32(let value)?: Int(value)
+        case .uint64(let value)?: Int(clamping: value)
+        default: 0
+        }
+    }
+
+    /// The original message, untouched but for the given headers: for the dead-letter exchange and the retry queue.
+    func copy(exchange: String, routingKey: String, addingHeaders added: [(String, AMQPFieldValue)])
+        -> AMQPOutboundMessage
+    {
+        var properties = properties
+        var headers = properties.headers ?? [:]
+        for (key, value) in added {
+            headers[key] = value
+        }
+        properties.headers = headers
+        return AMQPOutboundMessage(
+            exchange: exchange, routingKey: routingKey, body: body, properties: properties, mandatory: true)
+    }
+}
+
+extension AMQPFieldValue {
+    /// A string header, whichever AMQP string kind carried it.
+    var text: String? {
+        switch self {
+        case .string(let value): value
+        case .bytes(let bytes): String(validating: bytes, as: UTF8.self)
+        default: nil
+        }
+    }
+}
+
+extension AMQPOutboundMessage {
+    /// A result as the contract publishes it (§9): JSON, persistent, mandatory so an unbound exchange is noticed.
+    init(_ result: OutboundResult) {
+        var headers: AMQPTable?
+        if let traceparent = result.properties.traceparent {
+            headers = [WorkerHeaders.traceparent: .string(traceparent)]
+        }
+        self.init(
+            exchange: result.exchange,
+            routingKey: result.routingKey,
+            body: result.body,
+            properties: AMQPMessageProperties(
+                contentType: OutboundProperties.contentType,
+                headers: headers,
+                deliveryMode: .persistent,
+                correlationID: result.properties.correlationID,
+                messageID: result.properties.messageID,
+                type: result.properties.type
+            ),
+            mandatory: true
+        )
+    }
+}

@@ -1,0 +1,104 @@
+import AMQPTransport
+import Foundation
+import Logging
+import ServiceLifecycle
+import WalletRouting
+import WalletStore
+
+/// The worker as a service: `--concurrency` pipelines consuming the work queue, plus the deduplication
+/// retention sweep, until graceful shutdown (SIGTERM/SIGINT through the `ServiceGroup`).
+///
+/// On shutdown every pipeline cancels its consumer, finishes the batch it holds (store, publish, confirms,
+/// acknowledgement) and closes its connections; then the store is closed and `run()` returns.
+public final class NotificationWorker: Service {
+    public let health: WorkerHealth
+    public let metrics: WorkerMetrics
+    private let configuration: WorkerConfiguration
+    private let store: any WalletStore
+    private let connectionConfiguration: AMQPConnectionConfiguration
+    private let stop = StopSignal()
+    private let logger: Logger
+
+    public init(
+        configuration: WorkerConfiguration, store: any WalletStore, metrics: WorkerMetrics, logger: Logger
+    ) throws {
+        self.configuration = configuration
+        self.store = store
+        self.metrics = metrics
+        self.logger = logger
+        self.health = WorkerHealth(pipelines: configuration.concurrency)
+        self.connectionConfiguration = try configuration.connectionConfiguration()
+    }
+
+    public func run() async throws {
+        let processor = BatchProcessor(
+            store: store, router: NotificationRouter(settings: configuration.routingSettings),
+            topology: configuration.topology, retryAttempts: configuration.retryAttempts,
+            confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger)
+        let pipelines = (0..<configuration.concurrency).map { index in
+            var logger = logger
+            logger[metadataKey: "pipeline"] = "\(index)"
+            return Pipeline(
+                index: index, configuration: configuration, connectionConfiguration: connectionConfiguration,
+                processor: processor, health: health, metrics: metrics, stop: stop, logger: logger)
+        }
+        do {
+            try await withGracefulShutdownHandler {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for pipeline in pipelines {
+                        group.addTask { try await pipeline.run() }
+                    }
+                    group.addTask { await self.expireProcessedMessages() }
+                    // A pipeline only throws what reconnecting cannot fix: stop the others and fail.
+                    do {
+                        try await group.waitForAll()
+                    } catch {
+                        stop.stop()
+                        try? await group.waitForAll()
+                        throw error
+                    }
+                }
+            } onGracefulShutdown: {
+                self.logger.info("shutting down: finishing the batches in hand")
+                self.health.stopping()
+                self.stop.stop()
+            }
+        } catch {
+            health.failed("\(error)")
+            logger.critical("the worker stopped", metadata: ["error": "\(error)"])
+            await store.close()
+            throw error
+        }
+        await store.close()
+        logger.info("stopped: every batch in hand acknowledged")
+    }
+
+    /// Forgets processed message ids older than the retention, at start and then every tenth of the retention
+    /// (at most every 10 minutes).
+    private func expireProcessedMessages() async {
+        let retention = configuration.deduplicationRetention
+        let period = min(retention / 10, .seconds(600))
+        while !stop.isStopped {
+            let cutoff = Date(timeIntervalSinceNow: -retention.secondsValue)
+            do {
+                let expired = try await store.expireProcessedMessages(recordedBefore: cutoff)
+                if expired > 0 {
+                    logger.info("expired processed message ids", metadata: ["count": "\(expired)"])
+                }
+            } catch {
+                logger.warning("could not expire processed message ids", metadata: ["error": "\(error)"])
+            }
+            await stop.sleep(for: period)
+        }
+    }
+}
+
+extension WorkerConfiguration {
+    /// The transport's settings for every connection the worker opens.
+    func connectionConfiguration() throws -> AMQPConnectionConfiguration {
+        var connection = AMQPConnectionConfiguration(url: try AMQPURL(parsing: amqpURL))
+        connection.heartbeat = heartbeat
+        connection.tls = tls
+        return connection
+    }
+}

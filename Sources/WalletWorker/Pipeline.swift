@@ -1,0 +1,156 @@
+import AMQPTransport
+import Foundation
+import Logging
+
+/// One consume-process-publish loop with its own two connections: deliveries and acknowledgements on one,
+/// results on the other, so a publish that waits on a congested socket never delays acknowledgements.
+/// It reconnects after any broker failure, re-declaring the topology, until the stop signal fires.
+struct Pipeline: Sendable {
+    var index: Int
+    var configuration: WorkerConfiguration
+    var connectionConfiguration: AMQPConnectionConfiguration
+    var processor: BatchProcessor
+    var health: WorkerHealth
+    var metrics: WorkerMetrics
+    var stop: StopSignal
+    var logger: Logger
+
+    /// Runs sessions until the stop signal fires. Throws only what reconnecting cannot fix.
+    func run() async throws {
+        var attempt = 0
+        var generator = SystemRandomNumberGenerator()
+        while !stop.isStopped {
+            let consumed: Bool
+            do {
+                consumed = try await runSession()
+                if stop.isStopped { return }
+                logger.warning("the consumer ended without a shutdown; starting a new session")
+            } catch let error as TopologyError {
+                throw error
+            } catch let error as BatchProcessor.FatalStoreError {
+                throw error
+            } catch let failure as SessionFailure {
+                consumed = failure.consumed
+                if stop.isStopped, failure.consumed {
+                    // The drain after SIGTERM lost its connection: what was not acknowledged is redelivered.
+                    logger.warning("connection lost while draining", metadata: ["error": "\(failure.error)"])
+                    return
+                }
+                logger.error("broker session failed", metadata: ["error": "\(failure.error)"])
+            }
+            attempt = consumed ? 1 : attempt + 1
+            metrics.reconnects.increment()
+            let delay = configuration.reconnectBackoff.delay(attempt: attempt, using: &generator)
+            logger.info("reconnecting", metadata: ["in": "\(delay)", "attempt": "\(attempt)"])
+            await stop.sleep(for: delay)
+        }
+    }
+
+    /// A session that failed; `consumed` tells whether it got as far as consuming (resets the backoff).
+    struct SessionFailure: Error {
+        var error: any Error
+        var consumed: Bool
+    }
+
+    /// Connects, declares, consumes and processes until the consumer ends; returns whether it consumed.
+    private func runSession() async throws -> Bool {
+        var connections: [AMQPConnection] = []
+        var consuming = false
+        do {
+            let consumeConnection = try await connect(role: "consume")
+            connections.append(consumeConnection)
+            let publishConnection = try await connect(role: "publish")
+            connections.append(publishConnection)
+
+            let setup = try await consumeConnection.openChannel()
+            try await configuration.topology.declare(on: setup, retryDelay: configuration.retryDelay)
+            try await setup.close()
+
+            let consume = try await consumeConnection.openChannel()
+            try await consume.setPrefetch(count: configuration.prefetch)
+            let publish = try await publishConnection.openChannel()
+            try await publish.enableConfirms()
+            let consumer = try await consume.consume(queue: configuration.topology.workQueue, consumerTag: consumerTag)
+
+            consuming = true
+            health.pipelineStartedConsuming()
+            metrics.consumingPipelines.increment()
+            defer {
+                health.pipelineStoppedConsuming()
+                metrics.consumingPipelines.decrement()
+            }
+            logger.info("consuming", metadata: ["queue": "\(configuration.topology.workQueue)"])
+
+            // On SIGTERM: stop the broker sending; the loop below finishes what it already holds.
+            let handler = stop.onStop {
+                Task { try? await consume.cancel(consumerTag: consumer.tag) }
+            }
+            defer { stop.removeHandler(handler) }
+
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await batch in consumer {
+                        try await processor.process(batch, consumeChannel: consume, publishChannel: publish)
+                    }
+                }
+                group.addTask {
+                    try await watch(consumeConnection, role: "consume")
+                }
+                group.addTask {
+                    try await watch(publishConnection, role: "publish")
+                }
+                // The consumer finishing ends the session; a watcher only finishes by throwing.
+                try await group.next()
+                group.cancelAll()
+            }
+        } catch let error as TopologyError {
+            await close(connections)
+            throw error
+        } catch let error as BatchProcessor.FatalStoreError {
+            await close(connections)
+            throw error
+        } catch {
+            await close(connections)
+            throw SessionFailure(error: error, consumed: consuming)
+        }
+        await close(connections)
+        return consuming
+    }
+
+    /// Logs blocked and unblocked; throws when the connection ends under the session.
+    private func watch(_ connection: AMQPConnection, role: String) async throws {
+        var blocked = false
+        defer { if blocked { metrics.blockedConnections.decrement() } }
+        for await event in connection.events {
+            switch event {
+            case .blocked(let reason):
+                logger.warning("the broker blocked the connection (resource alarm)",
+                               metadata: ["connection": "\(role)", "reason": "\(reason)"])
+                if !blocked { metrics.blockedConnections.increment() }
+                blocked = true
+            case .unblocked:
+                logger.notice("the broker unblocked the connection", metadata: ["connection": "\(role)"])
+                if blocked { metrics.blockedConnections.decrement() }
+                blocked = false
+            case .closed(let error):
+                throw error ?? AMQPError(code: .closed, message: "the \(role) connection closed")
+            }
+        }
+    }
+
+    private func connect(role: String) async throws -> AMQPConnection {
+        var configuration = connectionConfiguration
+        configuration.connectionName = "wallet-worker \(ProcessInfo.processInfo.hostName) #\(index) \(role)"
+        return try await AMQPConnection.connect(configuration: configuration, logger: logger)
+    }
+
+    private func close(_ connections: [AMQPConnection]) async {
+        for connection in connections {
+            await connection.close(timeout: .seconds(5))
+        }
+    }
+
+    private var consumerTag: String {
+        "wallet-worker.\(ProcessInfo.processInfo.hostName).\(ProcessInfo.processInfo.processIdentifier).\(index)"
+    }
+}

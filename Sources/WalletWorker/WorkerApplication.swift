@@ -1,0 +1,77 @@
+import AMQPTransport
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import WalletRouting
+import WalletStore
+
+/// The worker, assembled from a configuration: what `wallet-worker run` starts, and what tests build in-process.
+///
+/// Services stop in reverse order on SIGTERM/SIGINT: the worker drains first, then the operations endpoint,
+/// so `/metrics` stays up during the drain. The group gives the drain `shutdownGracePeriod`.
+public struct WorkerApplication: Sendable {
+    public let worker: NotificationWorker
+    public let operations: OperationsServer?
+    public let metrics: WorkerMetrics
+    public let health: WorkerHealth
+    private let configuration: WorkerConfiguration
+    private let logger: Logger
+
+    /// Opens the store and checks the configuration; nothing touches the broker until `run()`.
+    public static func build(configuration: WorkerConfiguration, logger: Logger) throws -> WorkerApplication {
+        try configuration.validate()
+        let store = try WalletStores.open(configuration.store, busyTimeout: configuration.storeBusyTimeout)
+        let metrics = WorkerMetrics()
+        let worker = try NotificationWorker(configuration: configuration, store: store, metrics: metrics, logger: logger)
+        let operations = configuration.httpPort.map {
+            OperationsServer(
+                host: configuration.httpHost, port: $0, health: worker.health, metrics: metrics, logger: logger)
+        }
+        return WorkerApplication(
+            worker: worker, operations: operations, metrics: metrics, health: worker.health,
+            configuration: configuration, logger: logger)
+    }
+
+    /// Runs until SIGTERM or SIGINT (or until the worker fails for good, which throws).
+    public func run() async throws {
+        try await serviceGroup(signals: [.sigterm, .sigint]).run()
+    }
+
+    /// The service group; tests pass no signals and trigger graceful shutdown themselves.
+    public func serviceGroup(signals: [UnixSignal]) -> ServiceGroup {
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let operations {
+            services.append(.init(service: operations))
+        }
+        services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup,
+                              failureTerminationBehavior: .gracefullyShutdownGroup))
+        var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
+        group.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+        group.maximumCancellationDuration = .seconds(2)
+        return ServiceGroup(configuration: group)
+    }
+}
+
+/// The configuration is inconsistent; the message names the setting.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+extension WorkerConfiguration {
+    func validate() throws {
+        _ = try AMQPURL(parsing: amqpURL)
+        guard prefetch >= 1 else { throw ConfigurationError("--prefetch must be at least 1") }
+        guard (1...64).contains(concurrency) else { throw ConfigurationError("--concurrency must be between 1 and 64") }
+        guard retryAttempts >= 1 else { throw ConfigurationError("--retry-attempts must be at least 1") }
+        guard retryDelay >= .milliseconds(1) else { throw ConfigurationError("--retry-delay must be positive") }
+        guard deduplicationRetention >= .seconds(1) else {
+            throw ConfigurationError("--dedup-retention must be at least 1 s")
+        }
+        guard confirmTimeout >= .milliseconds(1) else { throw ConfigurationError("--confirm-timeout must be positive") }
+        guard topology.deliveryLimit >= 1 else { throw ConfigurationError("--delivery-limit must be at least 1") }
+        if let httpPort, !(0...65_535).contains(httpPort) {
+            throw ConfigurationError("--http-port must be between 0 and 65535")
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Synchronization
+
+/// What `/healthz` and `/readyz` report. Ready means every pipeline is consuming: a replica that is reconnecting,
+/// or draining after SIGTERM, is taken out of rotation (CONTRACT.md §10, issue: readiness false while not consuming).
+public final class WorkerHealth: Sendable {
+    private struct State {
+        var consuming = 0
+        var stopping = false
+        var fatalError: String?
+    }
+
+    private let pipelines: Int
+    private let state = Mutex(State())
+
+    init(pipelines: Int) {
+        self.pipelines = pipelines
+    }
+
+    /// Every pipeline is consuming and the worker is not shutting down.
+    public var isReady: Bool {
+        state.withLock { $0.consuming == pipelines && !$0.stopping && $0.fatalError == nil }
+    }
+
+    /// The process is doing its job (it may be reconnecting); false once the worker has failed for good.
+    public var isLive: Bool {
+        state.withLock { $0.fatalError == nil }
+    }
+
+    public var consumingPipelines: Int {
+        state.withLock { $0.consuming }
+    }
+
+    func pipelineStartedConsuming() {
+        state.withLock { $0.consuming += 1 }
+    }
+
+    func pipelineStoppedConsuming() {
+        state.withLock { $0.consuming -= 1 }
+    }
+
+    func stopping() {
+        state.withLock { $0.stopping = true }
+    }
+
+    func failed(_ reason: String) {
+        state.withLock { $0.fatalError = reason }
+    }
+}

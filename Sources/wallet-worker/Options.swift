@@ -1,0 +1,173 @@
+import ArgumentParser
+import Logging
+import WalletRouting
+import WalletStore
+import WalletWorker
+
+// The flags, grouped as the README's configuration table is. Each help names its environment variable;
+// `Settings.swift` resolves flag, then variable, then the default of `WorkerConfiguration`.
+
+struct BrokerOptions: ParsableArguments {
+    @Option(help: "Broker URL, amqp:// or amqps:// (env AMQP_URL). Default: amqp://guest:guest@127.0.0.1:5672/%2f")
+    var amqpURL: String?
+    @Option(help: "CA certificate file for amqps:// (env AMQP_TLS_CA_FILE).")
+    var tlsCaFile: String?
+    @Option(help: "Client certificate file for amqps:// (env AMQP_TLS_CERT_FILE).")
+    var tlsCertFile: String?
+    @Option(help: "Client key file for amqps:// (env AMQP_TLS_KEY_FILE).")
+    var tlsKeyFile: String?
+    @Option(help: "AMQP heartbeat, e.g. 10s (env AMQP_HEARTBEAT). Default: 10s")
+    var heartbeat: String?
+    @Option(help: "Inbound topic exchange (env WALLET_INBOUND_EXCHANGE). Default: wallet.notifications")
+    var inboundExchange: String?
+    @Option(help: "Work queue (env WALLET_WORK_QUEUE). Default: wallet.notifications.work")
+    var workQueue: String?
+    @Option(help: "Work queue type, classic or quorum (env WALLET_QUEUE_TYPE). Default: classic")
+    var queueType: String?
+    @Option(help: "Quorum work queue's x-delivery-limit (env WALLET_DELIVERY_LIMIT). Default: 20")
+    var deliveryLimit: String?
+    @Option(help: "Retry queue (env WALLET_RETRY_QUEUE). Default: wallet.notifications.retry")
+    var retryQueue: String?
+    @Option(help: "Delay in the retry queue, its x-message-ttl, e.g. 5s (env WALLET_RETRY_DELAY). Default: 5s")
+    var retryDelay: String?
+    @Option(help: "Dead-letter exchange (env WALLET_DEAD_LETTER_EXCHANGE). Default: wallet.notifications.dlx")
+    var deadLetterExchange: String?
+    @Option(help: "Dead-letter queue (env WALLET_DEAD_LETTER_QUEUE). Default: wallet.notifications.dead")
+    var deadLetterQueue: String?
+    @Option(help: "Card events exchange (env WALLET_EVENTS_EXCHANGE). Default: wallet.events")
+    var eventsExchange: String?
+    @Option(help: "Transaction records exchange (env WALLET_TRANSACTIONS_EXCHANGE). Default: wallet.transactions")
+    var transactionsExchange: String?
+    @Option(help: "Replenishment outcomes exchange (env WALLET_REPLENISHMENT_EXCHANGE). Default: wallet.replenishment")
+    var replenishmentExchange: String?
+    @Option(help: "Triggered actions exchange (env WALLET_ACTIONS_EXCHANGE). Default: wallet.actions")
+    var actionsExchange: String?
+    @Option(help: "Installation outcomes exchange (env WALLET_INSTALLATIONS_EXCHANGE). Default: wallet.installations")
+    var installationsExchange: String?
+
+    func apply(to configuration: inout WorkerConfiguration) throws {
+        assign(try setting(amqpURL, "--amqp-url", "AMQP_URL", expected: "a URL", text), to: &configuration.amqpURL)
+        configuration.tls.caCertificatePath = try setting(tlsCaFile, "--tls-ca-file", "AMQP_TLS_CA_FILE", expected: "a path", text)
+        configuration.tls.clientCertificatePath = try setting(tlsCertFile, "--tls-cert-file", "AMQP_TLS_CERT_FILE", expected: "a path", text)
+        configuration.tls.clientKeyPath = try setting(tlsKeyFile, "--tls-key-file", "AMQP_TLS_KEY_FILE", expected: "a path", text)
+        assign(try setting(heartbeat, "--heartbeat", "AMQP_HEARTBEAT", expected: "a duration like 10s", duration),
+               to: &configuration.heartbeat)
+        var topology = configuration.topology
+        assign(try setting(inboundExchange, "--inbound-exchange", "WALLET_INBOUND_EXCHANGE", expected: "a name", text), to: &topology.inboundExchange)
+        assign(try setting(workQueue, "--work-queue", "WALLET_WORK_QUEUE", expected: "a name", text), to: &topology.workQueue)
+        assign(try setting(queueType, "--queue-type", "WALLET_QUEUE_TYPE", expected: "classic or quorum", Topology.QueueType.init(rawValue:)),
+               to: &topology.workQueueType)
+        assign(try setting(deliveryLimit, "--delivery-limit", "WALLET_DELIVERY_LIMIT", expected: "a positive integer", positiveInt),
+               to: &topology.deliveryLimit)
+        assign(try setting(retryQueue, "--retry-queue", "WALLET_RETRY_QUEUE", expected: "a name", text), to: &topology.retryQueue)
+        assign(try setting(retryDelay, "--retry-delay", "WALLET_RETRY_DELAY", expected: "a duration like 5s", duration),
+               to: &configuration.retryDelay)
+        assign(try setting(deadLetterExchange, "--dead-letter-exchange", "WALLET_DEAD_LETTER_EXCHANGE", expected: "a name", text),
+               to: &topology.deadLetterExchange)
+        assign(try setting(deadLetterQueue, "--dead-letter-queue", "WALLET_DEAD_LETTER_QUEUE", expected: "a name", text), to: &topology.deadLetterQueue)
+        assign(try setting(eventsExchange, "--events-exchange", "WALLET_EVENTS_EXCHANGE", expected: "a name", text), to: &topology.resultExchanges.events)
+        assign(try setting(transactionsExchange, "--transactions-exchange", "WALLET_TRANSACTIONS_EXCHANGE", expected: "a name", text),
+               to: &topology.resultExchanges.transactions)
+        assign(try setting(replenishmentExchange, "--replenishment-exchange", "WALLET_REPLENISHMENT_EXCHANGE", expected: "a name", text),
+               to: &topology.resultExchanges.replenishment)
+        assign(try setting(actionsExchange, "--actions-exchange", "WALLET_ACTIONS_EXCHANGE", expected: "a name", text),
+               to: &topology.resultExchanges.actions)
+        assign(try setting(installationsExchange, "--installations-exchange", "WALLET_INSTALLATIONS_EXCHANGE", expected: "a name", text),
+               to: &topology.resultExchanges.installations)
+        configuration.topology = topology
+    }
+}
+
+struct WorkerOptions: ParsableArguments {
+    @Option(help: "Store: sqlite:PATH or memory (env WALLET_STORE). Default: sqlite:wallet.sqlite")
+    var store: String?
+    @Option(help: "Unacknowledged deliveries per consumer, the largest batch (env WALLET_PREFETCH). Default: 200")
+    var prefetch: String?
+    @Option(help: "Parallel pipelines; above 1 queue order is not kept (env WALLET_CONCURRENCY). Default: 1")
+    var concurrency: String?
+    @Option(help: "Processing attempts before a transient failure dead-letters (env WALLET_RETRY_ATTEMPTS). Default: 5")
+    var retryAttempts: String?
+    @Option(help: "Wait for publisher confirms, e.g. 10s (env WALLET_CONFIRM_TIMEOUT). Default: 10s")
+    var confirmTimeout: String?
+    @Option(help: "Store lock wait before a batch counts as failed (env WALLET_STORE_BUSY_TIMEOUT). Default: 5s")
+    var storeBusyTimeout: String?
+    @Option(help: "How long processed message ids are kept for deduplication (env WALLET_DEDUP_RETENTION). Default: 24h")
+    var dedupRetention: String?
+    @Option(help: "Time to drain after SIGTERM (env WALLET_SHUTDOWN_GRACE). Default: 25s")
+    var shutdownGrace: String?
+    @Option(help: "Port of /healthz, /readyz, /metrics; 0 picks one, off disables (env WALLET_HTTP_PORT). Default: 9090")
+    var httpPort: String?
+    @Option(help: "Address of the operations endpoint (env WALLET_HTTP_HOST). Default: 0.0.0.0")
+    var httpHost: String?
+
+    func apply(to configuration: inout WorkerConfiguration) throws {
+        if let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", text) {
+            configuration.store = try StoreLocation(parsing: location)
+        }
+        assign(try setting(prefetch, "--prefetch", "WALLET_PREFETCH", expected: "an integer from 1 to 65535", { UInt16($0) }),
+               to: &configuration.prefetch)
+        assign(try setting(concurrency, "--concurrency", "WALLET_CONCURRENCY", expected: "a positive integer", positiveInt),
+               to: &configuration.concurrency)
+        assign(try setting(retryAttempts, "--retry-attempts", "WALLET_RETRY_ATTEMPTS", expected: "a positive integer", positiveInt),
+               to: &configuration.retryAttempts)
+        assign(try setting(confirmTimeout, "--confirm-timeout", "WALLET_CONFIRM_TIMEOUT", expected: "a duration like 10s", duration),
+               to: &configuration.confirmTimeout)
+        assign(try setting(storeBusyTimeout, "--store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", expected: "a duration like 5s", duration),
+               to: &configuration.storeBusyTimeout)
+        assign(try setting(dedupRetention, "--dedup-retention", "WALLET_DEDUP_RETENTION", expected: "a duration like 24h", duration),
+               to: &configuration.deduplicationRetention)
+        assign(try setting(shutdownGrace, "--shutdown-grace", "WALLET_SHUTDOWN_GRACE", expected: "a duration like 25s", duration),
+               to: &configuration.shutdownGracePeriod)
+        if let port = try setting(httpPort, "--http-port", "WALLET_HTTP_PORT", expected: "a port number or off", { text -> Int?? in
+            text == "off" ? .some(nil) : positiveInt(text).map { .some($0) }
+        }) {
+            configuration.httpPort = port
+        }
+        assign(try setting(httpHost, "--http-host", "WALLET_HTTP_HOST", expected: "an address", text), to: &configuration.httpHost)
+    }
+}
+
+struct RoutingOptions: ParsableArguments {
+    @Option(help: "Largest accepted body in bytes (env WALLET_MAX_BODY_BYTES). Default: 65536")
+    var maxBodyBytes: String?
+    @Option(help: "Records in a TNS result (env WALLET_HISTORY_LIMIT). Default: 10")
+    var historyLimit: String?
+    @Option(help: "TNS records window before the newest kept one, e.g. 30d as 720h (env WALLET_HISTORY_WINDOW). Default: 720h")
+    var historyWindow: String?
+    @Option(help: "numberOfPaymentsLeft after a replenishment (env WALLET_PAYMENT_KEY_BATCH). Default: 10")
+    var paymentKeyBatch: String?
+    @Option(help: "Validity of replenished keys (env WALLET_PAYMENT_KEY_VALIDITY). Default: 168h")
+    var paymentKeyValidity: String?
+
+    func apply(to configuration: inout WorkerConfiguration) throws {
+        var routing = configuration.routing
+        assign(try setting(maxBodyBytes, "--max-body-bytes", "WALLET_MAX_BODY_BYTES", expected: "a positive integer", positiveInt),
+               to: &routing.maximumBodyBytes)
+        assign(try setting(historyLimit, "--history-limit", "WALLET_HISTORY_LIMIT", expected: "a positive integer", positiveInt),
+               to: &routing.transactionHistoryLimit)
+        if let window = try setting(historyWindow, "--history-window", "WALLET_HISTORY_WINDOW", expected: "a duration like 720h", duration) {
+            routing.transactionHistoryWindowSeconds = Double(window.components.seconds)
+        }
+        assign(try setting(paymentKeyBatch, "--payment-key-batch", "WALLET_PAYMENT_KEY_BATCH", expected: "a positive integer", positiveInt),
+               to: &routing.paymentKeyBatchSize)
+        if let validity = try setting(paymentKeyValidity, "--payment-key-validity", "WALLET_PAYMENT_KEY_VALIDITY", expected: "a duration like 168h", duration)
+        {
+            routing.paymentKeyValiditySeconds = Double(validity.components.seconds)
+        }
+        configuration.routing = routing
+    }
+}
+
+struct LoggingOptions: ParsableArguments {
+    @Option(help: "trace, debug, info, notice, warning, error or critical (env LOG_LEVEL). Default: info")
+    var logLevel: String?
+    @Option(help: "text or json (env LOG_FORMAT). Default: text")
+    var logFormat: String?
+
+    func apply(to configuration: inout WorkerConfiguration) throws {
+        assign(try setting(logLevel, "--log-level", "LOG_LEVEL", expected: "trace, debug, info, notice, warning, error or critical",
+                           { Logger.Level(rawValue: $0.lowercased()) }), to: &configuration.logLevel)
+        assign(try setting(logFormat, "--log-format", "LOG_FORMAT", expected: "text or json", { LogFormat(rawValue: $0.lowercased()) }),
+               to: &configuration.logFormat)
+    }
+}

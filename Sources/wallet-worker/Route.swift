@@ -1,0 +1,50 @@
+import ArgumentParser
+import Foundation
+import WalletRouting
+import WalletStore
+import WalletWorker
+
+extension WalletWorkerCommand {
+    struct Route: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Route JSON lines from stdin without a broker and print what the worker would publish.",
+            discussion: """
+                Each input line: {"properties": {"messageId": "m1", "type": ..., "replyTo": ...}, "body": {...}} \
+                ("bodyText" for a raw string, "bodyBase64" for raw bytes). Each output line: the disposition, \
+                the outcome, whether the message_id was a replay, and the results with exchange, routing key, \
+                properties and body. Exits 1 when an input line could not be read.
+                """)
+
+        @Option(help: "Store: memory, or sqlite:PATH to route against a worker's state (env WALLET_STORE). Default: memory")
+        var store: String?
+        @Option(help: "Processing time for every line, ISO 8601 (e.g. 2026-11-21T08:00:00Z). Default: the clock")
+        var now: String?
+        @OptionGroup var routing: RoutingOptions
+
+        func run() async throws {
+            var configuration = WorkerConfiguration()
+            try routing.apply(to: &configuration)
+            let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", text)
+            let store = try WalletStores.open(try StoreLocation(parsing: location ?? "memory"))
+            var fixedNow: Date?
+            if let now {
+                guard let date = try? Date(now, strategy: .iso8601) else {
+                    throw ValidationError("--now \"\(now)\": expected an ISO 8601 time like 2026-11-21T08:00:00Z")
+                }
+                fixedNow = date
+            }
+            let lines = RouteLines(store: store, router: NotificationRouter(settings: configuration.routing), now: fixedNow)
+            var number = 0
+            var failed = false
+            while let line = readLine(strippingNewline: true) {
+                number += 1
+                if line.allSatisfy(\.isWhitespace) { continue }
+                let (output, lineFailed) = await lines.route(line: Array(line.utf8), number: number)
+                failed = failed || lineFailed
+                FileHandle.standardOutput.write(Data(output + [UInt8(ascii: "\n")]))
+            }
+            await store.close()
+            if failed { throw ExitCode.failure }
+        }
+    }
+}
