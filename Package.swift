@@ -91,6 +91,22 @@ let package = Package(
             dependencies: ["WalletStore", "WalletRouting"]
         ),
         .testTarget(
+            name: "WalletWorkerTests",
+            dependencies: ["WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport"]
+        ),
+        .testTarget(
+            name: "WalletWorkerIntegrationTests",
+            dependencies: [
+                "WalletWorker",
+                "WalletStore",
+                "WalletRouting",
+                "AMQPTransport",
+                "wallet-worker",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
             name: "AMQPTransportTests",
             dependencies: ["AMQPTransport"]
         ),
