@@ -76,6 +76,10 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "wallet-notify",
+            dependencies: ["AMQPTransport", "WalletRouting", "WalletWorker", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
             name: "amqp-demo",
             dependencies: ["AMQPTransport", .product(name: "Logging", package: "swift-log")]
         ),
