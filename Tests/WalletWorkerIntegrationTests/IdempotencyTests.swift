@@ -79,17 +79,17 @@ struct IdempotencyTests {
     @Test("same message_id back to back (one batch): the second is a replay of the first")
     func backToBack() async throws {
         try await withWorkerEnvironment("idem-back-to-back") { environment in
-            _ = try await environment.startWorker()
+            try await environment.declareTopology()
             let capture = try await environment.resultCapture()
-            try await environment.publish(InboundSpec(json: Bodies.install("DC-7"), messageID: "install-7"))
-            try await capture.results.waitFor(2, "install")
-            // One confirmed publish: both are in the work queue before the worker sees either. The second
-            // has a delete body: if it were applied, the card would be deleted.
+            // All three are in the work queue before the worker starts, so they arrive in one batch (one store
+            // transaction). The duplicate has a delete body: if it were applied, the card would be deleted.
             try await environment.publish([
+                InboundSpec(json: Bodies.install("DC-7"), messageID: "install-7"),
                 InboundSpec(json: Bodies.suspend("DC-7"), messageID: "suspend-7"),
                 InboundSpec(json: Bodies.delete("DC-7"), messageID: "suspend-7"),
             ])
-            let results = try await capture.results.waitFor(6, "suspend twice")
+            _ = try await environment.startWorker()
+            let results = try await capture.results.waitFor(6, "install, then suspend twice")
             let (event, completed) = (results[2], results[3])
             #expect(event.string("event") == "serverMessage" && event.string("previousState") == "active"
                         && event.string("state") == "suspended", "first suspend: \(event.text)")

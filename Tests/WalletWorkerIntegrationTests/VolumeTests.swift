@@ -28,12 +28,18 @@ private struct VolumeMix {
     /// Results per exchange role: events, transactions, replenishment, actions, installations.
     var expected: [String: Int] = ["events": 0, "transactions": 0, "replenishment": 0, "actions": 0, "installations": 0]
     var malformedIDs: Set<String> = []
+    /// Every result's message_id, `<inbound id>/<n>`.
+    var expectedResultIDs: Set<String> = []
 
     init(count: Int, cards: Int, seed: UInt64) {
         var random = SplitMix64(state: seed)
         var states: [String: CardState] = [:]
         for index in 0..<count {
             let id = "vol-\(index)"
+            let resultsBefore = expected.values.reduce(0, +)
+            defer {
+                for n in 0..<(expected.values.reduce(0, +) - resultsBefore) { expectedResultIDs.insert("\(id)/\(n)") }
+            }
             let card = "V-\(Int.random(in: 0..<cards, using: &random))"
             let roll = Int.random(in: 0..<100, using: &random)
             let kind: Kind = switch roll {
@@ -175,6 +181,10 @@ struct VolumeTests {
             #expect(ids.count == results.count, "results without message_id: \(results.count - ids.count)")
             let duplicates = Dictionary(grouping: ids, by: { $0 }).filter { $0.value.count > 1 }
             #expect(duplicates.isEmpty, "\(duplicates.count) result message_ids arrived more than once, e.g. \(duplicates.keys.prefix(5))")
+            let missing = mix.expectedResultIDs.subtracting(ids)
+            let unexpected = Set(ids).subtracting(mix.expectedResultIDs)
+            #expect(missing.isEmpty, "\(missing.count) expected results missing, e.g. \(missing.sorted().prefix(5))")
+            #expect(unexpected.isEmpty, "\(unexpected.count) unexpected results, e.g. \(unexpected.sorted().prefix(5))")
             let redelivered = results.filter(\.redelivered).count
             #expect(redelivered == 0)
 
