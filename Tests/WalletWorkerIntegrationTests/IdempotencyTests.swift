@@ -43,11 +43,35 @@ func resultsBeforeSentinel(_ environment: WorkerEnvironment, _ capture: ResultCa
     throw WorkerFixtureError("the sentinel's result did not arrive within 10 s")
 }
 
+/// The store a test's worker uses: deduplication must hold in memory and in SQLite (results recorded and replayed
+/// from the database must be the same bytes).
+enum IdempotencyStore: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case memory, sqlite
+    var testDescription: String { rawValue }
+
+    /// Runs `body` with an environment whose worker uses this store (a fresh temporary file for SQLite).
+    func withEnvironment(_ purpose: String, _ body: (WorkerEnvironment) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("wnw-idem-\(UInt64.random(in: 0...UInt64.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("wallet.sqlite").path
+        try await withWorkerEnvironment("\(purpose)-\(rawValue)", configure: {
+            $0.store = self == .memory ? .memory : .sqlite(path: path)
+        }) { environment in
+            try await body(environment)
+            if self == .sqlite {
+                #expect(FileManager.default.fileExists(atPath: path), "the SQLite store file \(path) was never created")
+            }
+        }
+    }
+}
+
 @Suite("Idempotency through the broker (CONTRACT.md §10)")
 struct IdempotencyTests {
-    @Test("same message_id in separate batches: applied once, recorded results republished byte for byte")
-    func separateBatches() async throws {
-        try await withWorkerEnvironment("idem-separate") { environment in
+    @Test("same message_id in separate batches: applied once, recorded results republished byte for byte", arguments: IdempotencyStore.allCases)
+    func separateBatches(store: IdempotencyStore) async throws {
+        try await store.withEnvironment("idem-separate") { environment in
             _ = try await environment.startWorker()
             let capture = try await environment.resultCapture()
             try await environment.publish(InboundSpec(json: Bodies.install("DC-1"), messageID: "install-1"))
@@ -76,9 +100,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("same message_id back to back (one batch): the second is a replay of the first")
-    func backToBack() async throws {
-        try await withWorkerEnvironment("idem-back-to-back") { environment in
+    @Test("same message_id back to back (one batch): the second is a replay of the first", arguments: IdempotencyStore.allCases)
+    func backToBack(store: IdempotencyStore) async throws {
+        try await store.withEnvironment("idem-back-to-back") { environment in
             try await environment.declareTopology()
             let capture = try await environment.resultCapture()
             // All three are in the work queue before the worker starts, so they arrive in one batch (one store
@@ -110,9 +134,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("without message_id a message is processed every time, and its results carry no message_id")
-    func noMessageID() async throws {
-        try await withWorkerEnvironment("idem-no-id") { environment in
+    @Test("without message_id a message is processed every time, and its results carry no message_id", arguments: IdempotencyStore.allCases)
+    func noMessageID(store: IdempotencyStore) async throws {
+        try await store.withEnvironment("idem-no-id") { environment in
             _ = try await environment.startWorker()
             let capture = try await environment.resultCapture()
             try await environment.publish(InboundSpec(json: Bodies.install("DC-3")))
@@ -132,9 +156,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("a rejected message's id is not recorded: republished, it is evaluated afresh")
-    func rejectedNotRecorded() async throws {
-        try await withWorkerEnvironment("idem-rejected") { environment in
+    @Test("a rejected message's id is not recorded: republished, it is evaluated afresh", arguments: IdempotencyStore.allCases)
+    func rejectedNotRecorded(store: IdempotencyStore) async throws {
+        try await store.withEnvironment("idem-rejected") { environment in
             _ = try await environment.startWorker()
             let capture = try await environment.resultCapture()
             let dead = try await environment.deadLetterReader()
@@ -158,15 +182,37 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("an ignored message's id is recorded: the same id later publishes nothing")
-    func ignoredRecorded() async throws {
-        try await withWorkerEnvironment("idem-ignored") { environment in
+    @Test("an ignored message's id is recorded: the same id later publishes nothing", arguments: IdempotencyStore.allCases)
+    func ignoredRecorded(store: IdempotencyStore) async throws {
+        try await store.withEnvironment("idem-ignored") { environment in
             _ = try await environment.startWorker()
             let capture = try await environment.resultCapture()
             try await environment.publish(InboundSpec(json: #"{"aps":{"alert":"hi"}}"#, messageID: "ign-1"))
             try await environment.publish(InboundSpec(json: #"{"action":"now-an-action"}"#, messageID: "ign-1"))
             let before = try await resultsBeforeSentinel(environment, capture)
             #expect(before.isEmpty, "the second message replays the ignored one (nothing): \(before.map(\.summary))")
+        }
+    }
+
+    @Test("SQLite: a message_id recorded before a worker restart is replayed byte for byte by the next worker")
+    func replayAfterRestart() async throws {
+        try await IdempotencyStore.sqlite.withEnvironment("idem-restart") { environment in
+            let capture = try await environment.resultCapture()
+            let first = try await environment.startWorker()
+            try await environment.publish(InboundSpec(json: Bodies.install("DC-9"), messageID: "install-9"))
+            try await environment.publish(InboundSpec(
+                json: Bodies.tns("DC-9", record: "T-9", date: "2026-11-20T10:00:00Z"), messageID: "tns-9"))
+            let before = try await capture.results.waitFor(3, "install and TNS")
+            try await first.stop()
+            _ = try await environment.startWorker()
+            try await environment.publish(InboundSpec(
+                json: Bodies.tns("DC-9", record: "T-9-AGAIN", date: "2026-11-20T11:00:00Z"), messageID: "tns-9"))
+            try await environment.publish(InboundSpec(
+                json: Bodies.tns("DC-9", record: "T-10", date: "2026-11-20T12:00:00Z"), messageID: "tns-10"))
+            let after = try await capture.results.waitFor(5, "replay and a new TNS after the restart")
+            #expect(after[3].body == before[2].body, "replay after restart differs:\n  first:  \(before[2].text)\n  replay: \(after[3].text)")
+            #expect(after[3].properties == before[2].properties)
+            #expect(after[4].recordIDs == ["T-10", "T-9"], "state kept across the restart, T-9 once: \(after[4].text)")
         }
     }
 }

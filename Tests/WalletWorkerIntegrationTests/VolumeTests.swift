@@ -205,6 +205,7 @@ struct VolumeTests {
             #expect(dead.count == mix.malformedIDs.count, "dead letters: expected \(mix.malformedIDs.count), got \(dead.count)")
             #expect(Set(deadIDs) == mix.malformedIDs, "the dead-letter queue must hold exactly the malformed messages")
             #expect(dead.messages.allSatisfy { $0.stringHeader("x-worker-error") != nil }, "dead letters without x-worker-error")
+            #expect(FileManager.default.fileExists(atPath: storePath), "the worker never created its SQLite store at \(storePath)")
         }
     }
 }
