@@ -1,1 +1,686 @@
-// Shared helpers of the worker's integration tests (filled in by the test suites).
+// Shared helpers of the worker's integration tests: the broker, a per-test topology, an in-process worker,
+// capture of results and dead letters, publishing to the inbound exchange, clean-up, and `wallet-worker route`.
+import AMQPTransport
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+import WalletRouting
+import WalletStore
+import WalletWorker
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// MARK: - The broker
+
+/// Where the worker's integration tests find RabbitMQ: `AMQP_URL`, else the local node of
+/// `scripts/rabbitmq-local.sh`. A missing broker fails the tests (`WorkerBrokerUnreachable`); they never skip.
+enum WorkerBroker {
+    static let defaultURL = "amqp://guest:guest@127.0.0.1:5672/%2f"
+
+    static var urlText: String {
+        ProcessInfo.processInfo.environment["AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultURL
+    }
+
+    /// Warnings and errors of the test's own connections.
+    static let logger: Logger = {
+        var logger = Logger(label: "worker-integration-tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    /// The worker under test logs errors only: rejected messages are expected here and logged at warning.
+    static let workerLogger: Logger = {
+        var logger = Logger(label: "wallet-worker-under-test")
+        logger.logLevel = .error
+        return logger
+    }()
+
+    static func connect(purpose: String) async throws -> AMQPConnection {
+        let url = try AMQPURL(parsing: urlText)
+        var configuration = AMQPConnectionConfiguration(url: url)
+        configuration.connectionName = "worker-integration-tests: \(purpose)"
+        configuration.connectTimeout = .seconds(5)
+        configuration.rpcTimeout = .seconds(15)
+        do {
+            return try await AMQPConnection.connect(configuration: configuration, logger: logger)
+        } catch {
+            throw WorkerBrokerUnreachable(url: urlText, underlying: "\(error)")
+        }
+    }
+}
+
+/// The test broker could not be reached: a failure, never a skip.
+struct WorkerBrokerUnreachable: Error, CustomStringConvertible {
+    var url: String
+    var underlying: String
+
+    var description: String {
+        "the worker's integration tests need a running RabbitMQ at \(url) (AMQP_URL, default \(WorkerBroker.defaultURL)); "
+            + "start one with `scripts/rabbitmq-local.sh start`. Connecting failed: \(underlying)"
+    }
+}
+
+/// A test helper gave up: what it waited for and what it saw.
+struct WorkerFixtureError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A prefix no other test (or earlier run) uses: `wnw-wit.<purpose>.<random>`.
+func uniqueWorkerPrefix(_ purpose: String) -> String {
+    "wnw-wit.\(purpose).\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+}
+
+extension Topology {
+    /// Every name of CONTRACT.md §1 under `prefix`, so tests running at once never share a queue or exchange.
+    static func unique(prefix: String) -> Topology {
+        var topology = Topology()
+        topology.inboundExchange = "\(prefix).notifications"
+        topology.workQueue = "\(prefix).notifications.work"
+        topology.retryQueue = "\(prefix).notifications.retry"
+        topology.deadLetterExchange = "\(prefix).notifications.dlx"
+        topology.deadLetterQueue = "\(prefix).notifications.dead"
+        topology.resultExchanges.events = "\(prefix).events"
+        topology.resultExchanges.transactions = "\(prefix).transactions"
+        topology.resultExchanges.replenishment = "\(prefix).replenishment"
+        topology.resultExchanges.actions = "\(prefix).actions"
+        topology.resultExchanges.installations = "\(prefix).installations"
+        return topology
+    }
+
+    var allResultExchanges: [String] {
+        [
+            resultExchanges.events, resultExchanges.transactions, resultExchanges.replenishment,
+            resultExchanges.actions, resultExchanges.installations,
+        ]
+    }
+
+    /// The test's name for a result exchange the routing core names by its default (`wallet.events`, ...),
+    /// as `wallet-worker route` prints it. The default exchange `""` stays itself.
+    func mapDefaultExchange(_ name: String) -> String {
+        let defaults = RoutingSettings.ResultExchanges()
+        switch name {
+        case defaults.events: return resultExchanges.events
+        case defaults.transactions: return resultExchanges.transactions
+        case defaults.replenishment: return resultExchanges.replenishment
+        case defaults.actions: return resultExchanges.actions
+        case defaults.installations: return resultExchanges.installations
+        default: return name
+        }
+    }
+}
+
+// MARK: - One test's environment
+
+/// One test's topology, connection and captures; `withWorkerEnvironment` removes all of it at the end.
+final class WorkerEnvironment: @unchecked Sendable {
+    let prefix: String
+    var configuration: WorkerConfiguration
+    let connection: AMQPConnection
+    /// Confirm-mode channel for publishing inbound messages.
+    let publishChannel: AMQPChannel
+    /// Channel for status checks and declarations.
+    let channel: AMQPChannel
+    private let owned = Mutex<(workers: [RunningWorker], collectors: [QueueCollector], queues: [String])>(([], [], []))
+
+    var topology: Topology { configuration.topology }
+
+    fileprivate init(prefix: String, configuration: WorkerConfiguration, connection: AMQPConnection,
+                     publishChannel: AMQPChannel, channel: AMQPChannel) {
+        self.prefix = prefix
+        self.configuration = configuration
+        self.connection = connection
+        self.publishChannel = publishChannel
+        self.channel = channel
+    }
+
+    /// Declares the worker's topology (as the worker does at start), so captures can be bound before it runs.
+    func declareTopology() async throws {
+        try await TopologyDeclaration.declare(configuration: configuration, logger: WorkerBroker.workerLogger)
+    }
+
+    /// Starts an in-process worker with this environment's configuration and waits until it consumes.
+    func startWorker(readyWithin limit: Duration = .seconds(20)) async throws -> RunningWorker {
+        let worker = try RunningWorker(configuration: configuration)
+        owned.withLock { $0.workers.append(worker) }
+        try await worker.waitUntilReady(within: limit)
+        return worker
+    }
+
+    /// A capture queue bound with `#` to each of the five result exchanges (declared first when needed), and
+    /// reply queues with the given names for `reply_to` copies.
+    func resultCapture(replyQueues: [String] = []) async throws -> ResultCapture {
+        let results = "\(prefix).capture"
+        try await channel.declareQueue(results, durable: false, exclusive: true)
+        for exchange in topology.allResultExchanges {
+            try await channel.declareExchange(exchange, type: "topic")
+            try await channel.bindQueue(results, exchange: exchange, routingKey: "#")
+        }
+        owned.withLock { $0.queues.append(results) }
+        let collector = try await collect(queue: results)
+        var replies: [String: QueueCollector] = [:]
+        for name in Set(replyQueues) {
+            try await channel.declareQueue(name, durable: false, exclusive: true)
+            owned.withLock { $0.queues.append(name) }
+            replies[name] = try await collect(queue: name)
+        }
+        return ResultCapture(results: collector, replies: replies)
+    }
+
+    /// Reads the test's dead-letter queue (declared by the topology).
+    func deadLetterReader() async throws -> QueueCollector {
+        try await channel.declareQueue(topology.deadLetterQueue, arguments: [:])
+        return try await collect(queue: topology.deadLetterQueue)
+    }
+
+    /// Consumes `queue` in the background on a channel of its own, acknowledging what it collects.
+    func collect(queue: String) async throws -> QueueCollector {
+        let collector = try await QueueCollector.start(queue: queue, on: connection)
+        owned.withLock { $0.collectors.append(collector) }
+        return collector
+    }
+
+    /// Publishes inbound messages to the inbound exchange with confirms; every one must be confirmed (routed).
+    func publish(_ messages: [InboundSpec], sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        guard !messages.isEmpty else { return }
+        let outbound = messages.map { $0.outbound(exchange: topology.inboundExchange) }
+        let outcomes = try await publishChannel.publish(outbound, confirmTimeout: .seconds(30))
+        let failed = outcomes.enumerated().filter { !$0.element.isConfirmed }
+        if !failed.isEmpty {
+            throw WorkerFixtureError(
+                "\(failed.count) of \(messages.count) inbound publishes not confirmed (first: \(failed.prefix(3))); "
+                    + "is the worker's topology declared?")
+        }
+    }
+
+    func publish(_ message: InboundSpec, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await publish([message], sourceLocation: sourceLocation)
+    }
+
+    /// Ready messages in a queue (unacknowledged ones are not counted; stop the worker first to count them too).
+    func messageCount(_ queue: String) async throws -> UInt32 {
+        try await channel.queueStatus(queue).messageCount
+    }
+
+    /// Stops workers and collectors, then deletes every queue and exchange of the test.
+    fileprivate func tearDown() async throws {
+        let (workers, collectors, queues) = owned.withLock { ($0.workers, $0.collectors, $0.queues) }
+        var firstError: (any Error)?
+        for worker in workers {
+            do { try await worker.stop() } catch { firstError = firstError ?? error }
+        }
+        for collector in collectors { await collector.stop() }
+        let cleanup = try await connection.openChannel()
+        let topology = topology
+        for queue in queues + [topology.workQueue, topology.retryQueue, topology.deadLetterQueue] {
+            try await cleanup.deleteQueue(queue)
+        }
+        for exchange in [topology.inboundExchange, topology.deadLetterExchange] + topology.allResultExchanges {
+            try await cleanup.deleteExchange(exchange)
+        }
+        try? await cleanup.close()
+        if let firstError { throw firstError }
+    }
+}
+
+/// Runs `body` with a fresh environment: unique topology names (memory store, no HTTP port, `configure` applied),
+/// a test connection with a confirm-mode publish channel. Afterwards stops the workers it started and deletes the
+/// test's queues and exchanges, also when `body` throws.
+func withWorkerEnvironment<T>(
+    _ purpose: String,
+    configure: (inout WorkerConfiguration) -> Void = { _ in },
+    _ body: (WorkerEnvironment) async throws -> T
+) async throws -> T {
+    let prefix = uniqueWorkerPrefix(purpose)
+    var configuration = WorkerConfiguration()
+    configuration.amqpURL = WorkerBroker.urlText
+    configuration.topology = .unique(prefix: prefix)
+    configuration.store = .memory
+    configuration.httpPort = nil
+    configuration.logLevel = .error
+    configure(&configuration)
+    let connection = try await WorkerBroker.connect(purpose: purpose)
+    let environment: WorkerEnvironment
+    do {
+        let publishChannel = try await connection.openChannel()
+        try await publishChannel.enableConfirms()
+        let channel = try await connection.openChannel()
+        environment = WorkerEnvironment(
+            prefix: prefix, configuration: configuration, connection: connection, publishChannel: publishChannel,
+            channel: channel)
+    } catch {
+        await connection.close()
+        throw error
+    }
+    let result: Result<T, any Error>
+    do {
+        result = .success(try await body(environment))
+    } catch {
+        result = .failure(error)
+    }
+    do {
+        try await environment.tearDown()
+    } catch {
+        Issue.record("could not stop the worker or delete the test's queues and exchanges: \(error)")
+    }
+    await connection.close()
+    return try result.get()
+}
+
+// MARK: - The worker in-process
+
+/// A `WorkerApplication` running in this process until `stop()`.
+final class RunningWorker: Sendable {
+    let application: WorkerApplication
+    private let group: ServiceGroup
+    private let task: Task<Void, any Error>
+    private let stopped = Mutex(false)
+
+    init(configuration: WorkerConfiguration) throws {
+        application = try WorkerApplication.build(configuration: configuration, logger: WorkerBroker.workerLogger)
+        let group = application.serviceGroup(signals: [])
+        self.group = group
+        task = Task { try await group.run() }
+    }
+
+    var health: WorkerHealth { application.health }
+
+    func waitUntilReady(within limit: Duration) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !application.health.isReady {
+            if !application.health.isLive {
+                try await task.value
+                throw WorkerFixtureError("the worker failed before it was ready")
+            }
+            if ContinuousClock.now >= deadline {
+                throw WorkerFixtureError("the worker was not ready (consuming) within \(limit)")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Graceful shutdown: the worker finishes and acknowledges what it holds, then the group returns.
+    func stop() async throws {
+        let first = stopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+}
+
+// MARK: - Collecting messages from a queue
+
+/// A message as a consumer received it: where it was published, all properties and headers, the body bytes.
+struct CapturedMessage: Sendable, Hashable {
+    var queue: String
+    var exchange: String
+    var routingKey: String
+    var properties: AMQPMessageProperties
+    var body: [UInt8]
+    var redelivered: Bool
+
+    var text: String { String(decoding: body, as: UTF8.self) }
+
+    func stringHeader(_ key: String) -> String? {
+        switch properties.headers?[key] {
+        case .string(let value)?: value
+        case .bytes(let bytes)?: String(decoding: bytes, as: UTF8.self)
+        default: nil
+        }
+    }
+
+    /// One line for failure messages.
+    var summary: String {
+        let body = text.count > 300 ? String(text.prefix(300)) + "…" : text
+        return "[\(exchange.isEmpty ? "(default)" : exchange) \(routingKey) id=\(properties.messageID ?? "nil") "
+            + "type=\(properties.type ?? "nil")] \(body)"
+    }
+}
+
+/// Consumes one queue in the background and keeps every message, in arrival order.
+final class QueueCollector: Sendable {
+    let queue: String
+    private let received = Mutex<[CapturedMessage]>([])
+    private let failure = Mutex<String?>(nil)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let channel: AMQPChannel
+
+    private init(queue: String, channel: AMQPChannel) {
+        self.queue = queue
+        self.channel = channel
+    }
+
+    static func start(queue: String, on connection: AMQPConnection) async throws -> QueueCollector {
+        let channel = try await connection.openChannel()
+        try await channel.setPrefetch(count: 2_000)
+        let consumer = try await channel.consume(queue: queue)
+        let collector = QueueCollector(queue: queue, channel: channel)
+        let task = Task { [collector] in
+            do {
+                for try await batch in consumer {
+                    guard let last = batch.last else { continue }
+                    let captured = batch.map {
+                        CapturedMessage(queue: queue, exchange: $0.exchange, routingKey: $0.routingKey,
+                                        properties: $0.properties, body: $0.body, redelivered: $0.redelivered)
+                    }
+                    collector.received.withLock { $0.append(contentsOf: captured) }
+                    try await channel.ack(last, multiple: true)
+                }
+            } catch {
+                collector.failure.withLock { $0 = "\(error)" }
+            }
+        }
+        collector.task.withLock { $0 = task }
+        return collector
+    }
+
+    var messages: [CapturedMessage] { received.withLock { $0 } }
+    var count: Int { received.withLock { $0.count } }
+
+    /// Waits until at least `count` messages arrived; throws, naming `what` and listing what arrived, at the deadline.
+    @discardableResult
+    func waitFor(_ count: Int, within limit: Duration = .seconds(10), _ what: @autoclosure () -> String = "")
+        async throws -> [CapturedMessage]
+    {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            let snapshot = messages
+            if snapshot.count >= count { return snapshot }
+            if let failure = failure.withLock({ $0 }) {
+                throw WorkerFixtureError("the consumer of '\(queue)' failed: \(failure)")
+            }
+            if ContinuousClock.now >= deadline {
+                let what = what()
+                throw WorkerFixtureError(
+                    "waited \(limit) for \(count) messages on '\(queue)'\(what.isEmpty ? "" : " (\(what))"), got "
+                        + "\(snapshot.count):\n" + snapshot.suffix(10).map { "  " + $0.summary }.joined(separator: "\n"))
+            }
+            try await Task.sleep(for: .milliseconds(count - snapshot.count > 100 ? 50 : 3))
+        }
+    }
+
+    func stop() async {
+        let task = task.withLock { $0 }
+        task?.cancel()
+        _ = await task?.value
+        try? await channel.close()
+    }
+}
+
+/// The results the worker publishes: one capture queue bound with `#` to all five result exchanges (so their
+/// publication order is kept), and one queue per `reply_to` name for the copies.
+struct ResultCapture: Sendable {
+    let results: QueueCollector
+    let replies: [String: QueueCollector]
+
+    func replyQueue(_ name: String) throws -> QueueCollector {
+        guard let queue = replies[name] else { throw WorkerFixtureError("no reply queue '\(name)' was created") }
+        return queue
+    }
+}
+
+// MARK: - Inbound messages
+
+/// An inbound message as the backend publishes it.
+struct InboundSpec: Sendable {
+    var body: [UInt8]
+    var messageID: String?
+    var correlationID: String?
+    var replyTo: String?
+    var type: String?
+    var traceparent: String?
+    var timestamp: UInt64?
+    /// Extra headers (kept on dead letters).
+    var headers: [(String, AMQPFieldValue)] = []
+    var routingKey = "wallet.notification"
+
+    init(body: [UInt8], messageID: String? = nil, correlationID: String? = nil, replyTo: String? = nil,
+         type: String? = nil, traceparent: String? = nil, timestamp: UInt64? = nil,
+         headers: [(String, AMQPFieldValue)] = []) {
+        self.body = body
+        self.messageID = messageID
+        self.correlationID = correlationID
+        self.replyTo = replyTo
+        self.type = type
+        self.traceparent = traceparent
+        self.timestamp = timestamp
+        self.headers = headers
+    }
+
+    init(json: String, messageID: String? = nil, correlationID: String? = nil, replyTo: String? = nil,
+         type: String? = nil, traceparent: String? = nil) {
+        self.init(body: Array(json.utf8), messageID: messageID, correlationID: correlationID, replyTo: replyTo,
+                  type: type, traceparent: traceparent)
+    }
+
+    /// The message `wallet-worker route` would read from the same properties (`RouteLines.message`).
+    init(_ message: InboundMessage, headers: [(String, AMQPFieldValue)] = []) {
+        self.init(body: message.body, messageID: message.properties.messageID,
+                  correlationID: message.properties.correlationID, replyTo: message.properties.replyTo,
+                  type: message.properties.type, traceparent: message.properties.traceparent,
+                  timestamp: message.properties.timestamp.map { UInt64(clamping: $0) }, headers: headers)
+    }
+
+    var amqpProperties: AMQPMessageProperties {
+        var table = AMQPTable()
+        if let traceparent { table["traceparent"] = .string(traceparent) }
+        for (key, value) in headers { table[key] = value }
+        return AMQPMessageProperties(
+            contentType: "application/json", headers: table.isEmpty ? nil : table, deliveryMode: .persistent,
+            correlationID: correlationID, replyTo: replyTo, messageID: messageID, timestamp: timestamp, type: type)
+    }
+
+    func outbound(exchange: String) -> AMQPOutboundMessage {
+        AMQPOutboundMessage(exchange: exchange, routingKey: routingKey, body: body, properties: amqpProperties,
+                            mandatory: true)
+    }
+}
+
+// MARK: - Checks shared by the suites
+
+enum ResultChecks {
+    /// ISO 8601 UTC with a `Z`: `2026-11-21T08:00:00Z`, optionally with a fraction.
+    static func isUTCTimestamp(_ text: String) -> Bool {
+        text.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z/) != nil
+    }
+
+    /// The body with the values of `processedAt` and `expiryDate` replaced by `<time>`; a value that is not
+    /// ISO 8601 UTC is reported in `problems`.
+    static func normalisedBody(_ body: [UInt8], problems: inout [String]) -> String {
+        guard let text = String(validating: body, as: UTF8.self) else {
+            return "<not UTF-8: \(body.count) bytes \(body.prefix(40).map { String($0, radix: 16) }.joined())>"
+        }
+        var output = ""
+        var rest = Substring(text)
+        let pattern = /"(processedAt|expiryDate)":"([^"\\]*)"/
+        while let match = rest.firstMatch(of: pattern) {
+            output += rest[..<match.range.lowerBound]
+            let value = String(match.output.2)
+            if !isUTCTimestamp(value) {
+                problems.append("\(match.output.1) \"\(value)\" is not ISO 8601 UTC ending in Z")
+            }
+            output += "\"\(match.output.1)\":\"<time>\""
+            rest = rest[match.range.upperBound...]
+        }
+        output += rest
+        return output
+    }
+
+    /// The first member named `key` of a JSON body.
+    static func member(_ key: String, of body: [UInt8]) -> JSONValue? {
+        (try? JSONParser.parse(body))?.objectValue?[key]
+    }
+}
+
+/// Runs at most `limit` bodies at once (parameterised cases each start a worker with two connections).
+actor ConcurrencyLimiter {
+    private let limit: Int
+    private var running = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await acquire()
+        defer { release() }
+        return try await body()
+    }
+
+    private func acquire() async {
+        if running < limit {
+            running += 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    private func release() {
+        if waiters.isEmpty {
+            running -= 1
+        } else {
+            waiters.removeFirst().resume()
+        }
+    }
+}
+
+// MARK: - `wallet-worker route` as a subprocess
+
+/// Runs the `wallet-worker` executable built next to the test bundle (it is a dependency of this test target).
+enum RouteCommand {
+    /// `wallet-worker` in the build directory of the running test binary.
+    static func executablePath() throws -> String {
+        let candidates = [
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")),
+            CommandLine.arguments.first.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path },
+        ].compactMap { $0 }
+        for binary in candidates {
+            var directory = URL(fileURLWithPath: binary).deletingLastPathComponent()
+            // On macOS the binary sits inside `X.xctest/Contents/MacOS`.
+            for _ in 0..<4 {
+                let path = directory.appendingPathComponent("wallet-worker").path
+                if FileManager.default.isExecutableFile(atPath: path) { return path }
+                directory.deleteLastPathComponent()
+            }
+        }
+        throw WorkerFixtureError("wallet-worker not found next to the test binary (\(candidates)); build it with `swift build`")
+    }
+
+    /// Feeds `lines` to `wallet-worker route --store memory` (one fresh store for all of them) and returns its
+    /// output lines. stdin and stdout are temporary files, so neither side can block on a full pipe.
+    static func route(lines: [[UInt8]], extraArguments: [String] = []) async throws -> [[UInt8]] {
+        let executable = try executablePath()
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("wnw-route-\(UInt64.random(in: 0...UInt64.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("in.jsonl").path
+        let output = directory.appendingPathComponent("out.jsonl").path
+        let errors = directory.appendingPathComponent("err.txt").path
+        var data = [UInt8]()
+        for line in lines { data += line + [UInt8(ascii: "\n")] }
+        try Data(data).write(to: URL(fileURLWithPath: input))
+
+        let arguments = [executable, "route", "--store", "memory"] + extraArguments
+        let status = try await spawnAndWait(arguments: arguments, stdin: input, stdout: output, stderr: errors)
+        let stdout = try [UInt8](Data(contentsOf: URL(fileURLWithPath: output)))
+        guard status == 0 else {
+            let stderr = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+            throw WorkerFixtureError(
+                "wallet-worker route exited with status \(status): \(stderr)\nstdout: \(String(decoding: stdout, as: UTF8.self).prefix(2000))")
+        }
+        return stdout.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true).map(Array.init)
+    }
+
+    /// posix_spawn with the three standard streams redirected to files; waits on a thread of its own.
+    static func spawnAndWait(arguments: [String], stdin: String, stdout: String, stderr: String) async throws -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
+        guard spawned == 0 else {
+            throw WorkerFixtureError("posix_spawn \(arguments[0]) failed: \(String(cString: strerror(spawned)))")
+        }
+        let child = pid
+        let status: Int32 = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var status: Int32 = 0
+                while waitpid(child, &status, 0) == -1 && errno == EINTR {}
+                continuation.resume(returning: status)
+            }
+        }
+        // WIFEXITED / WEXITSTATUS by hand (the macros are not imported).
+        if status & 0x7f == 0 { return (status >> 8) & 0xff }
+        return 128 + (status & 0x7f)
+    }
+}
+
+/// One output line of `wallet-worker route`.
+struct RoutedLine: Sendable {
+    struct Result: Sendable {
+        var exchange: String
+        var routingKey: String
+        var messageID: String?
+        var correlationID: String?
+        var type: String?
+        var traceparent: String?
+        var body: [UInt8]
+    }
+
+    var line: Int
+    var disposition: String
+    var reason: String?
+    var outcome: String
+    var replay: Bool
+    var results: [Result]
+
+    init(parsing bytes: [UInt8]) throws {
+        guard let object = (try? JSONParser.parse(bytes))?.objectValue else {
+            throw WorkerFixtureError("route printed a line that is not a JSON object: \(String(decoding: bytes, as: UTF8.self))")
+        }
+        if let error = object["error"]?.stringValue {
+            throw WorkerFixtureError("route could not read an input line: \(error)")
+        }
+        guard let disposition = object["disposition"]?.stringValue, let outcome = object["outcome"]?.stringValue,
+              let results = object["results"]?.arrayValue
+        else {
+            throw WorkerFixtureError("route line without disposition/outcome/results: \(String(decoding: bytes, as: UTF8.self))")
+        }
+        line = object["line"]?.numberValue?.intValue ?? 0
+        self.disposition = disposition
+        reason = object["reason"]?.stringValue
+        self.outcome = outcome
+        replay = object["replay"]?.boolValue ?? false
+        self.results = try results.map { value in
+            guard let result = value.objectValue, let exchange = result["exchange"]?.stringValue,
+                  let routingKey = result["routingKey"]?.stringValue, let body = result["body"]
+            else { throw WorkerFixtureError("route result without exchange/routingKey/body: \(value)") }
+            let properties = result["properties"]?.objectValue
+            var writer = JSONWriter()
+            writer.value(body)
+            return Result(
+                exchange: exchange, routingKey: routingKey, messageID: properties?["messageId"]?.stringValue,
+                correlationID: properties?["correlationId"]?.stringValue, type: properties?["type"]?.stringValue,
+                traceparent: properties?["traceparent"]?.stringValue, body: writer.takeBytes())
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, for rates and printing.
+    var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
