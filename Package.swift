@@ -76,6 +76,10 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "wallet-notify",
+            dependencies: ["AMQPTransport", "WalletRouting", "WalletWorker", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
             name: "amqp-demo",
             dependencies: ["AMQPTransport", .product(name: "Logging", package: "swift-log")]
         ),
@@ -88,7 +92,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WalletStoreTests",
-            dependencies: ["WalletStore", "WalletRouting"]
+            dependencies: ["WalletStore", "WalletRouting", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "WalletWorkerTests",

@@ -39,9 +39,9 @@ struct BatchProcessor: Sendable {
         if !failures.isEmpty {
             var second: [(index: Int, plan: DeliveryPlan)] = []
             for (index, error) in failures {
-                logger.warning("publish not confirmed", metadata: plans[index].delivery.logMetadata(["error": "\(error)"]))
+                logger.warning("publish not confirmed", metadata: deliveries[index].logMetadata(["error": "\(error)"]))
                 second.append((index, DeliveryPlan(
-                    delivery: plans[index].delivery, transientFailure: error, retryAttempts: retryAttempts,
+                    original: plans[index].original, transientFailure: error, retryAttempts: retryAttempts,
                     topology: topology)))
             }
             let secondFailures = try await publish(second.map(\.plan), on: publishChannel)
@@ -57,7 +57,7 @@ struct BatchProcessor: Sendable {
         try await acknowledge(deliveries, requeue: requeue, last: last, on: consumeChannel)
         let elapsed = ContinuousClock.now - started
         for (index, plan) in plans.enumerated() where !requeue.contains(index) {
-            record(plan, elapsed: elapsed)
+            record(plan, of: deliveries[index], elapsed: elapsed)
         }
     }
 
@@ -66,14 +66,17 @@ struct BatchProcessor: Sendable {
         let messages = deliveries.map(InboundMessage.init)
         do {
             let stored = try await store.process(messages, router: router, now: Date())
-            return zip(deliveries, stored).map { DeliveryPlan(delivery: $0, stored: $1, topology: topology) }
+            return zip(deliveries, stored).map {
+                DeliveryPlan(original: OriginalMessage($0), stored: $1, topology: topology)
+            }
         } catch {
             guard error.isTransient else { throw FatalStoreError(underlying: error) }
             logger.warning("store unavailable; the batch goes to the retry queue",
                            metadata: ["error": "\(error)", "batch": "\(deliveries.count)"])
             return deliveries.map {
-                DeliveryPlan(delivery: $0, transientFailure: error.description, retryAttempts: retryAttempts,
-                             topology: topology)
+                DeliveryPlan(
+                    original: OriginalMessage($0), transientFailure: error.description, retryAttempts: retryAttempts,
+                    topology: topology)
             }
         }
     }
@@ -98,6 +101,8 @@ struct BatchProcessor: Sendable {
         for (index, plan) in plans.enumerated() {
             let slice = outcomes[offset..<offset + plan.messages.count]
             if let failure = plan.failure(in: slice) { failures[index] = failure }
+            let returnedCopies = plan.returnedReplyCopies(in: slice)
+            if returnedCopies > 0 { metrics.unroutableReplyCopies.increment(by: Int64(returnedCopies)) }
             offset += plan.messages.count
         }
         return failures
@@ -135,8 +140,7 @@ struct BatchProcessor: Sendable {
     }
 
     /// Metrics and a log line for a delivery that has left the work queue.
-    private func record(_ plan: DeliveryPlan, elapsed: Duration) {
-        let delivery = plan.delivery
+    private func record(_ plan: DeliveryPlan, of delivery: AMQPDelivery, elapsed: Duration) {
         metrics.processingTime.record(elapsed)
         if delivery.redelivered { metrics.redeliveries.increment() }
         if let timestamp = delivery.properties.timestamp {
