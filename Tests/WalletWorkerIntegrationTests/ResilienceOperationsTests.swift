@@ -57,7 +57,7 @@ extension Resilience {
         @Test("an invalid setting stops the process at start-up with a non-zero status and a message naming the setting", arguments: [
             (["--prefetch", "0"], "--prefetch"),
             (["--prefetch", "70000"], "--prefetch"),
-            (["--store", "nonsense"], "store"),
+            (["--store", "nonsense"], "--store"),
             (["--retry-delay", "soon"], "--retry-delay"),
         ])
         func invalidSettingExitsNonZero(flags: [String], named setting: String) async throws {
