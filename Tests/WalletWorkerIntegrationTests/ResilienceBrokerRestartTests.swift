@@ -89,6 +89,23 @@ extension Resilience {
                         "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
                 let errors = results.filter { $0.routingKey == "card.errorEncountered" }
                 #expect(errors.isEmpty, "a replayed or re-applied CPS message failed: \(errors.prefix(2).map(\.text))")
+
+                // SIGTERM while the broker is away: the worker is between reconnection attempts (or in one), holds
+                // nothing, and must still exit 0 promptly rather than wait out a backoff or a connect timeout.
+                let second = try WorkerProcess(
+                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100), amqpURL: node.url,
+                    label: "restart-worker-2")
+                defer { second.kill(); second.process.removeLog() }
+                let secondPort = try await second.operationsPort()
+                try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 200, timeout: .seconds(30))
+                try await node.stop()
+                try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 503, timeout: .seconds(20))
+                try await Task.sleep(for: .seconds(2))
+                second.terminate()
+                let secondEnded = await second.waitForExit(timeout: .seconds(30))
+                #expect(secondEnded?.exit == .exited(0), "\(second.logTail())")
+                #expect(secondEnded.map { $0.elapsed < .seconds(5) } ?? false,
+                        "SIGTERM with the broker down took \(String(describing: secondEnded?.elapsed))\n\(second.logTail())")
             }
         }
     }

@@ -7,9 +7,19 @@ import Testing
 final class SQLiteLockHolder {
     let process: ChildProcess
 
+    /// The `sqlite3` CLI (scripts/lib/prerequisites.sh installs it), found on PATH.
+    static var sqlite3: String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let candidate = "\(directory)/sqlite3"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return "/usr/bin/sqlite3"
+    }
+
     init(path: String) async throws {
         process = try ChildProcess(
-            executable: "/usr/bin/sqlite3", arguments: ["-batch", path], label: "sqlite3-lock", pipeStandardInput: true)
+            executable: Self.sqlite3, arguments: ["-batch", path], label: "sqlite3-lock", pipeStandardInput: true)
         try process.write(toStandardInput: "BEGIN EXCLUSIVE;\nSELECT 'lock' || 'ed';\n")
         guard await process.waitForOutput(timeout: .seconds(10), { $0.contains("locked") }) != nil else {
             let tail = process.logTail()
