@@ -91,7 +91,7 @@ struct BatchProcessor: Sendable {
             outcomes = try await channel.publish(messages, confirmTimeout: confirmTimeout)
         } catch {
             guard error.code == .timeout else { throw error }
-            metrics.countConfirms("timeout", by: messages.count)
+            metrics.countConfirms(.timeout, by: messages.count)
             let reason = "publisher confirms timed out after \(confirmTimeout)"
             return Dictionary(uniqueKeysWithValues: plans.indices.map { ($0, reason) })
         }
@@ -134,9 +134,9 @@ struct BatchProcessor: Sendable {
             case .returned: returned += 1
             }
         }
-        metrics.countConfirms("confirmed", by: confirmed)
-        metrics.countConfirms("nacked", by: nacked)
-        metrics.countConfirms("returned", by: returned)
+        metrics.countConfirms(.confirmed, by: confirmed)
+        metrics.countConfirms(.nacked, by: nacked)
+        metrics.countConfirms(.returned, by: returned)
     }
 
     /// Metrics and a log line for a delivery that has left the work queue.
@@ -167,17 +167,23 @@ struct BatchProcessor: Sendable {
             sender: decision.sender, isInstallation: delivery.isDeviceInstallation, outcome: decision.outcome)
         if stored.isReplay { metrics.replays.increment() }
         if delivery.properties.messageID?.isEmpty ?? true { metrics.withoutMessageID.increment() }
+        let level: Logger.Level
+        switch plan.route {
+        case .deadLetter: level = .warning
+        default: level = decision.outcome == .domainError ? .info : .debug
+        }
+        if case .deadLetter = plan.route { metrics.countDeadLetter(reason: .rejected) }
+        // Built only when it will be written: this runs for every message.
+        guard logger.logLevel <= level else { return }
         var metadata = delivery.logMetadata(["outcome": "\(decision.outcome.rawValue)"])
         if let sender = decision.sender { metadata["sender"] = "\(sender)" }
         if let card = decision.digitalCardId { metadata["digitalCardId"] = "\(card)" }
         if stored.isReplay { metadata["replay"] = "true" }
-        switch plan.route {
-        case .deadLetter(let reason):
-            metrics.countDeadLetter(reason: .rejected)
+        if case .deadLetter(let reason) = plan.route {
             metadata["reason"] = "\(reason)"
-            logger.warning("rejected and dead-lettered", metadata: metadata)
-        default:
-            logger.log(level: decision.outcome == .domainError ? .info : .debug, "processed", metadata: metadata)
+            logger.log(level: level, "rejected and dead-lettered", metadata: metadata)
+        } else {
+            logger.log(level: level, "processed", metadata: metadata)
         }
     }
 }
