@@ -1,0 +1,165 @@
+import AMQPTransport
+import Foundation
+import Testing
+
+/// Another process holding the SQLite file's write lock: the `sqlite3` CLI in a transaction opened with
+/// `BEGIN EXCLUSIVE`, kept open until `release()`.
+final class SQLiteLockHolder {
+    let process: ChildProcess
+
+    /// The `sqlite3` CLI (scripts/lib/prerequisites.sh installs it), found on PATH.
+    static var sqlite3: String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let candidate = "\(directory)/sqlite3"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return "/usr/bin/sqlite3"
+    }
+
+    init(path: String) async throws {
+        process = try ChildProcess(
+            executable: Self.sqlite3, arguments: ["-batch", path], label: "sqlite3-lock", pipeStandardInput: true)
+        try process.write(toStandardInput: "BEGIN EXCLUSIVE;\nSELECT 'lock' || 'ed';\n")
+        guard await process.waitForOutput(timeout: .seconds(10), { $0.contains("locked") }) != nil else {
+            let tail = process.logTail()
+            process.kill()
+            throw ChildProcessError("sqlite3 could not take the exclusive lock\n\(tail)")
+        }
+    }
+
+    /// Ends the transaction and the process (the lock is released either way).
+    func release() async {
+        try? process.write(toStandardInput: "ROLLBACK;\n.quit\n")
+        process.closeStandardInput()
+        if await process.waitForExit(timeout: .seconds(5)) == nil { process.kill() }
+    }
+
+    deinit {
+        process.kill()
+        process.removeLog()
+    }
+}
+
+extension Resilience {
+    /// CONTRACT.md §8: a transient failure (store unavailable) is retried through the retry queue with a delay,
+    /// and dead-lettered with the last error in a header after the last attempt.
+    @Suite("Transient store failure", .timeLimit(.minutes(3)))
+    struct StoreLock {
+        static let messages = 5
+
+        /// A worker on a fresh SQLite file, consuming (so the file and its schema exist), and its ops port.
+        private func startWorker(
+            _ topology: ResilienceTopology, database: String, retryDelay: String, label: String
+        ) async throws -> (WorkerProcess, Int) {
+            let worker = try WorkerProcess(
+                workerRunArguments(
+                    topology, store: "sqlite:\(database)", prefetch: 50, retryDelay: retryDelay,
+                    extra: ["--store-busy-timeout", "100ms", "--retry-attempts", "3"]),
+                amqpURL: ResilienceBroker.url, label: label)
+            do {
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                return (worker, port)
+            } catch {
+                worker.kill()
+                throw error
+            }
+        }
+
+        private func batch(_ prefix: String) -> [InboundNotification] {
+            (0..<Self.messages).map { .cps("\(prefix)-\($0)", card: "\(prefix.uppercased())-\($0)", code: "CBP.info.tokenProvisioned") }
+        }
+
+        @Test("while another process holds the store's lock, messages go through the retry queue and are dead-lettered after the last attempt, naming the store failure; after the lock is released new messages are processed")
+        func lockedStoreRetriesThenDeadLetters() async throws {
+            let database = temporarySQLitePath("lock")
+            defer { removeSQLite(database) }
+            try await withResilienceTopology("lock", retryDelay: "200ms") { topology, connection, channel in
+                let (worker, port) = try await startWorker(topology, database: database, retryDelay: "200ms", label: "lock-worker")
+                defer { worker.kill(); worker.process.removeLog() }
+                try await channel.enableConfirms()
+                let retriesBefore = try worker.metric(port: port, "wallet_retries_total")
+
+                let lock = try await SQLiteLockHolder(path: database)
+                let locked = batch("locked")
+                try await publishAll(locked.map { $0.outbound(to: topology.inbound) }, on: channel)
+
+                // Three attempts each: two trips through the retry queue, then the dead-letter queue.
+                let allDead = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
+                    try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
+                }
+                let retries = try worker.metric(port: port, "wallet_retries_total") - retriesBefore
+                await lock.release()
+                try #require(allDead, "the messages were not dead-lettered\n\(worker.logTail())")
+                #expect(retries == Double(2 * Self.messages), "wallet_retries_total rose by \(retries)\n\(worker.logTail())")
+                let counted = try await eventually(timeout: .seconds(5)) {
+                    try worker.metric(port: port, "wallet_dead_letters_total", labels: [#"reason="retries_exhausted""#])
+                        == Double(Self.messages)
+                }
+                #expect(counted, "wallet_dead_letters_total{reason=\"retries_exhausted\"} is not \(Self.messages)")
+
+                let dead = try await drainQueue(topology.deadLetterQueue, on: connection)
+                #expect(Set(dead.compactMap(\.properties.messageID)) == Set(locked.map(\.messageID)))
+                for letter in dead {
+                    let error = letter.properties.headers?["x-worker-error"]
+                    let text: String? = if case .string(let value)? = error { value } else { nil }
+                    #expect(text?.contains("store unavailable") == true && text?.contains("3 attempts") == true,
+                            "x-worker-error: \(String(describing: error))")
+                    #expect(String(decoding: letter.body, as: UTF8.self)
+                            == locked.first { $0.messageID == letter.properties.messageID }?.body,
+                            "the dead letter's body is not the original")
+                }
+                #expect(try await readyCount(topology.capture, on: connection) == 0, "results published for failed messages")
+
+                // The lock is gone: new messages are processed normally.
+                let fresh = batch("after")
+                try await publishAll(fresh.map { $0.outbound(to: topology.inbound) }, on: channel)
+                let processed = try await eventually(timeout: .seconds(20)) {
+                    try await readyCount(topology.capture, on: connection) >= 2 * Self.messages
+                }
+                #expect(processed, "\(worker.logTail())")
+                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let accounting = ResultAccounting(results: results, inbound: fresh)
+                #expect(accounting.incomplete.isEmpty && accounting.unexpected.isEmpty)
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                #expect(worker.isRunning)
+            }
+        }
+
+        @Test("the lock is released after the first retry: the messages succeed on a later attempt and are not dead-lettered")
+        func lockReleasedAfterFirstRetry() async throws {
+            let database = temporarySQLitePath("lock-release")
+            defer { removeSQLite(database) }
+            // A 1 s retry delay leaves time to release the lock while the messages wait in the retry queue.
+            try await withResilienceTopology("lock-release", retryDelay: "1s") { topology, connection, channel in
+                let (worker, port) = try await startWorker(topology, database: database, retryDelay: "1s", label: "lock-release-worker")
+                defer { worker.kill(); worker.process.removeLog() }
+                try await channel.enableConfirms()
+
+                let lock = try await SQLiteLockHolder(path: database)
+                let inbound = batch("retried")
+                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                let retried = try await eventually(timeout: .seconds(20), every: .milliseconds(10)) {
+                    try worker.metric(port: port, "wallet_retries_total") >= Double(Self.messages)
+                }
+                await lock.release()
+                try #require(retried, "the messages were not retried\n\(worker.logTail())")
+
+                let processed = try await eventually(timeout: .seconds(20)) {
+                    try await readyCount(topology.capture, on: connection) >= 2 * Self.messages
+                }
+                #expect(processed, "\(worker.logTail())")
+                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let accounting = ResultAccounting(results: results, inbound: inbound)
+                #expect(accounting.incomplete.isEmpty, "\(accounting.incomplete)")
+                #expect(accounting.unexpected.isEmpty)
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                #expect(try await readyCount(topology.retry, on: connection) == 0)
+                #expect(try worker.metric(port: port, "wallet_retries_total") == Double(Self.messages),
+                        "a message failed again after the lock was released")
+                #expect(try worker.metric(port: port, "wallet_dead_letters_total") == 0)
+            }
+        }
+    }
+}
