@@ -3,7 +3,7 @@ import Synchronization
 import WalletRouting
 
 /// A store that lives and dies with the process: for `wallet-worker route` and tests.
-/// Same rules as the durable stores; a batch that throws leaves the state as it was.
+/// Same rules as the durable stores. Its reads cannot fail, so a batch always completes.
 public final class InMemoryWalletStore: WalletStore {
     private struct Contents: Sendable {
         var state = InMemoryWalletState()
@@ -19,11 +19,13 @@ public final class InMemoryWalletStore: WalletStore {
     {
         do {
             return try contents.withLock { contents in
-                // Work on a copy so a failure mid-batch commits nothing.
+                // The state moves into the transaction and back, so it stays uniquely referenced and is updated in
+                // place (a copy per batch would cost the whole state). Reads never fail here, so a batch cannot
+                // stop half-way; the `defer` only keeps the state if a future change made one fail.
                 let transaction = Transaction(contents: contents)
-                let decisions = try BatchRouting.process(messages, router: router, now: now, in: transaction)
-                contents = transaction.contents
-                return decisions
+                contents = Contents()
+                defer { contents = transaction.takeContents() }
+                return try BatchRouting.process(messages, router: router, now: now, in: transaction)
             }
         } catch let error as StoreError {
             throw error
@@ -51,6 +53,11 @@ public final class InMemoryWalletStore: WalletStore {
     private final class Transaction: WalletStoreTransaction {
         var contents: Contents
         init(contents: Contents) { self.contents = contents }
+
+        func takeContents() -> Contents {
+            defer { contents = Contents() }
+            return contents
+        }
 
         func card(_ digitalCardId: String) -> CardRecord? { contents.state.card(digitalCardId) }
         func hasTransaction(digitalCardId: String, recordId: String) -> Bool {

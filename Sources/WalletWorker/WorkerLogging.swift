@@ -43,7 +43,7 @@ public struct JSONLogHandler: LogHandler {
         var writer = JSONWriter(reservingCapacity: 256)
         writer.beginObject()
         writer.key("time")
-        writer.string(Date.now.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true)))
+        writer.string(Date.now.formatted(Self.timeFormat))
         writer.key("level")
         writer.string(event.level.rawValue)
         writer.key("label")
@@ -63,6 +63,9 @@ public struct JSONLogHandler: LogHandler {
             FileHandle.standardError.write(Data(line))
         }
     }
+
+    /// UTC with milliseconds and the `Z`: `2026-11-21T07:45:18.025Z`.
+    private static let timeFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     /// Serialises writes so lines from different threads never interleave.
     private static let output = Mutex(())
