@@ -1,0 +1,43 @@
+// The broker cancels the worker's consumer when its queue is deleted (consumer_cancel_notify): the worker must
+// notice, leave readiness, re-declare the topology and consume again, without a restart.
+import AMQPTransport
+import Testing
+import WalletWorker
+
+@Suite struct ConsumerCancelTests {
+    @Test(.timeLimit(.minutes(2)))
+    func aDeletedWorkQueueIsDeclaredAgainAndConsumed() async throws {
+        try await withWorkerEnvironment("consumer-cancel", configure: {
+            $0.reconnectBackoff.initial = .milliseconds(50)
+        }) { environment in
+            let capture = try await environment.resultCapture()
+            let worker = try await environment.startWorker()
+            let before = reconnects(worker)
+
+            _ = try await environment.channel.deleteQueue(environment.topology.workQueue)
+
+            // The pipeline loses its consumer, reconnects (re-declaring the queue and its binding) and consumes.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                if reconnects(worker) > before, worker.health.isReady { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(worker.health.isReady, "the worker did not consume again after its queue was deleted")
+            #expect(reconnects(worker) > before, "no reconnect was counted")
+
+            // The new queue is bound to the inbound exchange again: a message published now is processed.
+            try await environment.publish(InboundSpec(json: #"{"action":"afterCancel"}"#, messageID: "after-cancel"))
+            try await capture.results.waitFor(1, within: .seconds(10), "the result of a message sent after the cancel")
+            #expect(capture.results.messages.first?.properties.messageID == "after-cancel/0")
+        }
+    }
+}
+
+/// `wallet_reconnects_total` from the worker's Prometheus exposition.
+private func reconnects(_ worker: RunningWorker) -> Double {
+    let text = String(decoding: worker.application.metrics.exposition(), as: UTF8.self)
+    for line in text.split(separator: "\n") where line.hasPrefix("wallet_reconnects_total ") {
+        return Double(line.split(separator: " ").last ?? "") ?? 0
+    }
+    return 0
+}
