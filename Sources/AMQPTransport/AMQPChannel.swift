@@ -1,3 +1,4 @@
+import Synchronization
 internal import CRabbitMQ
 
 /// An AMQP channel: topology, consuming, acknowledging and publishing.
@@ -142,7 +143,14 @@ public final class AMQPChannel: Sendable {
     ) async throws(AMQPError) -> AMQPConsumer {
         let reference = reference
         let number = reference.number
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [AMQPDelivery].self)
+        let runtime = runtime
+        // Set once the tag is known; the buffer's abandon hook only runs after `consume` has returned it.
+        let knownTag = Mutex<String?>(nil)
+        let deliveries = DeliveryBuffer(onAbandon: {
+            // The consuming task was cancelled: cancel on the broker so it stops sending.
+            guard let tag = knownTag.withLock({ $0 }) else { return }
+            _ = runtime.submit { core in try? core.cancelConsumer(channel: number, tag: tag) }
+        })
         let tag = try await runtime.perform { core throws(AMQPError) in
             try core.checkTagIsFree(consumerTag, channel: number)
             let pool = CMemoryPool()
@@ -151,17 +159,11 @@ public final class AMQPChannel: Sendable {
             }
             guard let ok else { throw AMQPError(code: .protocolError, message: "basic.consume-ok missing") }
             let tag = ok.consumer_tag.string
-            core.register(ConsumerSink(channel: number, tag: tag, continuation: continuation))
+            core.register(ConsumerSink(channel: number, tag: tag, deliveries: deliveries))
             return tag
         }
-        let runtime = runtime
-        continuation.onTermination = { termination in
-            // The caller stopped iterating: cancel on the broker so it stops sending.
-            if case .cancelled = termination {
-                _ = runtime.submit { core in try? core.cancelConsumer(channel: number, tag: tag) }
-            }
-        }
-        return AMQPConsumer(tag: tag, deliveries: stream, channel: self)
+        knownTag.withLock { $0 = tag }
+        return AMQPConsumer(tag: tag, deliveries: deliveries, channel: self)
     }
 
     /// Stops a consumer; its sequence ends after the deliveries already received.

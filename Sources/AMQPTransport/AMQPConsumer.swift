@@ -1,24 +1,31 @@
-/// The deliveries of one consumer, in batches (each batch is what arrived together, at most the prefetch).
+/// The deliveries of one consumer, in batches: each batch is everything received since the previous one was taken
+/// (at most the prefetch when every batch is acknowledged before the next is taken).
 public struct AMQPConsumer: AsyncSequence, Sendable {
     public typealias Element = [AMQPDelivery]
 
     /// The consumer tag the broker knows this consumer by.
     public let tag: String
-    let deliveries: AsyncThrowingStream<[AMQPDelivery], any Error>
+    let lifetime: ConsumerLifetime
     /// Keeps the channel (and so the connection) alive while the deliveries are iterated.
     let channel: AMQPChannel
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncThrowingStream<[AMQPDelivery], any Error>.AsyncIterator
+    init(tag: String, deliveries: DeliveryBuffer, channel: AMQPChannel) {
+        self.tag = tag
+        self.lifetime = ConsumerLifetime(deliveries: deliveries)
+        self.channel = channel
+    }
 
-        /// The next batch, `nil` once the consumer was cancelled by us; throws `AMQPError` when the
-        /// broker cancelled it or the channel or connection failed.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let lifetime: ConsumerLifetime
+
+        /// The next batch, `nil` once the consumer was cancelled by us (or the iterating task was cancelled);
+        /// throws `AMQPError` when the broker cancelled it or the channel or connection failed.
         public mutating func next() async throws -> [AMQPDelivery]? {
-            try await base.next()
+            try await lifetime.deliveries.take()
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: deliveries.makeAsyncIterator())
+        AsyncIterator(lifetime: lifetime)
     }
 }

@@ -671,24 +671,25 @@ struct PublishWaiter {
 final class ConsumerSink {
     let channel: UInt16
     let tag: String
-    let continuation: AsyncThrowingStream<[AMQPDelivery], any Error>.Continuation
+    let deliveries: DeliveryBuffer
+    /// What the current pump read for this consumer; handed over in one piece by `flush()`.
     var pending: [AMQPDelivery] = []
 
-    init(channel: UInt16, tag: String, continuation: AsyncThrowingStream<[AMQPDelivery], any Error>.Continuation) {
+    init(channel: UInt16, tag: String, deliveries: DeliveryBuffer) {
         self.channel = channel
         self.tag = tag
-        self.continuation = continuation
+        self.deliveries = deliveries
     }
 
     func flush() {
         guard !pending.isEmpty else { return }
-        continuation.yield(pending)
+        deliveries.append(pending)
         pending.removeAll(keepingCapacity: true)
     }
 
     func finish(throwing error: AMQPError?) {
         flush()
-        if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+        deliveries.finish(throwing: error)
     }
 }
 
