@@ -156,7 +156,7 @@ func cpuSeconds(pid: Int32) -> Double? {
 func statusKiB(pid: Int32, field: String) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
     for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
-        return Int(line.dropFirst(field.count + 1).split(separator: " ").first ?? "")
+        return Int(line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
     }
     return nil
 }
