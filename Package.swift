@@ -92,7 +92,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WalletStoreTests",
-            dependencies: ["WalletStore", "WalletRouting"]
+            dependencies: ["WalletStore", "WalletRouting", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "WalletWorkerTests",

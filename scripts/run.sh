@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The project's main job on a fresh machine.
+# The project's main job on a fresh machine: the worker, with the embedded SQLite store.
 #
-#   scripts/run.sh [arguments]
+#   scripts/run.sh [wallet-worker run options]        e.g. scripts/run.sh --store sqlite:/var/lib/wallet.sqlite
 #
 # Installs the Debian packages it needs when missing, starts a private RabbitMQ on loopback when nothing
-# answers at AMQP_URL (default amqp://guest:guest@127.0.0.1:5672/%2f), builds in release and runs.
-# Until the worker lands (issue 4) the main job is the transport demo: it declares a queue, publishes
-# messages with publisher confirms, consumes and acknowledges them, and prints the rates.
+# answers at AMQP_URL (default amqp://guest:guest@127.0.0.1:5672/%2f), builds the worker in release and runs
+# `wallet-worker run` (default store: sqlite:wallet.sqlite in the current directory) until Ctrl-C or SIGTERM.
+# In another terminal, `scripts/publish-examples.sh` sends the example notifications and prints the results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,9 +18,9 @@ authority="${AMQP_URL#*://}"; authority="${authority#*@}"; authority="${authorit
 host="${authority%:*}"; port="${authority##*:}"
 [ "$host" = "$authority" ] && port=5672
 if ! (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
-    echo "run: no broker answers at $host:$port; starting a local one"
+    echo "run: no broker answers at $host:$port; starting a local one (scripts/rabbitmq-local.sh stop ends it)"
     RABBITMQ_PORT="$port" scripts/rabbitmq-local.sh start
 fi
 
-swift build -c release --product amqp-demo
-exec .build/release/amqp-demo "$@"
+swift build -c release --product wallet-worker
+exec .build/release/wallet-worker run "$@"

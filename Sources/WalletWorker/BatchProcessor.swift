@@ -39,9 +39,9 @@ struct BatchProcessor: Sendable {
         if !failures.isEmpty {
             var second: [(index: Int, plan: DeliveryPlan)] = []
             for (index, error) in failures {
-                logger.warning("publish not confirmed", metadata: plans[index].delivery.logMetadata(["error": "\(error)"]))
+                logger.warning("publish not confirmed", metadata: deliveries[index].logMetadata(["error": "\(error)"]))
                 second.append((index, DeliveryPlan(
-                    delivery: plans[index].delivery, transientFailure: error, retryAttempts: retryAttempts,
+                    original: plans[index].original, transientFailure: error, retryAttempts: retryAttempts,
                     topology: topology)))
             }
             let secondFailures = try await publish(second.map(\.plan), on: publishChannel)
@@ -57,7 +57,7 @@ struct BatchProcessor: Sendable {
         try await acknowledge(deliveries, requeue: requeue, last: last, on: consumeChannel)
         let elapsed = ContinuousClock.now - started
         for (index, plan) in plans.enumerated() where !requeue.contains(index) {
-            record(plan, elapsed: elapsed)
+            record(plan, of: deliveries[index], elapsed: elapsed)
         }
     }
 
@@ -66,14 +66,17 @@ struct BatchProcessor: Sendable {
         let messages = deliveries.map(InboundMessage.init)
         do {
             let stored = try await store.process(messages, router: router, now: Date())
-            return zip(deliveries, stored).map { DeliveryPlan(delivery: $0, stored: $1, topology: topology) }
+            return zip(deliveries, stored).map {
+                DeliveryPlan(original: OriginalMessage($0), stored: $1, topology: topology)
+            }
         } catch {
             guard error.isTransient else { throw FatalStoreError(underlying: error) }
             logger.warning("store unavailable; the batch goes to the retry queue",
                            metadata: ["error": "\(error)", "batch": "\(deliveries.count)"])
             return deliveries.map {
-                DeliveryPlan(delivery: $0, transientFailure: error.description, retryAttempts: retryAttempts,
-                             topology: topology)
+                DeliveryPlan(
+                    original: OriginalMessage($0), transientFailure: error.description, retryAttempts: retryAttempts,
+                    topology: topology)
             }
         }
     }
@@ -88,7 +91,7 @@ struct BatchProcessor: Sendable {
             outcomes = try await channel.publish(messages, confirmTimeout: confirmTimeout)
         } catch {
             guard error.code == .timeout else { throw error }
-            metrics.countConfirms("timeout", by: messages.count)
+            metrics.countConfirms(.timeout, by: messages.count)
             let reason = "publisher confirms timed out after \(confirmTimeout)"
             return Dictionary(uniqueKeysWithValues: plans.indices.map { ($0, reason) })
         }
@@ -98,6 +101,8 @@ struct BatchProcessor: Sendable {
         for (index, plan) in plans.enumerated() {
             let slice = outcomes[offset..<offset + plan.messages.count]
             if let failure = plan.failure(in: slice) { failures[index] = failure }
+            let returnedCopies = plan.returnedReplyCopies(in: slice)
+            if returnedCopies > 0 { metrics.unroutableReplyCopies.increment(by: Int64(returnedCopies)) }
             offset += plan.messages.count
         }
         return failures
@@ -129,14 +134,13 @@ struct BatchProcessor: Sendable {
             case .returned: returned += 1
             }
         }
-        metrics.countConfirms("confirmed", by: confirmed)
-        metrics.countConfirms("nacked", by: nacked)
-        metrics.countConfirms("returned", by: returned)
+        metrics.countConfirms(.confirmed, by: confirmed)
+        metrics.countConfirms(.nacked, by: nacked)
+        metrics.countConfirms(.returned, by: returned)
     }
 
     /// Metrics and a log line for a delivery that has left the work queue.
-    private func record(_ plan: DeliveryPlan, elapsed: Duration) {
-        let delivery = plan.delivery
+    private func record(_ plan: DeliveryPlan, of delivery: AMQPDelivery, elapsed: Duration) {
         metrics.processingTime.record(elapsed)
         if delivery.redelivered { metrics.redeliveries.increment() }
         if let timestamp = delivery.properties.timestamp {
@@ -163,17 +167,23 @@ struct BatchProcessor: Sendable {
             sender: decision.sender, isInstallation: delivery.isDeviceInstallation, outcome: decision.outcome)
         if stored.isReplay { metrics.replays.increment() }
         if delivery.properties.messageID?.isEmpty ?? true { metrics.withoutMessageID.increment() }
+        let level: Logger.Level
+        switch plan.route {
+        case .deadLetter: level = .warning
+        default: level = decision.outcome == .domainError ? .info : .debug
+        }
+        if case .deadLetter = plan.route { metrics.countDeadLetter(reason: .rejected) }
+        // Built only when it will be written: this runs for every message.
+        guard logger.logLevel <= level else { return }
         var metadata = delivery.logMetadata(["outcome": "\(decision.outcome.rawValue)"])
         if let sender = decision.sender { metadata["sender"] = "\(sender)" }
         if let card = decision.digitalCardId { metadata["digitalCardId"] = "\(card)" }
         if stored.isReplay { metadata["replay"] = "true" }
-        switch plan.route {
-        case .deadLetter(let reason):
-            metrics.countDeadLetter(reason: .rejected)
+        if case .deadLetter(let reason) = plan.route {
             metadata["reason"] = "\(reason)"
-            logger.warning("rejected and dead-lettered", metadata: metadata)
-        default:
-            logger.log(level: decision.outcome == .domainError ? .info : .debug, "processed", metadata: metadata)
+            logger.log(level: level, "rejected and dead-lettered", metadata: metadata)
+        } else {
+            logger.log(level: level, "processed", metadata: metadata)
         }
     }
 }

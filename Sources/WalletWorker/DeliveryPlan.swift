@@ -5,7 +5,7 @@ import WalletStore
 /// What the worker publishes for one delivery, and what it does with the delivery once those are confirmed.
 /// Pure: built from the delivery and the store's decision (or the store's failure), tested without a broker.
 struct DeliveryPlan: Sendable {
-    var delivery: AMQPDelivery
+    var original: OriginalMessage
     /// Published in this order, in one confirmed batch with the rest of the batch's messages.
     var messages: [AMQPOutboundMessage]
     /// Why the delivery is leaving the work queue without an ordinary acknowledgement, for metrics and logs.
@@ -25,8 +25,8 @@ struct DeliveryPlan: Sendable {
     }
 
     /// The plan for a delivery the store routed (or replayed).
-    init(delivery: AMQPDelivery, stored: StoredDecision, topology: Topology) {
-        self.delivery = delivery
+    init(original: OriginalMessage, stored: StoredDecision, topology: Topology) {
+        self.original = original
         self.stored = stored
         var messages = stored.decision.results.map(AMQPOutboundMessage.init)
         switch stored.decision.disposition {
@@ -35,30 +35,30 @@ struct DeliveryPlan: Sendable {
         case .deadLetter(let reason):
             route = .deadLetter(reason: reason)
             messages.append(
-                delivery.copy(
-                    exchange: topology.deadLetterExchange, routingKey: delivery.routingKey,
+                original.copy(
+                    exchange: topology.deadLetterExchange, routingKey: original.routingKey,
                     addingHeaders: [(WorkerHeaders.workerError, .string(reason))]))
         }
         self.messages = messages
     }
 
     /// The plan for a delivery whose processing failed transiently: retry it, or dead-letter it after the last attempt.
-    init(delivery: AMQPDelivery, transientFailure error: String, retryAttempts: Int, topology: Topology) {
-        self.delivery = delivery
+    init(original: OriginalMessage, transientFailure error: String, retryAttempts: Int, topology: Topology) {
+        self.original = original
         self.stored = nil
-        let attempt = delivery.failedAttempts + 1
+        let attempt = original.failedAttempts + 1
         if attempt >= retryAttempts {
             let reason = "transient failure, gave up after \(attempt) attempts: \(error)"
             route = .retriesExhausted(attempts: attempt, error: error)
             messages = [
-                delivery.copy(
-                    exchange: topology.deadLetterExchange, routingKey: delivery.routingKey,
+                original.copy(
+                    exchange: topology.deadLetterExchange, routingKey: original.routingKey,
                     addingHeaders: [(WorkerHeaders.workerError, .string(reason))])
             ]
         } else {
             route = .retry(attempt: attempt, error: error)
             messages = [
-                delivery.copy(
+                original.copy(
                     exchange: "", routingKey: topology.retryQueue,
                     addingHeaders: [
                         (WorkerHeaders.retryCount, .int32(Int32(clamping: attempt))),
@@ -66,6 +66,18 @@ struct DeliveryPlan: Sendable {
                     ])
             ]
         }
+    }
+
+    /// How many of the plan's `reply_to` copies the broker returned (the requester's queue is gone).
+    func returnedReplyCopies(in outcomes: ArraySlice<AMQPPublishOutcome>) -> Int {
+        zip(messages, outcomes).count { message, outcome in
+            if case .returned = outcome { return isReplyCopy(message) }
+            return false
+        }
+    }
+
+    private func isReplyCopy(_ message: AMQPOutboundMessage) -> Bool {
+        message.exchange.isEmpty && message.routingKey == original.properties.replyTo
     }
 
     /// Nil when every message of the plan was taken by the broker; else why not.
@@ -76,7 +88,7 @@ struct DeliveryPlan: Sendable {
             switch outcome {
             case .confirmed:
                 continue
-            case .returned where message.exchange.isEmpty && message.routingKey == delivery.properties.replyTo:
+            case .returned where isReplyCopy(message):
                 continue
             case .returned(let replyCode, let replyText):
                 let exchange = message.exchange.isEmpty ? "the default exchange" : "exchange '\(message.exchange)'"

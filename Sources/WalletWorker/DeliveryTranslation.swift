@@ -31,7 +31,23 @@ extension InboundMessage {
     }
 }
 
-extension AMQPDelivery {
+/// The parts of an inbound delivery the worker republishes (to the retry queue or the dead-letter exchange).
+struct OriginalMessage: Sendable, Hashable {
+    var body: [UInt8]
+    var properties: AMQPMessageProperties
+    /// The routing key it was published with, kept on its dead letter.
+    var routingKey: String
+
+    init(body: [UInt8], properties: AMQPMessageProperties, routingKey: String) {
+        self.body = body
+        self.properties = properties
+        self.routingKey = routingKey
+    }
+
+    init(_ delivery: AMQPDelivery) {
+        self.init(body: delivery.body, properties: delivery.properties, routingKey: delivery.routingKey)
+    }
+
     /// Failed attempts recorded on this delivery by earlier trips through the retry queue.
     var failedAttempts: Int {
         switch properties.headers?[WorkerHeaders.retryCount] {

@@ -50,11 +50,12 @@ public final class NotificationWorker: Service {
                     }
                     group.addTask { await self.expireProcessedMessages() }
                     // A pipeline only throws what reconnecting cannot fix: stop the others and fail.
+                    // (`next()` rethrows at once; `waitForAll()` would first wait for every other task.)
                     do {
-                        try await group.waitForAll()
+                        while try await group.next() != nil {}
                     } catch {
                         stop.stop()
-                        try? await group.waitForAll()
+                        while (try? await group.next()) != nil {}
                         throw error
                     }
                 }

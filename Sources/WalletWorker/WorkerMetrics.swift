@@ -1,5 +1,4 @@
 import Prometheus
-import Synchronization
 import WalletRouting
 
 /// The worker's Prometheus metrics, in a registry of its own (no global bootstrap: tests build many workers).
@@ -18,10 +17,27 @@ public final class WorkerMetrics: Sendable {
     let unroutableReplyCopies: Counter
     let consumingPipelines: Gauge
     let blockedConnections: Gauge
-    private let messagesByLabel: Mutex<[String: Counter]> = Mutex([:])
+    private let messages: [SenderLabel: [Outcome: Counter]]
+    private let deadLetters: [DeadLetterReason: Counter]
+    private let confirms: [ConfirmOutcome: Counter]
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
+        messages = Dictionary(uniqueKeysWithValues: SenderLabel.allCases.map { sender in
+            (sender, Dictionary(uniqueKeysWithValues: Outcome.allCases.map { outcome in
+                (outcome, registry.makeCounter(
+                    descriptor: Self.name(
+                        "messages", unit: "total",
+                        help: "Messages finished, by sender and outcome (processed, domainError, ignored, rejected)"),
+                    labels: [("sender", sender.rawValue), ("outcome", outcome.rawValue)]))
+            }))
+        })
+        deadLetters = Self.labelled(
+            registry, "dead_letters", label: "reason", help: "Messages the worker published to the dead-letter exchange",
+            DeadLetterReason.self)
+        confirms = Self.labelled(
+            registry, "publish_confirms", label: "outcome",
+            help: "Publisher confirm outcomes: confirmed, nacked, returned, timeout", ConfirmOutcome.self)
         batchSize = registry.makeValueHistogram(
             descriptor: Self.name(
                 "batch", unit: "size",
@@ -74,47 +90,50 @@ public final class WorkerMetrics: Sendable {
 
     /// Counts a finished message by sender and outcome.
     func countMessage(sender: String?, isInstallation: Bool, outcome: Outcome) {
-        counter("messages", labels: [("sender", Self.senderLabel(sender, isInstallation)), ("outcome", outcome.rawValue)],
-                help: "Messages finished, by sender and outcome (processed, domainError, ignored, rejected)")
-            .increment()
+        messages[SenderLabel(sender, isInstallation: isInstallation)]![outcome]!.increment()
     }
 
     func countDeadLetter(reason: DeadLetterReason) {
-        counter("dead_letters", labels: [("reason", reason.rawValue)],
-                help: "Messages the worker published to the dead-letter exchange")
-            .increment()
+        deadLetters[reason]!.increment()
     }
 
-    func countConfirms(_ outcome: String, by amount: Int) {
+    func countConfirms(_ outcome: ConfirmOutcome, by amount: Int) {
         guard amount > 0 else { return }
-        counter("publish_confirms", labels: [("outcome", outcome)],
-                help: "Publisher confirm outcomes: confirmed, nacked, returned, timeout")
-            .increment(by: Int64(amount))
+        confirms[outcome]!.increment(by: Int64(amount))
     }
 
-    enum DeadLetterReason: String {
+    /// Bounded label values: a `sender` is user input, so anything but the three SDK senders is `other`.
+    enum SenderLabel: String, CaseIterable {
+        case cps = "CPS", tns = "TNS", mg = "MG", installation, other, none
+
+        init(_ sender: String?, isInstallation: Bool) {
+            if isInstallation {
+                self = .installation
+            } else if let sender {
+                self = Self(rawValue: sender).flatMap { [.cps, .tns, .mg].contains($0) ? $0 : nil } ?? .other
+            } else {
+                self = .none
+            }
+        }
+    }
+
+    enum DeadLetterReason: String, CaseIterable {
         case rejected
         case retriesExhausted = "retries_exhausted"
     }
 
-    private func counter(_ name: String, labels: [(String, String)], help: String) -> Counter {
-        let key = name + labels.map { "|\($0.1)" }.joined()
-        return messagesByLabel.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = registry.makeCounter(
-                descriptor: Self.name(name, unit: "total", help: help), labels: labels)
-            counters[key] = counter
-            return counter
-        }
+    enum ConfirmOutcome: String, CaseIterable {
+        case confirmed, nacked, returned, timeout
     }
 
-    static func senderLabel(_ sender: String?, _ isInstallation: Bool) -> String {
-        if isInstallation { return "installation" }
-        switch sender {
-        case "CPS", "TNS", "MG": return sender!
-        case nil: return "none"
-        default: return "other"
-        }
+    /// Every labelled counter is made up front: counting is then a lookup in an immutable table, no lock.
+    private static func labelled<Label: RawRepresentable & CaseIterable & Hashable>(
+        _ registry: PrometheusCollectorRegistry, _ name: String, label: String, help: String, _: Label.Type
+    ) -> [Label: Counter] where Label.RawValue == String {
+        Dictionary(uniqueKeysWithValues: Label.allCases.map { value in
+            (value, registry.makeCounter(
+                descriptor: Self.name(name, unit: "total", help: help), labels: [(label, value.rawValue)]))
+        })
     }
 
     /// The Prometheus text exposition.

@@ -101,8 +101,10 @@ struct WorkerOptions: ParsableArguments {
     var httpHost: String?
 
     func apply(to configuration: inout WorkerConfiguration) throws {
-        if let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", text) {
-            configuration.store = try StoreLocation(parsing: location)
+        if let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", {
+            try? StoreLocation(parsing: $0)
+        }) {
+            configuration.store = location
         }
         assign(try setting(prefetch, "--prefetch", "WALLET_PREFETCH", expected: "an integer from 1 to 65535", { UInt16($0) }),
                to: &configuration.prefetch)

@@ -24,8 +24,10 @@ extension WalletWorkerCommand {
         func run() async throws {
             var configuration = WorkerConfiguration()
             try routing.apply(to: &configuration)
-            let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", text)
-            let store = try WalletStores.open(try StoreLocation(parsing: location ?? "memory"))
+            let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", {
+                try? StoreLocation(parsing: $0)
+            })
+            let store = try WalletStores.open(location ?? .memory)
             var fixedNow: Date?
             if let now {
                 guard let date = try? Date(now, strategy: .iso8601) else {

@@ -1,0 +1,82 @@
+import GRDB
+
+/// The store's schema as versioned GRDB migrations. Relational and readable with the `sqlite3` CLI.
+///
+/// Never edit a shipped migration: append a new one ("v2", ...). A file migrated by a newer build (one whose
+/// `grdb_migrations` lists an identifier this build does not know) is refused at open, see `SQLiteWalletStore`.
+enum SQLiteSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            // Text primary keys: WITHOUT ROWID keeps each table a single B-tree keyed by the id.
+            try db.execute(
+                sql: """
+                    CREATE TABLE cards (
+                        digital_card_id   TEXT PRIMARY KEY NOT NULL,
+                        state             TEXT NOT NULL CHECK (state IN ('active', 'suspended', 'deleted')),
+                        tokenized_card_id TEXT,
+                        key_type          TEXT NOT NULL CHECK (key_type IN ('SUK', 'LUK')),
+                        payments_left     INTEGER,           -- NULL with keys_expire_at: no payment keys issued
+                        keys_expire_at    REAL               -- seconds since the Unix epoch
+                    ) WITHOUT ROWID;
+
+                    -- stored_sequence is the rowid: AUTOINCREMENT keeps it strictly increasing for ever, so it
+                    -- breaks ties between equal instants (the later stored first).
+                    CREATE TABLE transactions (
+                        stored_sequence      INTEGER PRIMARY KEY AUTOINCREMENT,
+                        digital_card_id      TEXT NOT NULL,
+                        record_id            TEXT NOT NULL,
+                        date                 TEXT NOT NULL,  -- as received (ISO 8601 with zone)
+                        instant              REAL,           -- date as seconds since the epoch, for ordering
+                        status               TEXT NOT NULL,
+                        type                 TEXT NOT NULL,
+                        currency_code        TEXT NOT NULL,
+                        amount               TEXT NOT NULL,  -- the JSON number literal, exactly as received
+                        display_amount       TEXT,
+                        merchant_name        TEXT,
+                        merchant_type        TEXT,
+                        merchant_postal_code TEXT,
+                        terminal_id          TEXT,
+                        merchant_id          TEXT,
+                        is_auxiliary         INTEGER NOT NULL CHECK (is_auxiliary IN (0, 1)),
+                        UNIQUE (digital_card_id, record_id)
+                    );
+                    -- Serves newestTransactions: one range scan in the order the router reads, no sort.
+                    CREATE INDEX transactions_newest_first
+                        ON transactions (digital_card_id, instant DESC, stored_sequence DESC);
+
+                    CREATE TABLE installations (
+                        installation_id TEXT PRIMARY KEY NOT NULL,
+                        platform        TEXT NOT NULL,
+                        push_channel    TEXT NOT NULL,
+                        tags            TEXT NOT NULL DEFAULT '[]'  -- a JSON array of strings, in order
+                    ) WITHOUT ROWID;
+
+                    CREATE TABLE processed_messages (
+                        message_id      TEXT PRIMARY KEY NOT NULL,
+                        recorded_at     REAL NOT NULL,      -- seconds since the Unix epoch
+                        outcome         TEXT NOT NULL,
+                        sender          TEXT,
+                        digital_card_id TEXT
+                    ) WITHOUT ROWID;
+                    CREATE INDEX processed_messages_recorded_at ON processed_messages (recorded_at);
+
+                    -- The recorded results, replayed verbatim: position is the publication order.
+                    CREATE TABLE processed_results (
+                        message_id        TEXT NOT NULL
+                            REFERENCES processed_messages (message_id) ON DELETE CASCADE,
+                        position          INTEGER NOT NULL,
+                        exchange          TEXT NOT NULL,
+                        routing_key       TEXT NOT NULL,
+                        body              BLOB,
+                        result_message_id TEXT,
+                        correlation_id    TEXT,
+                        type              TEXT NOT NULL,
+                        traceparent       TEXT,
+                        PRIMARY KEY (message_id, position)
+                    ) WITHOUT ROWID;
+                    """)
+        }
+        return migrator
+    }
+}

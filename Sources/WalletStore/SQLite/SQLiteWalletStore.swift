@@ -1,0 +1,153 @@
+import Foundation
+import GRDB
+import Synchronization
+import WalletRouting
+
+/// The durable store: one SQLite file (WAL), one write transaction per batch (CONTRACT.md §10).
+///
+/// A `DatabaseQueue`, not a `DatabasePool`: the worker processes its batches one after another and every read
+/// the router makes happens inside the batch's write transaction, so a pool's reader connections would sit idle.
+/// WAL still matters with a single connection: a commit appends to the log (one fsync with `synchronous = FULL`)
+/// instead of rewriting pages, and the `sqlite3` CLI can read the file while the worker writes.
+public final class SQLiteWalletStore: WalletStore {
+    public struct Configuration: Sendable {
+        /// The database file; created (with its schema) when missing.
+        public var path: String
+        /// How long a write waits for another connection's lock before the batch fails as transient.
+        /// Default: `.seconds(5)`.
+        public var busyTimeout: Duration
+
+        public init(path: String) {
+            self.path = path
+            self.busyTimeout = .seconds(5)
+        }
+    }
+
+    public let configuration: Configuration
+    /// The file's name for error messages (the directory is in the configuration and the start-up log).
+    private let fileName: String
+    /// Nil once closed.
+    private let database: Mutex<DatabaseQueue?>
+
+    /// Opens (creating when missing) and migrates the store.
+    /// - Throws: a permanent `StoreError` when the file cannot be opened, is not a database, or was migrated by a
+    ///   newer build; a transient one when it is locked for longer than the busy timeout.
+    public init(configuration: Configuration) throws(StoreError) {
+        self.configuration = configuration
+        let fileName = URL(fileURLWithPath: configuration.path).lastPathComponent
+        self.fileName = fileName
+
+        var grdb = GRDB.Configuration()
+        grdb.journalMode = .wal
+        grdb.busyMode = .timeout(configuration.busyTimeout.timeInterval)
+        grdb.foreignKeysEnabled = true  // processed_results cascade from processed_messages
+        grdb.prepareDatabase { db in
+            // A payments store: a committed batch must survive power loss. One fsync of the WAL per batch.
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+
+        do {
+            let queue = try DatabaseQueue(path: configuration.path, configuration: grdb)
+            do {
+                try Self.migrate(queue, fileName: fileName)
+            } catch {
+                try? queue.close()
+                throw error
+            }
+            database = Mutex(queue)
+        } catch {
+            throw StoreError.sqlite(error, phase: .opening, fileName: fileName)
+        }
+    }
+
+    /// Applies the migrations this build knows, refusing a file a newer build has migrated: its schema may have
+    /// changed in ways this code would silently get wrong.
+    private static func migrate(_ queue: DatabaseQueue, fileName: String) throws {
+        let migrator = SQLiteSchema.migrator
+        try queue.read { db in
+            guard try migrator.hasBeenSuperseded(db) else { return }
+            let unknown = try migrator.appliedIdentifiers(db).subtracting(migrator.migrations).sorted()
+            throw StoreError(
+                .permanent,
+                "SQLite schema of \(fileName) is newer than this build (unknown migrations: "
+                    + "\(unknown.joined(separator: ", "))): run a newer worker or restore a compatible file")
+        }
+        try migrator.migrate(queue)
+    }
+
+    // MARK: - WalletStore
+
+    public func process(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        let queue = try openQueue()
+        do {
+            // Async access: the batch runs on GRDB's serial queue, not on a cooperative thread.
+            return try await queue.writeWithoutTransaction { db in
+                var decisions: [StoredDecision] = []
+                // One IMMEDIATE transaction: it takes the write lock at BEGIN, where the busy timeout applies (a
+                // deferred one upgraded after its first reads fails at once when another writer got in first).
+                // Any throw rolls the whole batch back.
+                try db.inTransaction(.immediate) {
+                    decisions = try BatchRouting.process(
+                        messages, router: router, now: now, in: SQLiteBatchTransaction(db))
+                    return .commit
+                }
+                return decisions
+            }
+        } catch {
+            throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
+        }
+    }
+
+    public func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int {
+        let queue = try openQueue()
+        do {
+            return try await queue.write { db in
+                // processed_results go with their message (ON DELETE CASCADE).
+                try db.execute(
+                    sql: "DELETE FROM processed_messages WHERE recorded_at < ?",
+                    arguments: [cutoff.timeIntervalSince1970])
+                return db.changesCount
+            }
+        } catch {
+            throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
+        }
+    }
+
+    /// Closes the connection (after the batch in flight, if any). Later calls throw a permanent `StoreError`.
+    public func close() async {
+        guard let queue = database.withLock({ $0.take() }) else { return }
+        // Best effort: GRDB finalises its statements first, so closing only fails on a misuse we cannot fix here.
+        try? queue.close()
+    }
+
+    // MARK: - Internals
+
+    private func openQueue() throws(StoreError) -> DatabaseQueue {
+        guard let queue = database.withLock({ $0 }) else {
+            throw StoreError(.permanent, "SQLite store is closed (\(fileName))")
+        }
+        return queue
+    }
+
+    /// Reads committed state in a transaction of its own: for tests and diagnostics.
+    func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteBatchTransaction) throws -> T) async throws(StoreError)
+        -> T
+    {
+        let queue = try openQueue()
+        do {
+            return try await queue.read { db in try body(SQLiteBatchTransaction(db)) }
+        } catch {
+            throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
+        }
+    }
+}
+
+extension Duration {
+    /// Seconds as a `TimeInterval`, for APIs that take one.
+    fileprivate var timeInterval: TimeInterval {
+        let (seconds, attoseconds) = components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import GRDB
+import Testing
+import WalletRouting
+
+@testable import WalletStore
+
+/// What only the durable store has: a file, other connections, a schema version.
+@Suite struct SQLiteWalletStoreTests {
+    private static func open(_ path: String, busyTimeout: Duration = .seconds(5)) throws -> SQLiteWalletStore {
+        var configuration = SQLiteWalletStore.Configuration(path: path)
+        configuration.busyTimeout = busyTimeout
+        return try SQLiteWalletStore(configuration: configuration)
+    }
+
+    /// A second connection to the same file, as another process (or the sqlite3 CLI) would have.
+    private static func otherConnection(_ path: String) throws -> DatabaseQueue {
+        var configuration = GRDB.Configuration()
+        configuration.allowsUnsafeTransactions = true  // to hold a lock across accesses
+        return try DatabaseQueue(path: path, configuration: configuration)
+    }
+
+    @Test func stateAndReplaysSurviveCloseAndReopen() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let messages = [
+                Messages.install("DC-1", id: "m1", keyType: "LUK"),
+                Messages.cps("DC-1", code: "CBP.info.tokenSuspended", id: "m2", replyTo: "reply-queue"),
+                Messages.ignored(id: "m3"),
+            ]
+            let store = try Self.open(path)
+            let first = try await store.process(messages, router: NotificationRouter(), now: Date(timeIntervalSince1970: 1_000))
+            await store.close()
+
+            let reopened = try Self.open(path)
+            let harness = StoreHarness(store: reopened, path: path)
+            #expect(try await harness.card("DC-1")?.state == .suspended)
+            #expect(try await harness.card("DC-1")?.keyType == .luk)
+
+            let replay = try await reopened.process(messages, router: NotificationRouter(), now: Date(timeIntervalSince1970: 9_000))
+            #expect(replay.map(\.isReplay) == [true, true, true])
+            for (original, replayed) in zip(first, replay) {
+                // Byte for byte: exchange, routing key, body, every property; and the labels.
+                #expect(replayed.decision.results == original.decision.results)
+                #expect(replayed.decision.results.map(\.body) == original.decision.results.map(\.body))
+                #expect(replayed.decision.outcome == original.decision.outcome)
+                #expect(replayed.decision.sender == original.decision.sender)
+                #expect(replayed.decision.digitalCardId == original.decision.digitalCardId)
+                #expect(replayed.decision.disposition == .acknowledge)
+                #expect(replayed.decision.effects.isEmpty)
+            }
+            #expect(replay[1].decision.results.map(\.exchange) == ["wallet.events", "", "wallet.events", ""])
+            #expect(replay[1].decision.results.first?.properties.messageID == "m2/0")
+            await reopened.close()
+        }
+    }
+
+    @Test func theFileIsInWALModeAndReadableByAnotherConnection() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let store = try Self.open(path)
+            _ = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+
+            let other = try Self.otherConnection(path)
+            try await other.read { db in
+                #expect(try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal")
+                #expect(try String.fetchOne(db, sql: "SELECT state FROM cards WHERE digital_card_id = 'DC-1'") == "active")
+                #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM processed_results WHERE message_id = 'm1'") == 2)
+                // newestTransactions reads the index in order: no temporary B-tree to sort.
+                let plan = try Row.fetchAll(
+                    db,
+                    sql: """
+                        EXPLAIN QUERY PLAN SELECT * FROM transactions WHERE digital_card_id = 'DC-1'
+                        ORDER BY instant DESC, stored_sequence DESC LIMIT 10
+                        """
+                ).map { $0["detail"] as String }
+                #expect(plan.contains { $0.contains("transactions_newest_first") })
+                #expect(!plan.contains { $0.contains("TEMP B-TREE") })
+            }
+            try other.close()
+            await store.close()
+        }
+    }
+
+    @Test func aLockedDatabaseFailsTheBatchAsTransientWithinTheBusyTimeout() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let store = try Self.open(path, busyTimeout: .milliseconds(100))
+            let other = try Self.otherConnection(path)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN EXCLUSIVE") }
+
+            let clock = ContinuousClock()
+            let start = clock.now
+            let error = await #expect(throws: StoreError.self) {
+                try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            }
+            let elapsed = clock.now - start
+            #expect(error?.kind == .transient)
+            #expect(error?.message == "SQLite busy: database is locked (wallet.sqlite)")
+            #expect(elapsed >= .milliseconds(90) && elapsed < .seconds(2))
+
+            try await other.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try other.close()
+            // Nothing was applied or recorded: the retry routes the message afresh.
+            #expect(try await StoreHarness(store: store, path: path).card("DC-1") == nil)
+            let retry = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            #expect(retry.map(\.isReplay) == [false])
+            await store.close()
+        }
+    }
+
+    @Test func aBatchThatFailsMidwayCommitsNothing() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let store = try Self.open(path)
+            // A real failure at a known point: recording the third message aborts its statement.
+            let other = try Self.otherConnection(path)
+            try await other.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER fail_on_boom BEFORE INSERT ON processed_messages
+                        WHEN NEW.message_id = 'boom' BEGIN SELECT RAISE(ABORT, 'injected failure'); END
+                        """)
+            }
+            try other.close()
+
+            let error = await #expect(throws: StoreError.self) {
+                try await store.process(
+                    [
+                        Messages.install("DC-1", id: "m1"), Messages.install("DC-2", id: nil),
+                        Messages.tns("DC-1", recordId: "T-1", id: "boom"),
+                    ], router: NotificationRouter(), now: Date())
+            }
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.hasPrefix("SQLite constraint violated: injected failure") == true)
+
+            let harness = StoreHarness(store: store, path: path)
+            #expect(try await harness.card("DC-1") == nil)
+            #expect(try await harness.card("DC-2") == nil)
+            #expect(try await harness.transactions("DC-1").isEmpty)
+            let again = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            #expect(again.map(\.isReplay) == [false])
+            await store.close()
+        }
+    }
+
+    @Test func aSchemaFromANewerBuildIsRefusedAtOpen() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            await (try Self.open(path)).close()
+            let other = try Self.otherConnection(path)
+            try await other.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-future')") }
+            try other.close()
+
+            let error = #expect(throws: StoreError.self) { try Self.open(path) }
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.contains("newer than this build") == true)
+            #expect(error?.message.contains("v99-future") == true)
+        }
+    }
+
+    @Test func aFileThatIsNotADatabaseIsRefusedAtOpen() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            try Data(repeating: 0x42, count: 4096).write(to: URL(fileURLWithPath: path))
+            let error = #expect(throws: StoreError.self) { try Self.open(path) }
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.hasPrefix("SQLite not a database") == true)
+        }
+    }
+
+    @Test func callsAfterCloseFail() async throws {
+        try await withTemporaryDirectory { directory in
+            let store = try WalletStores.open(.sqlite(path: directory.appendingPathComponent("wallet.sqlite").path))
+            await store.close()
+            await store.close()  // idempotent
+            let error = await #expect(throws: StoreError.self) {
+                try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+            }
+            #expect(error?.kind == .permanent)
+            await #expect(throws: StoreError.self) { try await store.expireProcessedMessages(recordedBefore: Date()) }
+        }
+    }
+
+    @Test func storeLocationsOpenTheirStore() async throws {
+        #expect(try WalletStores.open(.memory) is InMemoryWalletStore)
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("new.sqlite").path
+            let store = try WalletStores.open(try StoreLocation(parsing: "sqlite:\(path)"))
+            #expect(store is SQLiteWalletStore)
+            #expect(FileManager.default.fileExists(atPath: path))
+            await store.close()
+        }
+    }
+}

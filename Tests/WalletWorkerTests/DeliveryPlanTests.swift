@@ -1,0 +1,116 @@
+import AMQPTransport
+import Foundation
+import Testing
+import WalletRouting
+import WalletStore
+
+@testable import WalletWorker
+
+@Suite struct DeliveryPlanTests {
+    let topology = Topology()
+
+    func original(headers: AMQPTable? = ["traceparent": .string("00-abc-def-01"), "x-tenant": .string("eu")],
+                  replyTo: String? = nil) -> OriginalMessage {
+        OriginalMessage(
+            body: Array(#"{"sender":"MG"}"#.utf8),
+            properties: AMQPMessageProperties(
+                contentType: "application/json", headers: headers, deliveryMode: .persistent, replyTo: replyTo,
+                messageID: "m1", type: "push"),
+            routingKey: "backend.mg")
+    }
+
+    func decision(disposition: Disposition, replyTo: String? = nil) -> StoredDecision {
+        var results = [
+            OutboundResult(
+                exchange: "wallet.replenishment", routingKey: "replenishment.failed", body: Array("{}".utf8),
+                properties: OutboundProperties(messageID: "m1/0", correlationID: "c1", type: "replenishmentOutcome",
+                                               traceparent: "00-abc-def-01"))
+        ]
+        if let replyTo {
+            results.append(OutboundResult(exchange: "", routingKey: replyTo, body: results[0].body,
+                                          properties: results[0].properties))
+        }
+        return StoredDecision(
+            decision: Decision(effects: [], results: results, disposition: disposition, outcome: .domainError,
+                               sender: "MG", digitalCardId: "DC-1"),
+            isReplay: false)
+    }
+
+    @Test func resultsArePublishedAsTheContractSays() throws {
+        let plan = DeliveryPlan(original: original(), stored: decision(disposition: .acknowledge), topology: topology)
+        #expect(plan.route == .results)
+        let message = try #require(plan.messages.first)
+        #expect(plan.messages.count == 1)
+        #expect(message.exchange == "wallet.replenishment")
+        #expect(message.routingKey == "replenishment.failed")
+        #expect(message.mandatory)
+        #expect(message.properties.deliveryMode == .persistent)
+        #expect(message.properties.contentType == "application/json")
+        #expect(message.properties.messageID == "m1/0")
+        #expect(message.properties.correlationID == "c1")
+        #expect(message.properties.type == "replenishmentOutcome")
+        #expect(message.properties.headers?["traceparent"] == .string("00-abc-def-01"))
+    }
+
+    @Test func badInputPublishesTheRejectionThenTheOriginalToTheDeadLetterExchange() throws {
+        let plan = DeliveryPlan(
+            original: original(), stored: decision(disposition: .deadLetter(reason: "action is wrong")),
+            topology: topology)
+        #expect(plan.route == .deadLetter(reason: "action is wrong"))
+        #expect(plan.messages.count == 2)
+        let deadLetter = plan.messages[1]
+        #expect(deadLetter.exchange == topology.deadLetterExchange)
+        #expect(deadLetter.routingKey == "backend.mg")
+        #expect(deadLetter.body == original().body)
+        #expect(deadLetter.properties.messageID == "m1")
+        #expect(deadLetter.properties.type == "push")
+        // Original headers kept, the reason added.
+        #expect(deadLetter.properties.headers?["x-tenant"] == .string("eu"))
+        #expect(deadLetter.properties.headers?["x-worker-error"] == .string("action is wrong"))
+    }
+
+    @Test func aTransientFailureGoesToTheRetryQueueWithItsAttemptCount() throws {
+        let plan = DeliveryPlan(
+            original: original(), transientFailure: "store unavailable: busy", retryAttempts: 5, topology: topology)
+        #expect(plan.route == .retry(attempt: 1, error: "store unavailable: busy"))
+        let retry = try #require(plan.messages.first)
+        #expect(retry.exchange == "")
+        #expect(retry.routingKey == topology.retryQueue)
+        #expect(retry.body == original().body)
+        #expect(retry.properties.headers?["x-retry-count"] == .int32(1))
+        #expect(retry.properties.headers?["x-worker-last-error"] == .string("store unavailable: busy"))
+        #expect(retry.properties.headers?["x-tenant"] == .string("eu"))
+    }
+
+    @Test(arguments: [AMQPFieldValue.int32(4), .int64(4), .uint8(4), .int16(4), .uint32(4)])
+    func theLastAttemptDeadLettersWithTheError(count: AMQPFieldValue) throws {
+        let plan = DeliveryPlan(
+            original: original(headers: ["x-retry-count": count]), transientFailure: "confirm timeout",
+            retryAttempts: 5, topology: topology)
+        #expect(plan.route == .retriesExhausted(attempts: 5, error: "confirm timeout"))
+        let deadLetter = try #require(plan.messages.first)
+        #expect(deadLetter.exchange == topology.deadLetterExchange)
+        let reason = try #require(deadLetter.properties.headers?["x-worker-error"]?.text)
+        #expect(reason.contains("5 attempts") && reason.contains("confirm timeout"))
+    }
+
+    @Test func aSingleAttemptNeverRetries() {
+        let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retryAttempts: 1, topology: topology)
+        #expect(plan.route == .retriesExhausted(attempts: 1, error: "x"))
+    }
+
+    @Test func confirmationsDecideSuccess() throws {
+        let plan = DeliveryPlan(
+            original: original(replyTo: "amq.gen-1"), stored: decision(disposition: .acknowledge, replyTo: "amq.gen-1"),
+            topology: topology)
+        #expect(plan.failure(in: [.confirmed, .confirmed]) == nil)
+        // The requester's reply queue is gone: not a failure, but counted.
+        let returned = AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE")
+        #expect(plan.failure(in: [.confirmed, returned]) == nil)
+        #expect(plan.returnedReplyCopies(in: [.confirmed, returned]) == 1)
+        // A primary result nobody receives is a failure.
+        let failure = try #require(plan.failure(in: [returned, .confirmed]))
+        #expect(failure.contains("wallet.replenishment") && failure.contains("replenishment.failed"))
+        #expect(plan.failure(in: [.nacked, .confirmed])?.contains("nacked") == true)
+    }
+}
