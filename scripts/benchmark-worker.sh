@@ -5,6 +5,7 @@
 #   scripts/benchmark-worker.sh                  # 3 rounds of 100,000 notifications per contender
 #   scripts/benchmark-worker.sh --rounds 5 --messages 50000
 #   scripts/benchmark-worker.sh --rounds 1 --messages 2000 --no-setup   # a quick check of the plumbing only
+#   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
 #
 # It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752), builds the worker in
 # release, the C baseline and the preload tool, then, per round and interleaved: preload -> C baseline until the
@@ -56,8 +57,13 @@ trap 'exit 130' INT TERM
 
 # --- build ---------------------------------------------------------------------------------------------------
 echo "== building (release) =="
-(cd "$root" && swift build -c release --product wallet-worker --scratch-path .build-bench-release 2>&1 | tail -n 1)
-worker_bin="$root/.build-bench-release/release/wallet-worker"
+if [ -n "${WORKER_BIN:-}" ]; then
+    worker_bin="$WORKER_BIN"
+    echo "worker: $worker_bin (WORKER_BIN, not built here)"
+else
+    (cd "$root" && swift build -c release --product wallet-worker --scratch-path .build-bench-release 2>&1 | tail -n 1)
+    worker_bin="$root/.build-bench-release/release/wallet-worker"
+fi
 (cd "$root/Benchmarks" && swift build -c release --product worker-load --scratch-path .build-bench 2>&1 | tail -n 1)
 load_bin="$root/Benchmarks/.build-bench/release/worker-load"
 cc -O2 -o "$work/consume_publish_ack" "$root/Benchmarks/baseline/consume_publish_ack.c" \
