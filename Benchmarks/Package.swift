@@ -1,8 +1,9 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-// The routing benchmark lives in its own package so the main build and CI never compile it.
-// Run it in release: `swift run -c release routing-benchmark` (from this directory).
+// The benchmarks live in its own package so the main build and CI never compile it.
+// Run them in release: `swift run -c release routing-benchmark` (from this directory); scripts/benchmark-worker.sh
+// runs the end-to-end one.
 let package = Package(
     name: "routing-benchmarks",
     platforms: [.macOS(.v13)],
@@ -13,11 +14,27 @@ let package = Package(
     targets: [
         // Counts heap allocations by interposing malloc and friends (Linux/glibc).
         .target(name: "CAllocationCounter"),
+        // The deterministic message mix, shared by both benchmarks.
+        .target(
+            name: "BenchmarkWorkload",
+            dependencies: [.product(name: "WalletRouting", package: "wallet-notification-worker")]
+        ),
         .executableTarget(
             name: "routing-benchmark",
             dependencies: [
                 .product(name: "WalletRouting", package: "wallet-notification-worker"),
+                "BenchmarkWorkload",
                 "CAllocationCounter",
+            ]
+        ),
+        // The end-to-end benchmark's helper: preloads the broker with the mix and watches a contender drain it
+        // (scripts/benchmark-worker.sh).
+        .executableTarget(
+            name: "worker-load",
+            dependencies: [
+                .product(name: "AMQPTransport", package: "wallet-notification-worker"),
+                .product(name: "WalletRouting", package: "wallet-notification-worker"),
+                "BenchmarkWorkload",
             ]
         ),
     ]

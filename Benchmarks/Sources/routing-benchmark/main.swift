@@ -1,5 +1,6 @@
 // Measures the routing core on one core: parse, route, encode (all inside `NotificationRouter.route`) and applying
 // the effects to an `InMemoryWalletState`, over a realistic mix of notifications. See README.md.
+import BenchmarkWorkload
 import CAllocationCounter
 import Foundation
 import WalletRouting

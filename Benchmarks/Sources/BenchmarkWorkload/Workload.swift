@@ -1,10 +1,13 @@
+// The deterministic message mix shared by routing-benchmark and worker-load (see ../../README.md).
 import WalletRouting
 
 /// A deterministic generator (SplitMix64), so every run and every machine measures the same messages.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
+public struct SplitMix64: RandomNumberGenerator {
+    public var state: UInt64
 
-    mutating func next() -> UInt64 {
+    public init(state: UInt64) { self.state = state }
+
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -14,7 +17,7 @@ struct SplitMix64: RandomNumberGenerator {
 }
 
 /// What a message of the mix is, for the per-kind figures.
-enum MessageKind: String, CaseIterable {
+public enum MessageKind: String, CaseIterable, Sendable {
     case tns = "TNS"
     case cps = "CPS"
     case mg = "MG"
@@ -22,19 +25,19 @@ enum MessageKind: String, CaseIterable {
     case malformed = "malformed"
 }
 
-struct Workload {
-    static let cardCount = 5_000
+public struct Workload {
+    public static let cardCount = 5_000
     /// Share of card references that name a card never installed (unknown-card paths).
-    static let unknownCardRate = 0.03
+    public static let unknownCardRate = 0.03
     /// Records stored per card before the measurement.
-    static let historyPerCard = 8
+    public static let historyPerCard = 8
 
-    var setup: [InboundMessage] = []
-    var messages: [InboundMessage] = []
-    var kinds: [MessageKind] = []
+    public var setup: [InboundMessage] = []
+    public var messages: [InboundMessage] = []
+    public var kinds: [MessageKind] = []
 
     /// `count` messages: 45% TNS, 30% CPS, 15% MG, 7% non-SDK, 3% malformed; bodies of 150-400 bytes.
-    init(count: Int, seed: UInt64 = 0x5EED) {
+    public init(count: Int, seed: UInt64 = 0x5EED) {
         var rng = SplitMix64(state: seed)
         setup = Self.installations(using: &rng)
         messages.reserveCapacity(count)

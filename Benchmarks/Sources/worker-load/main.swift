@@ -1,0 +1,216 @@
+// The end-to-end benchmark's helper (scripts/benchmark-worker.sh, README.md "End-to-end benchmark"):
+//
+//   worker-load prepare                    sink queue bound to the five result exchanges; purges the work, retry,
+//                                          dead-letter and sink queues (the worker's topology must exist:
+//                                          `wallet-worker declare`)
+//   worker-load preload --messages N       publishes the setup phase (card installs, states, histories), then N
+//                                          notifications of the mix: persistent, message_id, publisher confirms
+//   worker-load result-size --messages N   what the worker publishes for the mix (routing core + in-memory state):
+//                                          results per notification and mean result body bytes (sizes the baseline)
+//   worker-load watch --pid P --measured N waits until only the last N messages are ready in the work queue, then
+//                                          until none is; prints the window, P's CPU time in it and P's peak RSS
+//
+// Environment: AMQP_URL (default amqp://guest:guest@127.0.0.1:5672/%2f) and the worker's WALLET_* names.
+import AMQPTransport
+import BenchmarkWorkload
+import Foundation
+import Logging
+import WalletRouting
+
+let environment = ProcessInfo.processInfo.environment
+let amqpURL = environment["AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/%2f"
+let inboundExchange = environment["WALLET_INBOUND_EXCHANGE"] ?? "wallet.notifications"
+let workQueue = environment["WALLET_WORK_QUEUE"] ?? "wallet.notifications.work"
+let retryQueue = environment["WALLET_RETRY_QUEUE"] ?? "wallet.notifications.retry"
+let deadLetterQueue = environment["WALLET_DEAD_LETTER_QUEUE"] ?? "wallet.notifications.dead"
+let sinkQueue = environment["BENCH_SINK_QUEUE"] ?? "bench.results"
+let resultExchanges = ["EVENTS", "TRANSACTIONS", "REPLENISHMENT", "ACTIONS", "INSTALLATIONS"].map {
+    environment["WALLET_\($0)_EXCHANGE"] ?? "wallet.\($0.lowercased())"
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("worker-load: \(message)\n".utf8))
+    exit(1)
+}
+
+func option(_ name: String, in arguments: [String]) -> String? {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
+
+func connect(_ name: String) async throws -> AMQPConnection {
+    var logger = Logger(label: "worker-load")
+    logger.logLevel = .warning
+    var configuration = AMQPConnectionConfiguration(url: try AMQPURL(parsing: amqpURL))
+    configuration.connectionName = name
+    return try await AMQPConnection.connect(configuration: configuration, logger: logger)
+}
+
+func monotonicSeconds() -> Double {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+}
+
+// MARK: - prepare
+
+func prepare() async throws {
+    let connection = try await connect("worker-load prepare")
+    let channel = try await connection.openChannel()
+    // Durable, like a downstream consumer's queue: the results are persistent and written to disk as they would be.
+    try await channel.declareQueue(sinkQueue, durable: true)
+    for exchange in resultExchanges {
+        try await channel.bindQueue(sinkQueue, exchange: exchange, routingKey: "#")
+    }
+    var purged: [String] = []
+    for queue in [workQueue, retryQueue, deadLetterQueue, sinkQueue] {
+        purged.append("\(queue) \(try await channel.purgeQueue(queue))")
+    }
+    print("prepared: sink '\(sinkQueue)' bound to \(resultExchanges.joined(separator: ", ")); purged: \(purged.joined(separator: ", "))")
+    await connection.close()
+}
+
+// MARK: - preload
+
+func outbound(_ message: InboundMessage) -> AMQPOutboundMessage {
+    AMQPOutboundMessage(
+        exchange: inboundExchange,
+        routingKey: "notification",
+        body: message.body,
+        properties: AMQPMessageProperties(
+            contentType: "application/json",
+            headers: message.properties.traceparent.map { ["traceparent": .string($0)] },
+            deliveryMode: .persistent,
+            correlationID: message.properties.correlationID,
+            messageID: message.properties.messageID,
+            timestamp: message.properties.timestamp.map { UInt64($0) },
+            type: message.properties.type),
+        mandatory: true)
+}
+
+/// Publishes in order on one channel, in confirmed batches: order matters for the setup phase (installs first).
+func publishAll(_ messages: [InboundMessage], on channel: AMQPChannel, batch: Int) async throws {
+    var start = 0
+    while start < messages.count {
+        let slice = messages[start..<min(start + batch, messages.count)].map(outbound)
+        let outcomes = try await channel.publish(slice, confirmTimeout: .seconds(60))
+        if let bad = outcomes.first(where: { !$0.isConfirmed }) {
+            fail("a notification was not taken by the broker: \(bad) (is the topology declared? wallet-worker declare)")
+        }
+        start += batch
+    }
+}
+
+func preload(messages count: Int, batch: Int, setup: Bool) async throws {
+    let workload = Workload(count: count)
+    let connection = try await connect("worker-load preload")
+    let channel = try await connection.openChannel()
+    try await channel.enableConfirms()
+    let started = monotonicSeconds()
+    if setup { try await publishAll(workload.setup, on: channel, batch: batch) }
+    try await publishAll(workload.messages, on: channel, batch: batch)
+    let elapsed = monotonicSeconds() - started
+    let total = (setup ? workload.setup.count : 0) + workload.messages.count
+    let ready = try await channel.queueStatus(workQueue).messageCount
+    print("preloaded \(setup ? workload.setup.count : 0) setup + \(workload.messages.count) notifications in "
+        + String(format: "%.1f s (%.0f/s)", elapsed, Double(total) / elapsed) + "; '\(workQueue)' holds \(ready)")
+    await connection.close()
+}
+
+// MARK: - result-size
+
+func resultSize(messages count: Int) throws {
+    let workload = Workload(count: count)
+    let router = NotificationRouter()
+    let now = Date(timeIntervalSince1970: 1_795_248_000)
+    var state = InMemoryWalletState()
+    for message in workload.setup {
+        state.apply(try router.route(message, state: state, now: now).effects)
+    }
+    var results = 0, bytes = 0, deadLetters = 0, silent = 0
+    for message in workload.messages {
+        let decision = try router.route(message, state: state, now: now)
+        state.apply(decision.effects)
+        results += decision.results.count
+        bytes += decision.results.reduce(0) { $0 + $1.body.count }
+        if case .deadLetter = decision.disposition { deadLetters += 1 } else if decision.results.isEmpty { silent += 1 }
+    }
+    // Machine-readable first line: mean result body bytes.
+    print(results > 0 ? bytes / results : 0)
+    print(String(format: "results per notification %.3f, mean result body %d bytes, dead-lettered %d, no result %d",
+                 Double(results) / Double(count), results > 0 ? bytes / results : 0, deadLetters, silent))
+}
+
+// MARK: - watch
+
+/// utime + stime of a process (all its threads), in seconds.
+func cpuSeconds(pid: Int32) -> Double? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return nil }
+    // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+func statusKiB(pid: Int32, field: String) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+        return Int(line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
+    }
+    return nil
+}
+
+func watch(pid: Int32, measured: Int, timeout: Double, interval: Double) async throws {
+    let connection = try await connect("worker-load watch")
+    let channel = try await connection.openChannel()
+    let deadline = monotonicSeconds() + timeout
+    var start: (time: Double, cpu: Double, ready: UInt32)?
+    while true {
+        let ready = try await channel.queueStatus(workQueue).messageCount
+        let now = monotonicSeconds()
+        guard let cpu = cpuSeconds(pid: pid) else { fail("process \(pid) ended before the queue was drained") }
+        if start == nil, ready <= measured {
+            start = (now, cpu, ready)
+        }
+        if let start, ready == 0 {
+            let window = now - start.time
+            let hwm = statusKiB(pid: pid, field: "VmHWM") ?? 0
+            // Machine-readable: window seconds, messages taken in the window, CPU seconds in it, peak RSS KiB.
+            print(String(format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d", window, Int(start.ready), cpu - start.cpu, hwm))
+            break
+        }
+        if now > deadline { fail("the queue still holds \(ready) after \(Int(timeout)) s") }
+        try await Task.sleep(for: .seconds(interval))
+    }
+    await connection.close()
+}
+
+// MARK: - main
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+do {
+    switch arguments.first {
+    case "prepare":
+        try await prepare()
+    case "preload":
+        try await preload(
+            messages: option("--messages", in: arguments).flatMap(Int.init) ?? 100_000,
+            batch: option("--batch", in: arguments).flatMap(Int.init) ?? 500,
+            setup: !arguments.contains("--no-setup"))
+    case "result-size":
+        try resultSize(messages: option("--messages", in: arguments).flatMap(Int.init) ?? 100_000)
+    case "watch":
+        guard let pid = option("--pid", in: arguments).flatMap(Int32.init),
+              let measured = option("--measured", in: arguments).flatMap(Int.init) else {
+            fail("watch needs --pid PID --measured N")
+        }
+        try await watch(pid: pid, measured: measured,
+                        timeout: option("--timeout", in: arguments).flatMap(Double.init) ?? 900,
+                        interval: option("--interval", in: arguments).flatMap(Double.init) ?? 0.02)
+    default:
+        fail("usage: worker-load prepare | preload [--messages N] [--batch N] [--no-setup] | result-size [--messages N] | watch --pid PID --measured N [--timeout S] [--interval S]")
+    }
+} catch {
+    fail("\(error)")
+}

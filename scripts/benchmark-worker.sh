@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# End-to-end benchmark of the worker against a plain librabbitmq consume-publish-ack loop (Benchmarks/README.md,
+# "End-to-end benchmark"). One command on a fresh machine:
+#
+#   scripts/benchmark-worker.sh                  # 3 rounds of 100,000 notifications per contender
+#   scripts/benchmark-worker.sh --rounds 5 --messages 50000
+#   scripts/benchmark-worker.sh --rounds 1 --messages 2000 --no-setup   # a quick check of the plumbing only
+#   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
+#
+# It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752), builds the worker in
+# release, the C baseline and the preload tool, then, per round and interleaved: preload -> C baseline until the
+# work queue is drained -> preload -> worker until drained. Each preload publishes the setup phase (45,250 card
+# installs, state changes and histories) followed by the N measured notifications; the measured window starts
+# when only the N measured messages are left ready in the work queue (the setup phase has been delivered) and
+# ends when none is ready. CPU time and throughput are of that window; peak RSS is the process's VmHWM at its end.
+# Prints a table per round and the medians; exits non-zero only on errors (never on targets).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+rounds=3
+messages=100000
+setup_flag=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds) rounds="$2"; shift 2 ;;
+        --messages) messages="$2"; shift 2 ;;
+        # Without the setup phase most card references are unknown: not the benchmark, a check of the script.
+        --no-setup) setup_flag="--no-setup"; shift ;;
+        *) echo "usage: $0 [--rounds R] [--messages N] [--no-setup]" >&2; exit 2 ;;
+    esac
+done
+
+# shellcheck source=lib/prerequisites.sh
+source "$root/scripts/lib/prerequisites.sh"
+ensure_prerequisites build-essential
+
+export RABBITMQ_PORT="${RABBITMQ_PORT:-5752}"
+export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-/tmp/rmq-bench}"
+broker() { "$root/scripts/rabbitmq-local.sh" "$@"; }
+export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+work="$(mktemp -d /tmp/benchmark-worker.XXXXXX)"
+contender_pid=""
+
+cleanup() {
+    local status=$?
+    if [ -n "$contender_pid" ] && kill -0 "$contender_pid" 2>/dev/null; then
+        kill -TERM "$contender_pid" 2>/dev/null || true
+        wait "$contender_pid" 2>/dev/null || true
+    fi
+    broker stop >/dev/null 2>&1 || true
+    rm -f "$work"/*.sqlite "$work"/*.sqlite-wal "$work"/*.sqlite-shm
+    echo "benchmark-worker: logs in $work" >&2
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- build ---------------------------------------------------------------------------------------------------
+echo "== building (release) =="
+if [ -n "${WORKER_BIN:-}" ]; then
+    worker_bin="$WORKER_BIN"
+    echo "worker: $worker_bin (WORKER_BIN, not built here)"
+else
+    (cd "$root" && swift build -c release --product wallet-worker --scratch-path .build-bench-release 2>&1 | tail -n 1)
+    worker_bin="$root/.build-bench-release/release/wallet-worker"
+fi
+(cd "$root/Benchmarks" && swift build -c release --product worker-load --scratch-path .build-bench 2>&1 | tail -n 1)
+load_bin="$root/Benchmarks/.build-bench/release/worker-load"
+cc -O2 -o "$work/consume_publish_ack" "$root/Benchmarks/baseline/consume_publish_ack.c" \
+    $(pkg-config --cflags --libs librabbitmq)
+baseline_bin="$work/consume_publish_ack"
+
+# --- broker and topology -------------------------------------------------------------------------------------
+echo "== broker =="
+broker start
+"$worker_bin" declare --amqp-url "$AMQP_URL" >"$work/declare.log" 2>&1 || { cat "$work/declare.log" >&2; exit 1; }
+# The baseline publishes results of the mean size of the worker's results for this mix.
+"$load_bin" result-size --messages "$messages" >"$work/result-size.txt"
+body_bytes=$(head -n 1 "$work/result-size.txt")
+echo "worker results for the mix: $(sed -n 2p "$work/result-size.txt")"
+echo "baseline result body: $body_bytes bytes to wallet.transactions, routing key transactions.records"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+
+# --- rounds --------------------------------------------------------------------------------------------------
+# run_contender NAME ROUND COMMAND...: preloads, starts COMMAND, watches the queue drain, stops it; appends
+# "NAME ROUND msg/s cpu_us_per_msg peak_mib" to $work/results.
+run_contender() {
+    local name="$1" round="$2"
+    shift 2
+    "$load_bin" prepare >>"$work/prepare.log"
+    "$load_bin" preload --messages "$messages" $setup_flag | tee -a "$work/preload.log" | sed 's/^/  /'
+    "$@" >"$work/$name-$round.log" 2>&1 &
+    contender_pid=$!
+    local line
+    if ! line=$("$load_bin" watch --pid "$contender_pid" --measured "$messages" --interval 0.05); then
+        echo "benchmark-worker: $name did not drain the queue; its log:" >&2
+        tail -n 20 "$work/$name-$round.log" >&2
+        exit 1
+    fi
+    kill -TERM "$contender_pid" 2>/dev/null || true
+    wait "$contender_pid" 2>/dev/null || true
+    contender_pid=""
+    # window_s=W messages=M cpu_s=C peak_kib=K
+    echo "$line" | awk -v name="$name" -v round="$round" '{
+        for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        printf "%s %s %.0f %.1f %.1f %.3f\n", name, round, v["messages"] / v["window_s"],
+            1e6 * v["cpu_s"] / v["messages"], v["peak_kib"] / 1024, v["window_s"]
+    }' | tee -a "$work/results" | awk '{ printf "  %-8s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  (%s s)\n", $1, $2, $3, $4, $5, $6 }'
+}
+
+: >"$work/results"
+for round in $(seq 1 "$rounds"); do
+    echo "== round $round/$rounds (load $(cut -d' ' -f1-3 /proc/loadavg)) =="
+    run_contender baseline "$round" "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
+        --idle-exit 30
+    rm -f "$work/store-$round.sqlite"*
+    run_contender worker "$round" "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$round.sqlite" \
+        --prefetch 200 --http-port off
+done
+
+# --- medians -------------------------------------------------------------------------------------------------
+# median [FORMAT]: the median of the numbers on stdin (the mean of the middle two for an even count).
+median() { sort -g | awk -v format="${1:-%.1f}" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf format "\n", m }'; }
+column_of() { awk -v name="$1" -v col="$2" '$1 == name { print $col }' "$work/results" | median "$3"; }
+echo "== medians of $rounds rounds, $messages notifications each (load now $(cut -d' ' -f1-3 /proc/loadavg)) =="
+printf '  %-8s %10s %14s %10s\n' "" "msg/s" "CPU us/msg" "peak MiB"
+for name in baseline worker; do
+    printf '  %-8s %10s %14s %10s\n' "$name" "$(column_of "$name" 3 %.0f)" "$(column_of "$name" 4 %.1f)" "$(column_of "$name" 5 %.1f)"
+done
+# The ratio of each round (same round, same conditions), then their median.
+ratio=$(awk '$1 == "baseline" { b[$2] = $3 } $1 == "worker" { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
+    "$work/results" | median %.3f)
+echo "  throughput ratio worker/baseline (median of per-round ratios): $ratio   (target >= 0.90)"
+echo "  worker CPU per message: $(column_of worker 4 %.1f) us   (target <= 30 us with the SQLite store)"
