@@ -1,4 +1,3 @@
-import Synchronization
 internal import CRabbitMQ
 
 /// An AMQP channel: topology, consuming, acknowledging and publishing.
@@ -145,7 +144,7 @@ public final class AMQPChannel: Sendable {
         let number = reference.number
         let runtime = runtime
         // Set once the tag is known; the buffer's abandon hook only runs after `consume` has returned it.
-        let knownTag = Mutex<String?>(nil)
+        let knownTag = Locked<String?>(nil)
         let deliveries = DeliveryBuffer(onAbandon: {
             // The consuming task was cancelled: cancel on the broker so it stops sending.
             guard let tag = knownTag.withLock({ $0 }) else { return }

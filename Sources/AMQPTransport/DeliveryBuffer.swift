@@ -1,4 +1,4 @@
-import Synchronization
+
 
 /// The deliveries of one consumer that arrived and were not taken yet. The connection's I/O thread appends;
 /// the consumer takes everything at once. A consumer that was busy with a batch therefore gets the next one whole
@@ -14,7 +14,7 @@ final class DeliveryBuffer: Sendable {
         var abandoned = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Runs once when the consuming task is cancelled while it iterates (cancels the consumer on the broker).
     private let onAbandon: @Sendable () -> Void
 

@@ -26,7 +26,7 @@ final class ConnectionRuntime: @unchecked Sendable {
         var socketDescriptor: Int32?
     }
 
-    private let queue = Mutex(Queue())
+    private let queue = Locked(Queue())
     /// Read and write ends of the non-blocking wake-up pipe.
     private let wakeReader: Int32
     private let wakeWriter: Int32

@@ -44,6 +44,9 @@ public final class SQLiteWalletStore: WalletStore {
         grdb.prepareDatabase { db in
             // A payments store: a committed batch must survive power loss. One fsync of the WAL per batch.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // 64 MiB of page cache instead of SQLite's 2 MiB: the end-to-end profile showed the card, history and
+            // processed-id indexes being read back from the file (pread64) on every batch.
+            try db.execute(sql: "PRAGMA cache_size = -65536")
         }
 
         do {

@@ -1,0 +1,33 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A value behind a pthread mutex, for the state the I/O thread shares with callers.
+///
+/// Not `Synchronization.Mutex`: on Linux its contended path parks in the futex syscall inside the (uninstrumented)
+/// standard library, which ThreadSanitizer cannot see, so every contended hand-off was reported as a race. TSan
+/// intercepts pthread mutexes, and CI runs this module's tests under it.
+final class Locked<Value>: @unchecked Sendable {
+    // @unchecked: `value` is only read or written between `pthread_mutex_lock` and `pthread_mutex_unlock`.
+    private var value: Value
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}
