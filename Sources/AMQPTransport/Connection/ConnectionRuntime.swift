@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
