@@ -97,7 +97,9 @@ private final class OperationsHandler: ChannelInboundHandler, @unchecked Sendabl
             let keepAlive = head.isKeepAlive
             if !keepAlive { headers.add(name: "Connection", value: "close") }
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
-            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            if head.method != .HEAD {  // HEAD gets the headers (with the GET's length), never a body
+                context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+            }
             let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
             if !keepAlive {
                 let channel = context.channel

@@ -25,11 +25,8 @@ struct Pipeline: Sendable {
                 consumed = try await runSession()
                 if stop.isStopped { return }
                 logger.warning("the consumer ended without a shutdown; starting a new session")
-            } catch let error as TopologyError {
-                throw error
-            } catch let error as BatchProcessor.FatalStoreError {
-                throw error
             } catch let failure as SessionFailure {
+                // Anything else (a topology conflict, a permanent store error) is not fixed by reconnecting.
                 consumed = failure.consumed
                 if stop.isStopped, failure.consumed {
                     // The drain after SIGTERM lost its connection: what was not acknowledged is redelivered.
@@ -103,14 +100,9 @@ struct Pipeline: Sendable {
                 try await group.next()
                 group.cancelAll()
             }
-        } catch let error as TopologyError {
-            await close(connections)
-            throw error
-        } catch let error as BatchProcessor.FatalStoreError {
-            await close(connections)
-            throw error
         } catch {
             await close(connections)
+            if error is TopologyError || error is BatchProcessor.FatalStoreError { throw error }
             throw SessionFailure(error: error, consumed: consuming)
         }
         await close(connections)

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// What `/healthz` and `/readyz` report. Ready means every pipeline is consuming: a replica that is reconnecting,
-/// or draining after SIGTERM, is taken out of rotation (CONTRACT.md §10, issue: readiness false while not consuming).
+/// or draining after SIGTERM, is taken out of rotation.
 public final class WorkerHealth: Sendable {
     private struct State {
         var consuming = 0
@@ -24,10 +24,6 @@ public final class WorkerHealth: Sendable {
     /// The process is doing its job (it may be reconnecting); false once the worker has failed for good.
     public var isLive: Bool {
         state.withLock { $0.fatalError == nil }
-    }
-
-    public var consumingPipelines: Int {
-        state.withLock { $0.consuming }
     }
 
     func pipelineStartedConsuming() {
