@@ -47,7 +47,12 @@ let package = Package(
         // MARK: - The store: effects and processed message ids, one transaction per batch
         .target(
             name: "WalletStore",
-            dependencies: ["WalletRouting", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "WalletRouting",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                // The C API, for binding and reading the batch's hot statements (SQLite/DirectStatement.swift).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
 
         // MARK: - The worker: configuration, topology, the processing loop, operations

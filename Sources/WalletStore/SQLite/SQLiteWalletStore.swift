@@ -40,7 +40,6 @@ public final class SQLiteWalletStore: WalletStore {
         var grdb = GRDB.Configuration()
         grdb.journalMode = .wal
         grdb.busyMode = .timeout(configuration.busyTimeout.timeInterval)
-        grdb.foreignKeysEnabled = true  // processed_results cascade from processed_messages
         grdb.prepareDatabase { db in
             // A payments store: a committed batch must survive power loss. One fsync of the WAL per batch.
             try db.execute(sql: "PRAGMA synchronous = FULL")
@@ -107,7 +106,7 @@ public final class SQLiteWalletStore: WalletStore {
         let queue = try openQueue()
         do {
             return try await queue.write { db in
-                // processed_results go with their message (ON DELETE CASCADE).
+                // A message's results are in its row (schema v2): one delete forgets both.
                 try db.execute(
                     sql: "DELETE FROM processed_messages WHERE recorded_at < ?",
                     arguments: [cutoff.timeIntervalSince1970])
