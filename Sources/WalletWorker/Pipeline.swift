@@ -100,8 +100,6 @@ struct Pipeline: Sendable {
                         try await processor.process(batch, consumeChannel: consume, publishChannel: publish)
                         if handover?.endBatch() == true { break }
                     }
-                    // Closed before the consumer is dropped (which would cancel it): see `ShardHandover`.
-                    if handover != nil { try? await consume.close() }
                 }
                 group.addTask {
                     try await watch(consumeConnection, role: "consume")
@@ -110,7 +108,15 @@ struct Pipeline: Sendable {
                     try await watch(publishConnection, role: "publish")
                 }
                 // The consumer finishing ends the session; a watcher only finishes by throwing.
-                try await group.next()
+                // A shard's channel is closed before anything cancels its consumer (cancelling the consumer task,
+                // closing the connection): see `ShardHandover`.
+                do {
+                    try await group.next()
+                } catch {
+                    if handover != nil { try? await consume.close() }
+                    throw error
+                }
+                if handover != nil { try? await consume.close() }
                 group.cancelAll()
             }
         } catch {

@@ -7,7 +7,8 @@ import Synchronization
 /// card while earlier ones are still here. Closing the channel instead makes the broker requeue what was not
 /// acknowledged, in its original place, in the same step that activates the standby. So on stop the pipeline
 /// finishes the batch in hand and then closes its consume channel without cancelling; deliveries it had not
-/// started go back to the queue (and are redelivered to the standby, first).
+/// started go back to the queue (and are redelivered to the standby, first). A session that fails closes a shard's
+/// consume channel the same way before its connections, whose close would cancel the consumer first.
 final class ShardHandover: Sendable {
     private struct State {
         var processing = false

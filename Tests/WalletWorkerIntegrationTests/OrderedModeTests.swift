@@ -5,6 +5,7 @@ import AMQPTransport
 import Foundation
 import Testing
 import WalletRouting
+import WalletStore
 import WalletWorker
 
 /// CPS sequences whose results show the order they were processed in: `install`, then `suspend`/`resume`
@@ -107,13 +108,17 @@ private func waitUntil(
     }
 }
 
-/// A SQLite file both workers of a test share, as replicas share their store.
+/// A SQLite file both workers of a test share, as replicas share their store. Created (and migrated) before
+/// the workers start: two stores migrating a new file at the same moment can fail ("no such table:
+/// grdb_migrations"), which is not what these tests are about.
 private func withSharedStore(_ body: (String) async throws -> Void) async throws {
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("wnw-ordered-\(UInt64.random(in: 0...UInt64.max))")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
-    try await body(directory.appendingPathComponent("wallet.sqlite").path)
+    let path = directory.appendingPathComponent("wallet.sqlite").path
+    await (try WalletStores.open(.sqlite(path: path))).close()
+    try await body(path)
 }
 
 @Suite("Ordered mode: consistent-hash shards with a single active consumer", .timeLimit(.minutes(5)))
