@@ -10,8 +10,8 @@
 #
 #   scripts/check-rabbitmq-definitions.sh
 #
-# WALLET_WORKER_BIN: a wallet-worker executable to use; by default `swift build --product wallet-worker` (debug)
-# builds one. The node is stopped by its pid and its data directory removed at exit.
+# WALLET_WORKER_BIN: a wallet-worker executable to use; by default `swift build --product wallet-worker` (debug,
+# in SCRATCH_PATH, default .build) builds one. The node is stopped by its pid and its data directory removed at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,8 +25,9 @@ definitions_dir="$RABBITMQ_DATA_DIR/definitions.d"
 amqp_url="amqp://wallet:wallet@127.0.0.1:$RABBITMQ_PORT/%2f"
 
 if [ -z "${WALLET_WORKER_BIN:-}" ]; then
-    swift build --product wallet-worker
-    WALLET_WORKER_BIN="$(swift build --show-bin-path)/wallet-worker"
+    scratch_path="${SCRATCH_PATH:-.build}"
+    swift build --scratch-path "$scratch_path" --product wallet-worker
+    WALLET_WORKER_BIN="$(swift build --scratch-path "$scratch_path" --show-bin-path)/wallet-worker"
 fi
 
 stop_broker() {

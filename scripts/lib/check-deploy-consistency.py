@@ -239,7 +239,7 @@ trigger = scaled["spec"]["triggers"][0]
 check("ScaledObject: its trigger watches the work queue", trigger["metadata"]["queueName"] == settings.get("WALLET_WORK_QUEUE", work_queue_name))
 check("ScaledObject: its trigger authenticates with the TriggerAuthentication",
       trigger["authenticationRef"]["name"] == authentication["metadata"]["name"])
-check("ScaledObject: minReplicaCount is the Deployment's replicas", scaled["spec"]["minReplicaCount"] == deployment["spec"]["replicas"])
+check("Deployment: sets no replicas (the HPA owns the count; apply would reset it)", "replicas" not in deployment["spec"])
 check("ScaledObject: 1 <= minReplicaCount <= maxReplicaCount", 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"])
 check("PodDisruptionBudget: leaves a consumer at the minimum replica count",
       budget["spec"].get("maxUnavailable", 0) < scaled["spec"]["minReplicaCount"])
