@@ -65,6 +65,21 @@ public final class SQLiteWalletStore: WalletStore {
     /// Applies the migrations this build knows, refusing a file a newer build has migrated: its schema may have
     /// changed in ways this code would silently get wrong.
     private static func migrate(_ queue: DatabaseQueue, fileName: String) throws {
+        // Two processes opening a new file at once race to create the schema: the loser's statements fail (e.g.
+        // "no such table: grdb_migrations" between GRDB's two reads, "table cards already exists") and its
+        // migration transaction rolls back. Another attempt sees the winner's committed schema.
+        var attempt = 1
+        while true {
+            do {
+                return try migrateOnce(queue, fileName: fileName)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR && attempt < 5 {
+                attempt += 1
+                usleep(50_000)
+            }
+        }
+    }
+
+    private static func migrateOnce(_ queue: DatabaseQueue, fileName: String) throws {
         let migrator = SQLiteSchema.migrator
         try queue.read { db in
             guard try migrator.hasBeenSuperseded(db) else { return }
