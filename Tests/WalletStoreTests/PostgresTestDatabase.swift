@@ -51,6 +51,7 @@ enum PostgresTestDatabase {
     }
 
     /// A connection of the test's own (outside any store), e.g. to hold a lock or read a table.
+    @discardableResult
     static func withAdminConnection<T>(schema: String? = nil, _ body: (PostgresConnection) async throws -> T)
         async throws -> T
     {
