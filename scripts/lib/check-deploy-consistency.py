@@ -19,10 +19,6 @@ import yaml
 ROOT = pathlib.Path.cwd()
 KUBERNETES = ROOT / "deploy" / "kubernetes"
 
-# Variables of the PostgreSQL store and the ordered mode, built in parallel with the deployment files (issue 5):
-# until those land in Options.swift they are reported, not failed.
-PENDING_VARIABLES = {"WALLET_STORE_POOL_SIZE", "WALLET_STORE_STATEMENT_TIMEOUT", "WALLET_ORDERED_SHARDS"}
-
 failures = 0
 passes = 0
 
@@ -34,10 +30,6 @@ def check(description, passed, detail=""):
     else:
         failures += 1
         print(f"consistency: FAILED: {description}" + (f": {detail}" if detail else ""), file=sys.stderr)
-
-
-def warn(description):
-    print(f"consistency: warning: {description}", file=sys.stderr)
 
 
 def load(path):
@@ -66,10 +58,8 @@ check("the worker's environment variables are found in Options.swift", len(known
 
 
 def check_variables(where, names):
-    unknown = sorted(set(names) - known_variables - PENDING_VARIABLES)
+    unknown = sorted(set(names) - known_variables)
     check(f"{where}: every variable is one the worker reads", not unknown, f"unknown: {unknown}")
-    for name in sorted((set(names) & PENDING_VARIABLES) - known_variables):
-        warn(f"{where}: {name} is not in Options.swift yet (arrives with the PostgreSQL store / ordered mode)")
 
 
 topology_source = (ROOT / "Sources" / "WalletWorker" / "Topology.swift").read_text()
