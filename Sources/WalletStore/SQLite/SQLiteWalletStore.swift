@@ -66,13 +66,16 @@ public final class SQLiteWalletStore: WalletStore {
     /// changed in ways this code would silently get wrong.
     private static func migrate(_ queue: DatabaseQueue, fileName: String) throws {
         // Two processes opening a new file at once race to create the schema: the loser's statements fail (e.g.
-        // "no such table: grdb_migrations" between GRDB's two reads, "table cards already exists") and its
-        // migration transaction rolls back. Another attempt sees the winner's committed schema.
+        // "no such table: grdb_migrations" between GRDB's two reads, "table cards already exists", or SQLITE_BUSY
+        // without waiting when a read must become a write) and its migration transaction rolls back. Another
+        // attempt sees the winner's committed schema.
         var attempt = 1
         while true {
             do {
                 return try migrateOnce(queue, fileName: fileName)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR && attempt < 5 {
+            } catch let error as DatabaseError
+                where [.SQLITE_ERROR, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode) && attempt < 5
+            {
                 attempt += 1
                 usleep(50_000)
             }
