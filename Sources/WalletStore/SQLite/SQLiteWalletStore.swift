@@ -75,7 +75,7 @@ public final class SQLiteWalletStore: WalletStore {
             do {
                 return try migrateOnce(queue, fileName: fileName)
             } catch let error as DatabaseError
-                where [.SQLITE_ERROR, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
+                where [.SQLITE_ERROR, .SQLITE_SCHEMA, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
                 && ContinuousClock.now < deadline
             {
                 usleep(50_000)
