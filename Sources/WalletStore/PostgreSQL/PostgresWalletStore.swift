@@ -21,7 +21,7 @@ public final class PostgresWalletStore: WalletStore {
         /// Connections this process opens at most. Default: `4`.
         public var poolSize: Int
         /// Longest a statement may run on the server, lock waits included (`statement_timeout`); also how long a
-        /// batch waits for a pooled connection. Default: `.seconds(5)`.
+        /// batch waits for a pooled connection (at least 1 s). Default: `.seconds(5)`.
         public var statementTimeout: Duration
 
         public init(location: PostgresLocation) {
@@ -46,10 +46,12 @@ public final class PostgresWalletStore: WalletStore {
     private static let silentLogger = Logger(label: "wallet-store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
     private var location: PostgresLocation { configuration.location }
-    private var leaseLimit: Duration { configuration.statementTimeout }
+    /// How long a batch waits for a pooled connection: the statement timeout, but at least 1 s (the pool may have
+    /// to open one, TLS and SCRAM included).
+    private var leaseLimit: Duration { max(configuration.statementTimeout, .seconds(1)) }
     /// A batch's statements each stop at the statement timeout on the server; this catches a server that stopped
     /// answering altogether.
-    private var attemptLimit: Duration { configuration.statementTimeout * 2 + .seconds(1) }
+    private var attemptLimit: Duration { leaseLimit + configuration.statementTimeout * 2 }
 
     /// Creates the pool and starts it; no connection is made until `prepare()` or the first batch.
     public init(configuration: Configuration) throws(StoreError) {
@@ -182,15 +184,25 @@ public final class PostgresWalletStore: WalletStore {
             }
             throw StoreError(.transient, "PostgreSQL store: the batch kept reading keys it had not fetched")
         } catch {
+            // A broken connection gets no ROLLBACK (PostgresNIO would never answer a query written to a connection
+            // that is closing), and a connection whose ROLLBACK fails is not handed back inside a transaction. Closed
+            // and awaited, so the pool has seen it go before the lease ends.
             do {
+                guard !Self.isConnectionBroken(by: error) else { throw error }
                 try await statements.rollback()
             } catch {
-                // The connection is gone or confused: never hand it back to the pool inside a transaction (and
-                // only once closed, so the pool has seen it go).
                 try? await statements.connection.close()
             }
             throw error
         }
+    }
+
+    /// Whether `error` left the connection unusable: the connection failed, or the server ended the session
+    /// (a FATAL error: terminated, shutting down, idle-transaction timeout).
+    private static func isConnectionBroken(by error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        guard error.code == .server else { return true }
+        return ["FATAL", "PANIC"].contains(error.serverInfo?[.severity] ?? "")
     }
 
     /// A routing pass over nothing: what the batch will ask for (its result is thrown away).
@@ -223,6 +235,8 @@ public final class PostgresWalletStore: WalletStore {
             }
         } catch let failure as WorkFailure {
             throw failure.underlying
+        } catch is PostgresAttemptDeadline.ConnectionClosed {
+            throw StoreError(.transient, "PostgreSQL connection lost while idle in the pool (\(location.shortName))")
         } catch let exceeded as PostgresAttemptDeadline.Exceeded {
             if exceeded.phase == .running {
                 throw StoreError(
