@@ -64,16 +64,19 @@ final class PostgresAttemptDeadline: Sendable {
             let timer = Task {
                 try? await Task.sleep(for: leaseLimit)
                 guard !Task.isCancelled else { return }
-                if deadline.expire(ifStill: .leasing) {
-                    work.cancel()  // cancels the lease request
+                // The answer first: the work's own failure once cancelled must not take its place.
+                if deadline.expire(ifStill: .leasing) != nil {
                     answer.resume(with: .failure(Exceeded(phase: .leasing)))
+                    work.cancel()  // cancels the lease request
                     return
                 }
                 try? await Task.sleep(for: totalLimit - leaseLimit)
                 guard !Task.isCancelled else { return }
-                if deadline.expire(ifStill: .running) {
-                    work.cancel()
+                if case .running(let connection)? = deadline.expire(ifStill: .running) {
                     answer.resume(with: .failure(Exceeded(phase: .running)))
+                    // Closed under the work, which then fails at once (or, stuck in PostgresNIO, is left behind).
+                    let _: EventLoopFuture<Void> = connection.close()
+                    work.cancel()
                 }
             }
             answer.onAnswer { timer.cancel() }
@@ -96,19 +99,15 @@ final class PostgresAttemptDeadline: Sendable {
         }
     }
 
-    /// Ends the phase if it is still under way; true when it was (a running connection is closed).
-    private func expire(ifStill phase: Phase) -> Bool {
+    /// Ends the phase if it is still under way, returning what it was (with the connection in use); nil if not.
+    private func expire(ifStill phase: Phase) -> State? {
         state.withLock { state in
             switch (state, phase) {
-            case (.leasing, .leasing):
-                state = .expired(.leasing)
-                return true
-            case (.running(let connection), .running):
-                state = .expired(.running)
-                let _: EventLoopFuture<Void> = connection.close()
-                return true
+            case (.leasing, .leasing), (.running, .running):
+                defer { state = .expired(phase) }
+                return state
             default:
-                return false
+                return nil
             }
         }
     }
@@ -117,6 +116,37 @@ final class PostgresAttemptDeadline: Sendable {
         state.withLock { state in
             if case .expired(let phase) = state { return phase }
             return nil
+        }
+    }
+}
+
+/// A deadline for work outside the pool (the migration on a connection of the store's own).
+enum PostgresDeadline {
+    struct Expired: Error {}
+
+    /// Answers with `work`'s result, or throws `Expired` once `limit` has passed; then `onExpiry` runs (close the
+    /// work's connection) and the work is left behind, as `PostgresAttemptDeadline` does.
+    static func run<Result: Sendable>(
+        within limit: Duration, onExpiry: @escaping @Sendable () -> Void,
+        _ work: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            let answer = AnswerOnce(continuation)
+            let task = Task {
+                do {
+                    answer.resume(with: .success(try await work()))
+                } catch {
+                    answer.resume(with: .failure(error))
+                }
+            }
+            let timer = Task {
+                try? await Task.sleep(for: limit)
+                guard !Task.isCancelled else { return }
+                answer.resume(with: .failure(Expired()))
+                onExpiry()
+                task.cancel()
+            }
+            answer.onAnswer { timer.cancel() }
         }
     }
 }

@@ -85,15 +85,27 @@ public final class PostgresWalletStore: WalletStore {
         try checkOpen()
         let location = location
         let logger = logger
+        let settings = PostgresConnectionSettings(configuration)
+        let opened = OpenedConnection()
+        // Connecting, then a handful of statements each bounded by the statement timeout on the server.
+        let limit = settings.connectTimeout + configuration.statementTimeout * 4
         do {
-            let connection = try await PostgresConnectionSettings(configuration).connect(logger: logger)
-            do {
-                try await PostgresSchema.migrate(on: connection, location: location, logger: logger)
-            } catch {
+            try await PostgresDeadline.run(within: limit, onExpiry: { opened.close() }) {
+                let connection = try await settings.connect(logger: logger)
+                opened.set(connection)
+                do {
+                    try await PostgresSchema.migrate(on: connection, location: location, logger: logger)
+                } catch {
+                    // Closing rolls back a migration that failed half-way (no ROLLBACK sent: see
+                    // PostgresAttemptDeadline on queries written to a connection that is closing).
+                    try? await connection.close()
+                    throw error
+                }
                 try? await connection.close()
-                throw error
             }
-            try? await connection.close()
+        } catch is PostgresDeadline.Expired {
+            throw StoreError(
+                .transient, "PostgreSQL did not answer within \(limit) while migrating (\(location.shortName))")
         } catch {
             throw StoreError.postgres(error, at: location)
         }
@@ -289,6 +301,21 @@ public final class PostgresWalletStore: WalletStore {
         } catch {
             throw StoreError.postgres(error, at: location)
         }
+    }
+}
+
+/// The connection `prepare` opened, for its deadline to close.
+private final class OpenedConnection: Sendable {
+    private let connection = Mutex<PostgresConnection?>(nil)
+
+    func set(_ opened: PostgresConnection) {
+        connection.withLock { $0 = opened }
+    }
+
+    /// Starts closing it; the reference stays, so the connection is not released before it has closed.
+    func close() {
+        guard let opened = connection.withLock({ $0 }) else { return }
+        let _: EventLoopFuture<Void> = opened.close()
     }
 }
 
