@@ -254,22 +254,23 @@ public final class PostgresWalletStore: WalletStore {
                 throw StoreError(
                     .transient, "PostgreSQL did not answer within \(attemptLimit): connection closed (\(location.shortName))")
             }
-            throw await leaseFailure(reason: "no pooled connection within \(leaseLimit)")
+            throw await leaseFailure(
+                otherwise: "no pooled connection within \(leaseLimit) (all \(configuration.poolSize) busy)")
         } catch {
-            throw await leaseFailure(reason: "no pooled connection")
+            throw await leaseFailure(otherwise: "the pool gave no connection (\(type(of: error)))")
         }
     }
 
-    /// Why the pool has no connection: a connection of our own fails the way the pool's do, with the cause.
-    private func leaseFailure(reason: String) async -> StoreError {
+    /// Why the pool has no connection: a connection of our own fails the way the pool's do, with the cause; if it
+    /// connects, the pool's own `reason` stands.
+    private func leaseFailure(otherwise reason: String) async -> StoreError {
         if runner.withLock({ $0 == nil }) {
             return StoreError(.permanent, "PostgreSQL store is closed (\(location.shortName))")
         }
         do {
             let connection = try await PostgresConnectionSettings(configuration).connect(logger: logger)
             try? await connection.close()
-            return StoreError(
-                .transient, "PostgreSQL: \(reason) (all \(configuration.poolSize) busy) (\(location.shortName))")
+            return StoreError(.transient, "PostgreSQL: \(reason) (\(location.shortName))")
         } catch {
             return StoreError.postgres(error, at: location)
         }
