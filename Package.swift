@@ -51,6 +51,8 @@ let package = Package(
             dependencies: [
                 "WalletRouting",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // The C API, for binding and reading the batch's hot statements (SQLite/DirectStatement.swift).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),

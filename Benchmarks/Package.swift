@@ -27,6 +27,15 @@ let package = Package(
                 "CAllocationCounter",
             ]
         ),
+        // The store's share of the worker (routing + SQLite transaction per batch), without the broker.
+        .executableTarget(
+            name: "store-benchmark",
+            dependencies: [
+                .product(name: "WalletRouting", package: "wallet-notification-worker"),
+                .product(name: "WalletStore", package: "wallet-notification-worker"),
+                "BenchmarkWorkload",
+            ]
+        ),
         // The end-to-end benchmark's helper: preloads the broker with the mix and watches a contender drain it
         // (scripts/benchmark-worker.sh).
         .executableTarget(

@@ -86,6 +86,19 @@ public final class AMQPChannel: Sendable {
         }
     }
 
+    /// Binds exchange `destination` to exchange `source` (`exchange.bind`, a RabbitMQ extension): messages routed
+    /// by `source` with a matching key are routed on by `destination`.
+    public func bindExchange(_ destination: String, to source: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
+        let reference = reference
+        let number = reference.number
+        try await runtime.perform { core throws(AMQPError) in
+            let pool = CMemoryPool()
+            _ = try core.rpc(channel: reference, "binding exchange '\(destination)' to '\(source)'") {
+                amqp_exchange_bind(core.state, number, pool.bytes(destination), pool.bytes(source), pool.bytes(routingKey), arguments.encoded(in: pool))
+            }
+        }
+    }
+
     public func unbindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
         let reference = reference
         let number = reference.number

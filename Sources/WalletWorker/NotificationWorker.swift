@@ -5,11 +5,13 @@ import ServiceLifecycle
 import WalletRouting
 import WalletStore
 
-/// The worker as a service: `--concurrency` pipelines consuming the work queue, plus the deduplication
-/// retention sweep, until graceful shutdown (SIGTERM/SIGINT through the `ServiceGroup`).
+/// The worker as a service: `--concurrency` pipelines consuming the work queue (or, in the ordered mode, one
+/// pipeline per shard plus one on the work queue), plus the deduplication retention sweep, until graceful shutdown
+/// (SIGTERM/SIGINT through the `ServiceGroup`).
 ///
 /// On shutdown every pipeline cancels its consumer, finishes the batch it holds (store, publish, confirms,
-/// acknowledgement) and closes its connections; then the store is closed and `run()` returns.
+/// acknowledgement) and closes its connections (a shard pipeline finishes its batch in hand and hands the rest
+/// back to the broker: `ShardHandover`); then the store is closed and `run()` returns.
 public final class NotificationWorker: Service {
     public let health: WorkerHealth
     public let metrics: WorkerMetrics
@@ -26,21 +28,29 @@ public final class NotificationWorker: Service {
         self.store = store
         self.metrics = metrics
         self.logger = logger
-        self.health = WorkerHealth(pipelines: configuration.concurrency)
+        self.health = WorkerHealth(pipelines: configuration.consumedQueues.count)
         self.connectionConfiguration = try configuration.connectionConfiguration()
     }
 
     public func run() async throws {
-        let processor = BatchProcessor(
-            store: store, router: NotificationRouter(settings: configuration.routingSettings),
-            topology: configuration.topology, retryAttempts: configuration.retryAttempts,
-            confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger)
-        let pipelines = (0..<configuration.concurrency).map { index in
+        let router = NotificationRouter(settings: configuration.routingSettings)
+        let pipelines = configuration.consumedQueues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
+            // A shard's retries wait in the shard's own retry queue, which dead-letters back to the shard.
+            var topology = configuration.topology
+            topology.retryQueue = queue.retryQueue
+            let processor = BatchProcessor(
+                store: store, router: router, topology: topology, retryAttempts: configuration.retryAttempts,
+                confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger)
             return Pipeline(
-                index: index, configuration: configuration, connectionConfiguration: connectionConfiguration,
-                processor: processor, health: health, metrics: metrics, stop: stop, logger: logger)
+                index: index, queue: queue, configuration: configuration,
+                connectionConfiguration: connectionConfiguration, processor: processor, health: health,
+                metrics: metrics, stop: stop, logger: logger)
+        }
+        if let sharded = configuration.topology.sharded, configuration.concurrency > 1 {
+            logger.notice("--concurrency does not apply in the ordered mode: one pipeline per shard",
+                          metadata: ["shards": "\(sharded.count)"])
         }
         do {
             try await withGracefulShutdownHandler {

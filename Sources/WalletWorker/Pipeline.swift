@@ -2,11 +2,14 @@ import AMQPTransport
 import Foundation
 import Logging
 
-/// One consume-process-publish loop with its own two connections: deliveries and acknowledgements on one,
-/// results on the other, so a publish that waits on a congested socket never delays acknowledgements.
+/// One consume-process-publish loop over one queue, with its own two connections: deliveries and
+/// acknowledgements on one, results on the other, so a publish that waits on a congested socket never delays
+/// acknowledgements. Batches are processed strictly one after another.
 /// It reconnects after any broker failure, re-declaring the topology, until the stop signal fires.
 struct Pipeline: Sendable {
     var index: Int
+    /// The work queue, or a shard of the ordered mode.
+    var queue: ConsumedQueue
     var configuration: WorkerConfiguration
     var connectionConfiguration: AMQPConnectionConfiguration
     var processor: BatchProcessor
@@ -67,7 +70,7 @@ struct Pipeline: Sendable {
             try await consume.setPrefetch(count: configuration.prefetch)
             let publish = try await publishConnection.openChannel()
             try await publish.enableConfirms()
-            let consumer = try await consume.consume(queue: configuration.topology.workQueue, consumerTag: consumerTag)
+            let consumer = try await consume.consume(queue: queue.name, consumerTag: consumerTag)
 
             consuming = true
             health.pipelineStartedConsuming()
@@ -76,18 +79,26 @@ struct Pipeline: Sendable {
                 health.pipelineStoppedConsuming()
                 metrics.consumingPipelines.decrement()
             }
-            logger.info("consuming", metadata: ["queue": "\(configuration.topology.workQueue)"])
+            logger.info("consuming", metadata: ["queue": "\(queue.name)"])
 
-            // On SIGTERM: stop the broker sending; the loop below finishes what it already holds.
+            // On SIGTERM: a work queue pipeline stops the broker sending and finishes everything it received;
+            // a shard pipeline finishes the batch in hand and closes the channel, handing the rest over in order.
+            let handover = queue.isShard ? ShardHandover() : nil
             let handler = stop.onStop {
-                Task { try? await consume.cancel(consumerTag: consumer.tag) }
+                if let handover {
+                    if handover.requestStop() { Task { try? await consume.close() } }
+                } else {
+                    Task { try? await consume.cancel(consumerTag: consumer.tag) }
+                }
             }
             defer { stop.removeHandler(handler) }
 
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for try await batch in consumer {
+                        guard handover?.beginBatch() ?? true else { break }
                         try await processor.process(batch, consumeChannel: consume, publishChannel: publish)
+                        if handover?.endBatch() == true { break }
                     }
                 }
                 group.addTask {
@@ -97,7 +108,15 @@ struct Pipeline: Sendable {
                     try await watch(publishConnection, role: "publish")
                 }
                 // The consumer finishing ends the session; a watcher only finishes by throwing.
-                try await group.next()
+                // A shard's channel is closed before anything cancels its consumer (cancelling the consumer task,
+                // closing the connection): see `ShardHandover`.
+                do {
+                    try await group.next()
+                } catch {
+                    if handover != nil { try? await consume.close() }
+                    throw error
+                }
+                if handover != nil { try? await consume.close() }
                 group.cancelAll()
             }
         } catch {

@@ -28,6 +28,9 @@ public struct Topology: Sendable, Hashable {
     /// Where results are published. Default: `wallet.events`, `wallet.transactions`, `wallet.replenishment`,
     /// `wallet.actions`, `wallet.installations`.
     public var resultExchanges = RoutingSettings.ResultExchanges()
+    /// The ordered mode: this many consistent-hash shard queues, each with a single active consumer, take the
+    /// inbound messages instead of the work queue (`ShardedTopology`). `0` is the default mode. Default: `0`.
+    public var orderedShards = 0
 
     public init() {}
 
@@ -42,14 +45,21 @@ public struct Topology: Sendable, Hashable {
                 try await channel.declareExchange(exchange, type: "topic")
             }
             try await channel.declareQueue(workQueue, arguments: workQueueArguments)
-            try await channel.bindQueue(workQueue, exchange: inboundExchange, routingKey: "#")
+            if let sharded {
+                // The shards are bound before the work queue is unbound: a message published in between reaches
+                // both (deduplicated by its message_id) rather than neither.
+                try await sharded.declare(on: channel, retryDelay: retryDelay)
+                try await channel.unbindQueue(workQueue, exchange: inboundExchange, routingKey: "#")
+            } else {
+                try await channel.bindQueue(workQueue, exchange: inboundExchange, routingKey: "#")
+            }
             try await channel.declareQueue(retryQueue, arguments: retryQueueArguments(retryDelay: retryDelay))
             try await channel.declareQueue(deadLetterQueue, arguments: deadLetterQueueArguments)
             try await channel.bindQueue(deadLetterQueue, exchange: deadLetterExchange, routingKey: "")
         } catch {
             // 406 PRECONDITION_FAILED: declared before with other arguments.
-            if error.replyCode == 406 { throw TopologyError(underlying: error) }
-            throw error
+            guard let refused = error as? AMQPError, refused.replyCode == 406 else { throw error }
+            throw TopologyError(underlying: refused)
         }
     }
 
@@ -85,14 +95,24 @@ public struct Topology: Sendable, Hashable {
     }
 }
 
-/// A queue or exchange already exists with different settings.
+/// The broker refused the topology in a way reconnecting cannot fix: a queue or exchange already exists with
+/// different settings, or the ordered mode's exchange type is not installed.
 public struct TopologyError: Error, CustomStringConvertible {
     public var underlying: AMQPError
+    /// What to do about it.
+    public var explanation: String
+
+    init(underlying: AMQPError, explanation: String = Self.conflictingArguments) {
+        self.underlying = underlying
+        self.explanation = explanation
+    }
+
+    static let conflictingArguments =
+        "a queue or exchange exists with other arguments, e.g. another retry delay or queue type. Use the settings "
+        + "it was declared with, or delete it (after draining) so the worker declares it anew"
 
     public var description: String {
-        "the broker refused to declare the topology (\(underlying.replyText ?? "\(underlying)")): a queue or exchange "
-            + "exists with other arguments, e.g. another retry delay or queue type. Use the settings it was "
-            + "declared with, or delete it (after draining) so the worker declares it anew"
+        "the broker refused to declare the topology (\(underlying.replyText ?? "\(underlying)")): \(explanation)"
     }
 }
 

@@ -17,6 +17,9 @@ public enum TopologyDeclaration {
             throw error
         }
         await connection.close()
-        logger.info("topology declared", metadata: ["work_queue": "\(configuration.topology.workQueue)"])
+        logger.info("topology declared", metadata: [
+            "work_queue": "\(configuration.topology.workQueue)",
+            "ordered_shards": "\(configuration.topology.orderedShards)",
+        ])
     }
 }

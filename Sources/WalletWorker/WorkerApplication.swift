@@ -78,6 +78,10 @@ extension WorkerConfiguration {
             throw ConfigurationError("--store-statement-timeout must be positive")
         }
         guard topology.deliveryLimit >= 1 else { throw ConfigurationError("--delivery-limit must be at least 1") }
+        // Each shard is a pipeline with two connections.
+        guard (0...64).contains(topology.orderedShards) else {
+            throw ConfigurationError("--ordered-shards must be between 0 (off) and 64")
+        }
         if let httpPort, !(0...65_535).contains(httpPort) {
             throw ConfigurationError("--http-port must be between 0 and 65535")
         }

@@ -12,12 +12,12 @@ public struct WorkerConfiguration: Sendable {
     public var tls = AMQPConnectionConfiguration.TLS()
     /// AMQP heartbeat: a silent broker is declared lost after about twice this. Default: `10 s`.
     public var heartbeat: Duration = .seconds(10)
-    /// Queue and exchange names (CONTRACT.md §1).
+    /// Queue and exchange names (CONTRACT.md §1), and the ordered mode (`topology.orderedShards`, default off).
     public var topology = Topology()
     /// Unacknowledged deliveries the broker sends each consumer: the largest batch. Default: `200`.
     public var prefetch: UInt16 = 200
-    /// Independent consume-process-publish pipelines, each with its own two connections.
-    /// More than 1 gives up queue order. Default: `1`.
+    /// Independent consume-process-publish pipelines on the work queue, each with its own two connections.
+    /// More than 1 gives up queue order. Does not apply in the ordered mode (one pipeline per shard). Default: `1`.
     public var concurrency = 1
     /// Where state and processed message ids live. Default: `sqlite:wallet.sqlite`.
     public var store: StoreLocation = .sqlite(path: "wallet.sqlite")

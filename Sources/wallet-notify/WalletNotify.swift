@@ -13,6 +13,8 @@ import WalletWorker
 /// published persistent with a `message_id` (the line's, else a generated one). A private queue bound to the five
 /// result exchanges receives the results, as a downstream consumer's would; those of the published messages are
 /// printed as JSON lines. Messages that publish nothing (ignored ones) print nothing.
+/// A message whose body has a `digitalCardId` carries it in the `digitalCardId` header too, as every publisher
+/// must for the ordered mode (`--ordered-shards`: the broker hashes that header to pick the card's shard).
 /// Environment: AMQP_URL, WALLET_INBOUND_EXCHANGE and the WALLET_*_EXCHANGE names of the worker,
 /// WALLET_NOTIFY_WAIT (how long to wait after the last result, default 5s).
 @main
@@ -47,7 +49,7 @@ struct WalletNotify {
                     body: message.body,
                     properties: AMQPMessageProperties(
                         contentType: "application/json",
-                        headers: message.properties.traceparent.map { ["traceparent": .string($0)] },
+                        headers: headers(of: message),
                         deliveryMode: .persistent,
                         correlationID: message.properties.correlationID,
                         replyTo: message.properties.replyTo,
@@ -68,6 +70,14 @@ struct WalletNotify {
             FileHandle.standardError.write(Data("wallet-notify: \(error)\n".utf8))
             exit(1)
         }
+    }
+
+    /// `traceparent` when the line has one, and the card id the ordered mode hashes.
+    static func headers(of message: InboundMessage) -> AMQPTable? {
+        var headers = AMQPTable()
+        if let traceparent = message.properties.traceparent { headers["traceparent"] = .string(traceparent) }
+        if let card = message.bodyDigitalCardId { headers[ShardedTopology.cardHeader] = .string(card) }
+        return headers.isEmpty ? nil : headers
     }
 
     static func readMessages(paths: [String]) throws -> [InboundMessage] {

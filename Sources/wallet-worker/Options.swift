@@ -28,6 +28,8 @@ struct BrokerOptions: ParsableArguments {
     var deliveryLimit: String?
     @Option(help: "Retry queue (env WALLET_RETRY_QUEUE). Default: wallet.notifications.retry")
     var retryQueue: String?
+    @Option(help: "Ordered mode: N consistent-hash shard queues with a single active consumer, keyed by the digitalCardId header; 0 is off (env WALLET_ORDERED_SHARDS). Default: 0")
+    var orderedShards: String?
     @Option(help: "Delay in the retry queue, its x-message-ttl, e.g. 5s (env WALLET_RETRY_DELAY). Default: 5s")
     var retryDelay: String?
     @Option(help: "Dead-letter exchange (env WALLET_DEAD_LETTER_EXCHANGE). Default: wallet.notifications.dlx")
@@ -60,6 +62,9 @@ struct BrokerOptions: ParsableArguments {
         assign(try setting(deliveryLimit, "--delivery-limit", "WALLET_DELIVERY_LIMIT", expected: "a positive integer", positiveInt),
                to: &topology.deliveryLimit)
         assign(try setting(retryQueue, "--retry-queue", "WALLET_RETRY_QUEUE", expected: "a name", text), to: &topology.retryQueue)
+        assign(try setting(orderedShards, "--ordered-shards", "WALLET_ORDERED_SHARDS", expected: "an integer from 0 (off) to 64",
+                           { Int($0).flatMap { (0...64).contains($0) ? $0 : nil } }),
+               to: &topology.orderedShards)
         assign(try setting(retryDelay, "--retry-delay", "WALLET_RETRY_DELAY", expected: "a duration like 5s", duration),
                to: &configuration.retryDelay)
         assign(try setting(deadLetterExchange, "--dead-letter-exchange", "WALLET_DEAD_LETTER_EXCHANGE", expected: "a name", text),
@@ -83,7 +88,7 @@ struct WorkerOptions: ParsableArguments {
     var store: String?
     @Option(help: "Unacknowledged deliveries per consumer, the largest batch (env WALLET_PREFETCH). Default: 200")
     var prefetch: String?
-    @Option(help: "Parallel pipelines; above 1 queue order is not kept (env WALLET_CONCURRENCY). Default: 1")
+    @Option(help: "Parallel pipelines on the work queue; above 1 queue order is not kept; not used in the ordered mode (env WALLET_CONCURRENCY). Default: 1")
     var concurrency: String?
     @Option(help: "Processing attempts before a transient failure dead-letters (env WALLET_RETRY_ATTEMPTS). Default: 5")
     var retryAttempts: String?

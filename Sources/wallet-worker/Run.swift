@@ -25,6 +25,7 @@ extension WalletWorkerCommand {
                 logger.info("starting", metadata: [
                     "store": "\(configuration.store)", "prefetch": "\(configuration.prefetch)",
                     "concurrency": "\(configuration.concurrency)",
+                    "ordered_shards": "\(configuration.topology.orderedShards)",
                     "work_queue": "\(configuration.topology.workQueue)",
                 ])
                 try await application.run()

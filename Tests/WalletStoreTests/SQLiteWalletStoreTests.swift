@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 import WalletRouting
 
@@ -65,7 +66,9 @@ import WalletRouting
             try await other.read { db in
                 #expect(try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal")
                 #expect(try String.fetchOne(db, sql: "SELECT state FROM cards WHERE digital_card_id = 'DC-1'") == "active")
-                #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM processed_results WHERE message_id = 'm1'") == 2)
+                let blob = try Data.fetchOne(db, sql: "SELECT results FROM processed_messages WHERE message_id = 'm1'")
+                let recorded = try blob.map { data in try data.withUnsafeBytes { try RecordedResultsEncoding.decode($0) } }
+                #expect(recorded?.count == 2)
                 // newestTransactions reads the index in order: no temporary B-tree to sort.
                 let plan = try Row.fetchAll(
                     db,
@@ -141,6 +144,70 @@ import WalletRouting
             let again = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
             #expect(again.map(\.isReplay) == [false])
             await store.close()
+        }
+    }
+
+    /// A file written by a build with schema v1 (one row per result) replays the same results after v2.
+    @Test func recordsOfASchemaV1FileReplayUnchangedAfterTheMigration() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let v1 = try DatabaseQueue(path: path)
+            try SQLiteSchema.migrator.migrate(v1, upTo: "v1")
+            // What v1's record wrote for a message with two results (one a reply_to copy) and an ignored one.
+            try await v1.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO processed_messages VALUES ('m1', 100.5, 'processed', 'CPS', 'DC-1');
+                        INSERT INTO processed_messages VALUES ('m2', 101.0, 'ignored', NULL, NULL);
+                        INSERT INTO processed_results VALUES
+                            ('m1', 0, 'wallet.events', 'card.installed', X'7B7D', 'm1/0', 'c-1', 'cardEvent', 'tp-1'),
+                            ('m1', 1, '', 'reply-queue', X'7B7D', 'm1/0', 'c-1', 'cardEvent', NULL);
+                        """)
+            }
+            try v1.close()
+
+            let store = try Self.open(path)
+            let replays = try await store.process(
+                [Messages.ignored(id: "m2"), Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+            #expect(replays.map(\.isReplay) == [true, true])
+            #expect(replays[0].decision.results.isEmpty)
+            #expect(replays[0].decision.outcome == .ignored)
+            let m1 = replays[1].decision
+            #expect(m1.outcome == .processed && m1.sender == "CPS" && m1.digitalCardId == "DC-1")
+            #expect(
+                m1.results == [
+                    OutboundResult(
+                        exchange: "wallet.events", routingKey: "card.installed", body: Array("{}".utf8),
+                        properties: OutboundProperties(
+                            messageID: "m1/0", correlationID: "c-1", type: "cardEvent", traceparent: "tp-1")),
+                    OutboundResult(
+                        exchange: "", routingKey: "reply-queue", body: Array("{}".utf8),
+                        properties: OutboundProperties(
+                            messageID: "m1/0", correlationID: "c-1", type: "cardEvent", traceparent: nil)),
+                ])
+            // The retention sweep still finds v1's records by their time.
+            #expect(try await store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 101)) == 1)
+            await store.close()
+        }
+    }
+
+    /// Processes sharing a new file start at the same moment: none fails permanently on the schema race.
+    @Test func storesOpeningANewFileAtOnceAllSucceed() async throws {
+        try await withTemporaryDirectory { directory in
+            for round in 0..<100 {
+                let path = directory.appendingPathComponent("wallet-\(round).sqlite").path
+                let failures = Mutex<[String]>([])
+                DispatchQueue.concurrentPerform(iterations: 3) { _ in
+                    do {
+                        _ = try Self.open(path)
+                    } catch let error as StoreError where error.kind == .transient {
+                        // SQLITE_BUSY while another opener sets the file up is transient: not the race tested here.
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                    }
+                }
+                #expect(failures.withLock { $0 } == [], "round \(round)")
+            }
         }
     }
 

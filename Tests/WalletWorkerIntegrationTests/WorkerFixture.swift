@@ -218,10 +218,12 @@ final class WorkerEnvironment: @unchecked Sendable {
         for collector in collectors { await collector.stop() }
         let cleanup = try await connection.openChannel()
         let topology = topology
-        for queue in queues + [topology.workQueue, topology.retryQueue, topology.deadLetterQueue] {
+        let shardQueues = (topology.sharded?.queues ?? []) + (topology.sharded?.retryQueues ?? [])
+        for queue in queues + [topology.workQueue, topology.retryQueue, topology.deadLetterQueue] + shardQueues {
             try await cleanup.deleteQueue(queue)
         }
-        for exchange in [topology.inboundExchange, topology.deadLetterExchange] + topology.allResultExchanges {
+        let hashExchange = topology.sharded.map { [$0.hashExchange] } ?? []
+        for exchange in [topology.inboundExchange, topology.deadLetterExchange] + topology.allResultExchanges + hashExchange {
             try await cleanup.deleteExchange(exchange)
         }
         try? await cleanup.close()

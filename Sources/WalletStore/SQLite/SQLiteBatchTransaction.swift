@@ -5,7 +5,8 @@ import WalletRouting
 /// The store's view of one open SQLite transaction: what the router reads, what the batch writes.
 ///
 /// Lives only inside a GRDB access block, on the connection that holds the transaction. Every statement is a
-/// cached prepared statement of the connection, so a batch compiles no SQL after the first.
+/// cached prepared statement of the connection, so a batch compiles no SQL after the first, bound and read
+/// directly (`DirectStatement`).
 final class SQLiteBatchTransaction: WalletStoreTransaction {
     private let db: Database
 
@@ -16,70 +17,75 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     // MARK: - WalletStateReading
 
     func card(_ digitalCardId: String) throws -> CardRecord? {
-        let statement = try db.cachedStatement(
+        try db.withDirectStatement(
             sql: """
                 SELECT state, tokenized_card_id, key_type, payments_left, keys_expire_at
                 FROM cards WHERE digital_card_id = ?
-                """)
-        return try firstRow(of: statement, arguments: [digitalCardId]) { row in
-        let paymentsLeft = try row.decode(Int?.self, atIndex: 3)
-        let expiresAt = try row.decode(Double?.self, atIndex: 4)
-        return CardRecord(
-            digitalCardId: digitalCardId,
-            state: try Self.decode(CardState.self, row.decode(String.self, atIndex: 0), column: "cards.state"),
-            tokenizedCardId: try row.decode(String?.self, atIndex: 1),
-            keyType: try Self.decode(KeyType.self, row.decode(String.self, atIndex: 2), column: "cards.key_type"),
-            paymentKeys: paymentsLeft.flatMap { left in
-                expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
-            })
+                """
+        ) { statement in
+            statement.bind(digitalCardId)
+            guard try statement.step() else { return nil }
+            let paymentsLeft = statement.optionalInt(3)
+            let expiresAt = statement.optionalDouble(4)
+            return CardRecord(
+                digitalCardId: digitalCardId,
+                state: try Self.decode(CardState.self, statement.text(0), column: "cards.state"),
+                tokenizedCardId: statement.optionalText(1),
+                keyType: try Self.decode(KeyType.self, statement.text(2), column: "cards.key_type"),
+                paymentKeys: paymentsLeft.flatMap { left in
+                    expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
+                })
         }
     }
 
     func hasTransaction(digitalCardId: String, recordId: String) throws -> Bool {
-        let statement = try db.cachedStatement(
-            sql: "SELECT 1 FROM transactions WHERE digital_card_id = ? AND record_id = ?")
-        return try Row.fetchCursor(statement, arguments: [digitalCardId, recordId]).next() != nil
+        try db.withDirectStatement(sql: "SELECT 1 FROM transactions WHERE digital_card_id = ? AND record_id = ?") {
+            statement in
+            statement.bind(digitalCardId)
+            statement.bind(recordId)
+            return try statement.step()
+        }
     }
 
     func newestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws -> [TransactionRecord] {
         guard limit > 0 else { return [] }
-        let columns = """
-            record_id, date, instant, status, type, currency_code, amount, display_amount, merchant_name,
-            merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary
+        let select = """
+            SELECT record_id, date, instant, status, type, currency_code, amount, display_amount, merchant_name,
+                   merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary
+            FROM transactions
             """
         let order = "ORDER BY instant DESC, stored_sequence DESC LIMIT ?"
-        let rows: RowCursor
-        if let auxiliary {
-            let statement = try db.cachedStatement(
-                sql: "SELECT \(columns) FROM transactions WHERE digital_card_id = ? AND is_auxiliary = ? \(order)")
-            rows = try Row.fetchCursor(statement, arguments: [digitalCardId, auxiliary, limit])
-        } else {
-            let statement = try db.cachedStatement(
-                sql: "SELECT \(columns) FROM transactions WHERE digital_card_id = ? \(order)")
-            rows = try Row.fetchCursor(statement, arguments: [digitalCardId, limit])
+        let sql =
+            auxiliary == nil
+            ? "\(select) WHERE digital_card_id = ? \(order)"
+            : "\(select) WHERE digital_card_id = ? AND is_auxiliary = ? \(order)"
+        return try db.withDirectStatement(sql: sql) { statement in
+            statement.bind(digitalCardId)
+            if let auxiliary { statement.bind(auxiliary) }
+            statement.bind(limit)
+            var records: [TransactionRecord] = []
+            records.reserveCapacity(min(limit, 16))
+            while try statement.step() {
+                records.append(
+                    TransactionRecord(
+                        id: statement.text(0),
+                        date: statement.text(1),
+                        // SQLite stores a NaN as NULL; the router never produces one, but read back what was written.
+                        instant: statement.optionalDouble(2) ?? .nan,
+                        status: statement.text(3),
+                        type: statement.text(4),
+                        currencyCode: statement.text(5),
+                        amount: JSONNumber(validatedLiteral: statement.text(6)),
+                        displayAmount: statement.optionalText(7),
+                        merchantName: statement.optionalText(8),
+                        merchantType: statement.optionalText(9),
+                        merchantPostalCode: statement.optionalText(10),
+                        terminalID: statement.optionalText(11),
+                        merchantID: statement.optionalText(12),
+                        isAuxiliaryTransaction: statement.int(13) != 0))
+            }
+            return records
         }
-        var records: [TransactionRecord] = []
-        defer { withExtendedLifetime(rows) {} }  // rows are read in place: keep the cursor alive
-        while let row = try rows.next() {
-            records.append(
-                TransactionRecord(
-                    id: try row.decode(atIndex: 0),
-                    date: try row.decode(atIndex: 1),
-                    // SQLite stores a NaN as NULL; the router never produces one, but read back what was written.
-                    instant: try row.decode(Double?.self, atIndex: 2) ?? .nan,
-                    status: try row.decode(atIndex: 3),
-                    type: try row.decode(atIndex: 4),
-                    currencyCode: try row.decode(atIndex: 5),
-                    amount: JSONNumber(validatedLiteral: try row.decode(atIndex: 6)),
-                    displayAmount: try row.decode(atIndex: 7),
-                    merchantName: try row.decode(atIndex: 8),
-                    merchantType: try row.decode(atIndex: 9),
-                    merchantPostalCode: try row.decode(atIndex: 10),
-                    terminalID: try row.decode(atIndex: 11),
-                    merchantID: try row.decode(atIndex: 12),
-                    isAuxiliaryTransaction: try row.decode(atIndex: 13)))
-        }
-        return records
     }
 
     // MARK: - Effects
@@ -94,14 +100,16 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             case .upsertInstallation(let installation):
                 try upsert(installation)
             case .deleteInstallation(let installationId):
-                try db.cachedStatement(sql: "DELETE FROM installations WHERE installation_id = ?")
-                    .execute(arguments: [installationId])
+                try db.withDirectStatement(sql: "DELETE FROM installations WHERE installation_id = ?") { statement in
+                    statement.bind(installationId)
+                    try statement.execute()
+                }
             }
         }
     }
 
     private func upsert(_ card: CardRecord) throws {
-        try db.cachedStatement(
+        try db.withDirectStatement(
             sql: """
                 INSERT INTO cards (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
                 VALUES (?, ?, ?, ?, ?, ?)
@@ -110,15 +118,20 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
                     key_type = excluded.key_type, payments_left = excluded.payments_left,
                     keys_expire_at = excluded.keys_expire_at
                 """
-        ).execute(arguments: [
-            card.digitalCardId, card.state.rawValue, card.tokenizedCardId, card.keyType.rawValue,
-            card.paymentKeys?.numberOfPaymentsLeft, card.paymentKeys?.expiresAt,
-        ])
+        ) { statement in
+            statement.bind(card.digitalCardId)
+            statement.bind(card.state.rawValue)
+            statement.bind(card.tokenizedCardId)
+            statement.bind(card.keyType.rawValue)
+            statement.bind(card.paymentKeys?.numberOfPaymentsLeft)
+            statement.bind(card.paymentKeys?.expiresAt)
+            try statement.execute()
+        }
     }
 
     private func store(_ record: TransactionRecord, digitalCardId: String) throws {
         // The first record with an id is kept (as InMemoryWalletState does): a repeat is ignored, not an error.
-        try db.cachedStatement(
+        try db.withDirectStatement(
             sql: """
                 INSERT INTO transactions (
                     digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
@@ -126,114 +139,89 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (digital_card_id, record_id) DO NOTHING
                 """
-        ).execute(arguments: [
-            digitalCardId, record.id, record.date, record.instant, record.status, record.type, record.currencyCode,
-            record.amount.literal, record.displayAmount, record.merchantName, record.merchantType,
-            record.merchantPostalCode, record.terminalID, record.merchantID, record.isAuxiliaryTransaction,
-        ])
+        ) { statement in
+            statement.bind(digitalCardId)
+            statement.bind(record.id)
+            statement.bind(record.date)
+            statement.bind(record.instant)
+            statement.bind(record.status)
+            statement.bind(record.type)
+            statement.bind(record.currencyCode)
+            statement.bind(record.amount.literal)
+            statement.bind(record.displayAmount)
+            statement.bind(record.merchantName)
+            statement.bind(record.merchantType)
+            statement.bind(record.merchantPostalCode)
+            statement.bind(record.terminalID)
+            statement.bind(record.merchantID)
+            statement.bind(record.isAuxiliaryTransaction)
+            try statement.execute()
+        }
     }
 
     private func upsert(_ installation: Installation) throws {
-        try db.cachedStatement(
+        let tags = try Self.encodeTags(installation.tags)
+        try db.withDirectStatement(
             sql: """
                 INSERT INTO installations (installation_id, platform, push_channel, tags) VALUES (?, ?, ?, ?)
                 ON CONFLICT (installation_id) DO UPDATE SET
                     platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
                 """
-        ).execute(arguments: [
-            installation.installationId, installation.platform, installation.pushChannel,
-            try Self.encodeTags(installation.tags),
-        ])
+        ) { statement in
+            statement.bind(installation.installationId)
+            statement.bind(installation.platform)
+            statement.bind(installation.pushChannel)
+            statement.bind(tags)
+            try statement.execute()
+        }
     }
 
     // MARK: - Processed messages
 
     func recordedDecision(messageID: String) throws -> Decision? {
-        // One statement for the common miss and for a replay: the message row, then its results in order.
-        let statement = try db.cachedStatement(
-            sql: """
-                SELECT m.outcome, m.sender, m.digital_card_id,
-                       r.position, r.exchange, r.routing_key, r.body, r.result_message_id, r.correlation_id,
-                       r.type, r.traceparent
-                FROM processed_messages AS m
-                LEFT JOIN processed_results AS r ON r.message_id = m.message_id
-                WHERE m.message_id = ?
-                ORDER BY r.position
-                """)
-        let rows = try Row.fetchCursor(statement, arguments: [messageID])
-        defer { withExtendedLifetime(rows) {} }  // rows are read in place: keep the cursor alive
-        guard let first = try rows.next() else { return nil }
-        let outcome = try Self.decode(Outcome.self, first.decode(String.self, atIndex: 0), column: "outcome")
-        let sender = try first.decode(String?.self, atIndex: 1)
-        let digitalCardId = try first.decode(String?.self, atIndex: 2)
-        var results: [OutboundResult] = []
-        var row: Row? = first
-        while let current = row {
-            // A message that published nothing (ignored) has one row with NULL result columns.
-            if try current.decode(Int?.self, atIndex: 3) != nil {
-                results.append(
-                    OutboundResult(
-                        exchange: try current.decode(atIndex: 4),
-                        routingKey: try current.decode(atIndex: 5),
-                        body: try current.withUnsafeData(atIndex: 6) { data in data.map { [UInt8]($0) } ?? [] },
-                        properties: OutboundProperties(
-                            messageID: try current.decode(atIndex: 7),
-                            correlationID: try current.decode(atIndex: 8),
-                            type: try current.decode(atIndex: 9),
-                            traceparent: try current.decode(atIndex: 10))))
-            }
-            row = try rows.next()
+        try db.withDirectStatement(
+            sql: "SELECT outcome, sender, digital_card_id, results FROM processed_messages WHERE message_id = ?"
+        ) { statement in
+            statement.bind(messageID)
+            guard try statement.step() else { return nil }
+            return Decision.recorded(
+                results: try statement.withBytes(3) { bytes throws(StoreError) in
+                    try RecordedResultsEncoding.decode(bytes)
+                },
+                outcome: try Self.decode(Outcome.self, statement.text(0), column: "outcome"),
+                sender: statement.optionalText(1),
+                digitalCardId: statement.optionalText(2))
         }
-        return Decision.recorded(results: results, outcome: outcome, sender: sender, digitalCardId: digitalCardId)
     }
 
     func record(messageID: String, decision: Decision, at now: Date) throws {
-        try db.cachedStatement(
+        try db.withDirectStatement(
             sql: """
-                INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
-                VALUES (?, ?, ?, ?, ?)
+                INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id, results)
+                VALUES (?, ?, ?, ?, ?, ?)
                 """
-        ).execute(arguments: [
-            messageID, now.timeIntervalSince1970, decision.outcome.rawValue, decision.sender, decision.digitalCardId,
-        ])
-        guard !decision.results.isEmpty else { return }
-        let insertResult = try db.cachedStatement(
-            sql: """
-                INSERT INTO processed_results (
-                    message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type,
-                    traceparent)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
-        for (position, result) in decision.results.enumerated() {
-            try insertResult.execute(arguments: [
-                messageID, position, result.exchange, result.routingKey, Data(result.body),
-                result.properties.messageID, result.properties.correlationID, result.properties.type,
-                result.properties.traceparent,
-            ])
+        ) { statement in
+            statement.bind(messageID)
+            statement.bind(now.timeIntervalSince1970)
+            statement.bind(decision.outcome.rawValue)
+            statement.bind(decision.sender)
+            statement.bind(decision.digitalCardId)
+            statement.bind(bytes: RecordedResultsEncoding.encode(decision.results))
+            try statement.execute()
         }
     }
 
     // MARK: - Reads outside the protocol (tests, diagnostics)
 
     func installation(_ installationId: String) throws -> Installation? {
-        let statement = try db.cachedStatement(
-            sql: "SELECT platform, push_channel, tags FROM installations WHERE installation_id = ?")
-        return try firstRow(of: statement, arguments: [installationId]) { row in
-            Installation(
-                installationId: installationId, platform: try row.decode(atIndex: 0),
-                pushChannel: try row.decode(atIndex: 1), tags: try Self.decodeTags(row.decode(atIndex: 2)))
-        }
-    }
-
-    /// Reads the first row in place (a cursor row is the statement's current row: no copy). The cursor must
-    /// outlive the reads: releasing it resets the statement and the row would read NULLs.
-    private func firstRow<T>(of statement: Statement, arguments: StatementArguments, _ body: (Row) throws -> T)
-        throws -> T?
-    {
-        let rows = try Row.fetchCursor(statement, arguments: arguments)
-        return try withExtendedLifetime(rows) {
-            guard let row = try rows.next() else { return nil }
-            return try body(row)
+        try db.withDirectStatement(
+            sql: "SELECT platform, push_channel, tags FROM installations WHERE installation_id = ?"
+        ) { statement in
+            statement.bind(installationId)
+            guard try statement.step() else { return nil }
+            return Installation(
+                installationId: installationId, platform: statement.text(0), pushChannel: statement.text(1),
+                tags: try Self.decodeTags(statement.text(2)))
         }
     }
 

@@ -1,4 +1,6 @@
+import Foundation
 import GRDB
+import WalletRouting
 
 /// The store's schema as versioned GRDB migrations. Relational and readable with the `sqlite3` CLI.
 ///
@@ -77,6 +79,77 @@ enum SQLiteSchema {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v2") { db in
+            try migrateProcessedMessagesToOneRowEach(db)
+        }
         return migrator
+    }
+
+    /// v2: one row per processed message with its results in one blob (`RecordedResultsEncoding`), in a rowid
+    /// table. v1's `processed_results` (one WITHOUT ROWID row per result, 1.3 rows of ~900 bytes per message)
+    /// made every record a random insert into a B-tree of large rows; now a record appends to the table and adds
+    /// one small entry to the `message_id` index. v1's records are carried over, results and order unchanged.
+    private static func migrateProcessedMessagesToOneRowEach(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                -- sequence is the rowid: rows are appended in the order they are recorded.
+                CREATE TABLE processed_messages_v2 (
+                    sequence        INTEGER PRIMARY KEY,
+                    message_id      TEXT NOT NULL UNIQUE,
+                    recorded_at     REAL NOT NULL,      -- seconds since the Unix epoch
+                    outcome         TEXT NOT NULL,
+                    sender          TEXT,
+                    digital_card_id TEXT,
+                    results         BLOB NOT NULL       -- RecordedResultsEncoding: replayed verbatim, in order
+                );
+                """)
+        let rows = try Row.fetchCursor(
+            db,
+            sql: """
+                SELECT m.message_id, m.recorded_at, m.outcome, m.sender, m.digital_card_id,
+                       r.position, r.exchange, r.routing_key, r.body, r.result_message_id, r.correlation_id,
+                       r.type, r.traceparent
+                FROM processed_messages AS m
+                LEFT JOIN processed_results AS r ON r.message_id = m.message_id
+                ORDER BY m.recorded_at, m.message_id, r.position
+                """)
+        let insert = try db.makeStatement(
+            sql: """
+                INSERT INTO processed_messages_v2 (message_id, recorded_at, outcome, sender, digital_card_id, results)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """)
+        var pending: (row: Row, results: [OutboundResult])?
+        func flush() throws {
+            guard let (row, results) = pending else { return }
+            try insert.execute(arguments: [
+                row["message_id"], row["recorded_at"], row["outcome"], row["sender"], row["digital_card_id"],
+                Data(RecordedResultsEncoding.encode(results)),
+            ])
+            pending = nil
+        }
+        while let row = try rows.next() {
+            let messageID: String = row["message_id"]
+            if pending?.row["message_id"] != messageID {
+                try flush()
+                pending = (row.copy(), [])
+            }
+            // A message that published nothing (ignored) has one row with NULL result columns.
+            guard row["position"] as Int? != nil else { continue }
+            pending?.results.append(
+                OutboundResult(
+                    exchange: row["exchange"], routingKey: row["routing_key"],
+                    body: [UInt8]((row["body"] as Data?) ?? Data()),
+                    properties: OutboundProperties(
+                        messageID: row["result_message_id"], correlationID: row["correlation_id"],
+                        type: row["type"], traceparent: row["traceparent"])))
+        }
+        try flush()
+        try db.execute(
+            sql: """
+                DROP TABLE processed_results;
+                DROP TABLE processed_messages;
+                ALTER TABLE processed_messages_v2 RENAME TO processed_messages;
+                CREATE INDEX processed_messages_recorded_at ON processed_messages (recorded_at);
+                """)
     }
 }

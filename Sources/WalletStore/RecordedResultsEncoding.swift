@@ -1,0 +1,134 @@
+import WalletRouting
+
+/// The results recorded with a processed `message_id`, as one compact blob (CONTRACT.md §10: a replay
+/// republishes them verbatim).
+///
+/// One value per message instead of one row per result: the end-to-end profile showed the per-result rows (and
+/// their index) as most of the store's write volume. The format is private to the stores and versioned by its
+/// first byte:
+///
+///     version 1: count, then per result: exchange, routing key, body, message id?, correlation id?, type,
+///                traceparent?
+///
+/// Counts and lengths are unsigned LEB128; an optional field is a presence byte (0 or 1) before its value.
+enum RecordedResultsEncoding {
+    static let version: UInt8 = 1
+
+    static func encode(_ results: [OutboundResult]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(8 + results.reduce(0) { $0 + $1.body.count + 160 })
+        bytes.append(version)
+        appendLength(results.count, to: &bytes)
+        for result in results {
+            append(result.exchange, to: &bytes)
+            append(result.routingKey, to: &bytes)
+            appendLength(result.body.count, to: &bytes)
+            bytes.append(contentsOf: result.body)
+            appendOptional(result.properties.messageID, to: &bytes)
+            appendOptional(result.properties.correlationID, to: &bytes)
+            append(result.properties.type, to: &bytes)
+            appendOptional(result.properties.traceparent, to: &bytes)
+        }
+        return bytes
+    }
+
+    /// - Throws: a permanent `StoreError` when the bytes are not a blob this build wrote.
+    static func decode(_ bytes: UnsafeRawBufferPointer) throws(StoreError) -> [OutboundResult] {
+        var reader = Reader(bytes: bytes)
+        guard try reader.byte() == version else {
+            throw StoreError(.permanent, "recorded results use an unknown encoding version \(bytes[0])")
+        }
+        let count = try reader.length()
+        var results: [OutboundResult] = []
+        results.reserveCapacity(count)
+        for _ in 0..<count {
+            let exchange = try reader.string()
+            let routingKey = try reader.string()
+            let body = try reader.byteArray()
+            let messageID = try reader.optionalString()
+            let correlationID = try reader.optionalString()
+            let type = try reader.string()
+            let traceparent = try reader.optionalString()
+            results.append(
+                OutboundResult(
+                    exchange: exchange, routingKey: routingKey, body: body,
+                    properties: OutboundProperties(
+                        messageID: messageID, correlationID: correlationID, type: type, traceparent: traceparent)))
+        }
+        guard reader.isAtEnd else { throw Reader.corrupt }
+        return results
+    }
+
+    // MARK: - Writing
+
+    private static func appendLength(_ length: Int, to bytes: inout [UInt8]) {
+        var value = UInt(length)
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    private static func append(_ string: String, to bytes: inout [UInt8]) {
+        appendLength(string.utf8.count, to: &bytes)
+        bytes.append(contentsOf: string.utf8)
+    }
+
+    private static func appendOptional(_ string: String?, to bytes: inout [UInt8]) {
+        guard let string else { return bytes.append(0) }
+        bytes.append(1)
+        append(string, to: &bytes)
+    }
+
+    // MARK: - Reading
+
+    private struct Reader {
+        static let corrupt = StoreError(.permanent, "recorded results are corrupt (a truncated or overlong blob)")
+
+        let bytes: UnsafeRawBufferPointer
+        var offset = 0
+
+        var isAtEnd: Bool { offset == bytes.count }
+
+        mutating func byte() throws(StoreError) -> UInt8 {
+            guard offset < bytes.count else { throw Self.corrupt }
+            defer { offset += 1 }
+            return bytes[offset]
+        }
+
+        mutating func length() throws(StoreError) -> Int {
+            var value: UInt = 0
+            var shift: UInt = 0
+            while true {
+                let byte = try byte()
+                guard shift < 63 else { throw Self.corrupt }
+                value |= UInt(byte & 0x7F) << shift
+                if byte < 0x80 { break }
+                shift += 7
+            }
+            guard value <= UInt(bytes.count - offset) else { throw Self.corrupt }
+            return Int(value)
+        }
+
+        mutating func byteArray() throws(StoreError) -> [UInt8] {
+            let count = try length()
+            defer { offset += count }
+            return Array(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]))
+        }
+
+        mutating func string() throws(StoreError) -> String {
+            let count = try length()
+            defer { offset += count }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count]), as: UTF8.self)
+        }
+
+        mutating func optionalString() throws(StoreError) -> String? {
+            switch try byte() {
+            case 0: return nil
+            case 1: return try string()
+            default: throw Self.corrupt
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import AMQPTransport
+
+/// The ordered mode's broker objects (`--ordered-shards N`, CONTRACT.md §10): per-card order with several
+/// consumers or replicas.
+///
+///     inbound (topic) ──#──► <inbound>.ordered (x-consistent-hash, hash-header digitalCardId)
+///                                 ├─1─► <work queue>.shard.0   (single active consumer) ◄── <retry queue>.shard.0
+///                                 ├─1─► …
+///                                 └─1─► <work queue>.shard.N-1                          ◄── <retry queue>.shard.N-1
+///
+/// The exchange cannot read JSON bodies, so the publisher puts the card id in the `digitalCardId` header, and the
+/// broker hashes that header: every message of a card lands in the same shard. A shard has a single active
+/// consumer across all replicas, and that consumer processes one batch after another, so a card's messages are
+/// processed in publication order. Messages without the header all hash alike (the broker hashes the absent
+/// value) and land in one shard, in order among themselves.
+///
+/// Each shard has its own retry queue, dead-lettering back to that shard: a retried message returns to its own
+/// shard, behind the messages that arrived meanwhile.
+public struct ShardedTopology: Sendable, Hashable {
+    /// The header the publisher sets to the message's `digitalCardId` (an AMQP string), hashed by the exchange.
+    public static let cardHeader = "digitalCardId"
+    /// The exchange type of the `rabbitmq_consistent_hash_exchange` plugin (bundled with RabbitMQ).
+    public static let exchangeType = "x-consistent-hash"
+
+    public let topology: Topology
+    /// Number of shard queues; at least 1.
+    public let count: Int
+
+    init(topology: Topology, count: Int) {
+        self.topology = topology
+        self.count = count
+    }
+
+    /// The consistent-hash exchange bound to the inbound exchange with `#`. Default: `wallet.notifications.ordered`.
+    public var hashExchange: String { "\(topology.inboundExchange).ordered" }
+
+    /// Shard `index`'s queue. Default: `wallet.notifications.work.shard.<index>`.
+    public func queue(_ index: Int) -> String { "\(topology.workQueue).shard.\(index)" }
+
+    /// Shard `index`'s retry queue. Default: `wallet.notifications.retry.shard.<index>`.
+    public func retryQueue(_ index: Int) -> String { "\(topology.retryQueue).shard.\(index)" }
+
+    public var queues: [String] { (0..<count).map(queue) }
+    public var retryQueues: [String] { (0..<count).map(retryQueue) }
+
+    /// The exchange hashes the card header instead of the routing key, so routing keys keep their meaning.
+    public var hashExchangeArguments: AMQPTable { ["hash-header": .string(Self.cardHeader)] }
+
+    /// The work queue's arguments (dead-lettering, queue type, delivery limit) plus a single active consumer.
+    public var queueArguments: AMQPTable {
+        var arguments = topology.workQueueArguments
+        arguments["x-single-active-consumer"] = .bool(true)
+        return arguments
+    }
+
+    /// Like the plain retry queue, but dead-lettering back to its own shard.
+    public func retryQueueArguments(_ index: Int, retryDelay: Duration) -> AMQPTable {
+        [
+            "x-message-ttl": .int64(Int64(retryDelay.milliseconds)),
+            "x-dead-letter-exchange": .string(""),
+            "x-dead-letter-routing-key": .string(queue(index)),
+        ]
+    }
+
+    /// Declares the exchange, its binding from the inbound exchange, and every shard with its retry queue.
+    /// Idempotent: re-binding an existing binding adds no weight to the hash ring.
+    func declare(on channel: AMQPChannel, retryDelay: Duration) async throws {
+        do {
+            try await channel.declareExchange(hashExchange, type: Self.exchangeType, arguments: hashExchangeArguments)
+        } catch {
+            // 503 COMMAND_INVALID "unknown exchange type": reconnecting will not install the plugin.
+            guard error.replyCode == 503 else { throw error }
+            throw TopologyError(underlying: error, explanation: Self.missingPluginExplanation)
+        }
+        for index in 0..<count {
+            try await channel.declareQueue(queue(index), arguments: queueArguments)
+            // Equal weights: every shard owns one bucket of the ring.
+            try await channel.bindQueue(queue(index), exchange: hashExchange, routingKey: "1")
+            try await channel.declareQueue(
+                retryQueue(index), arguments: retryQueueArguments(index, retryDelay: retryDelay))
+        }
+        try await channel.bindExchange(hashExchange, to: topology.inboundExchange, routingKey: "#")
+    }
+
+    static let missingPluginExplanation =
+        "the ordered mode (--ordered-shards) needs RabbitMQ's consistent-hash exchange: enable the plugin with "
+        + "`rabbitmq-plugins enable rabbitmq_consistent_hash_exchange` (bundled with RabbitMQ)"
+}
+
+extension Topology {
+    /// The ordered mode's objects, nil in the default mode (`orderedShards` 0).
+    public var sharded: ShardedTopology? {
+        orderedShards > 0 ? ShardedTopology(topology: self, count: orderedShards) : nil
+    }
+}
