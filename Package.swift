@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // MARK: - The C boundary (only AMQPTransport may import these)
@@ -52,6 +53,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // The C API, for binding and reading the batch's hot statements (SQLite/DirectStatement.swift).
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
 
@@ -97,7 +99,10 @@ let package = Package(
         ),
         .testTarget(
             name: "WalletStoreTests",
-            dependencies: ["WalletStore", "WalletRouting", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "WalletStore", "WalletRouting", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         .testTarget(
             name: "WalletWorkerTests",

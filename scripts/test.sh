@@ -4,10 +4,11 @@
 #   scripts/test.sh [extra `swift test` arguments]
 #
 # Installs the Debian packages it needs when missing, starts a private RabbitMQ on loopback
-# (port $RABBITMQ_PORT, default 5682, its own data directory), runs `swift test` with AMQP_URL pointing
-# at it, stops the broker by its pid, and exits with the tests' status.
+# (port $RABBITMQ_PORT, default 5682, its own data directory) and a private PostgreSQL (port $POSTGRES_PORT,
+# default 5442, its own data directory), runs `swift test` with AMQP_URL and POSTGRES_URL pointing at them,
+# stops both by their pids, and exits with the tests' status.
 # Set AMQP_URL yourself to test against a broker you already run (nothing is started then; the TLS tests
-# then need AMQPS_URL and AMQP_TLS_CA_FILE too).
+# then need AMQPS_URL and AMQP_TLS_CA_FILE too). Likewise POSTGRES_URL: a role that may create schemas.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,15 +26,28 @@ if [ -z "${AMQP_URL:-}" ]; then
     export AMQPS_URL="$(scripts/rabbitmq-local.sh tls-url)"
     export AMQP_TLS_CA_FILE="$RABBITMQ_DATA_DIR/tls/ca.pem"
 fi
-stop_broker() {
+started_postgres=false
+if [ -z "${POSTGRES_URL:-}" ]; then
+    export POSTGRES_PORT="${POSTGRES_PORT:-5442}"
+    export POSTGRES_DATA_DIR="${POSTGRES_DATA_DIR:-$(mktemp -d /tmp/wallet-test-postgres.XXXXXX)}"
+    started_postgres=true
+    scripts/postgres-local.sh start
+    export POSTGRES_URL="$(scripts/postgres-local.sh url)"
+fi
+stop_servers() {
     if $started_broker; then
         scripts/rabbitmq-local.sh stop || true
         rm -rf "$RABBITMQ_DATA_DIR"
     fi
+    if $started_postgres; then
+        scripts/postgres-local.sh stop || true
+        rm -rf "$POSTGRES_DATA_DIR"
+    fi
 }
-trap stop_broker EXIT
+trap stop_servers EXIT
 
 echo "test: AMQP_URL=${AMQP_URL//:guest@/:***@}"
+echo "test: POSTGRES_URL=$(echo "$POSTGRES_URL" | sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#')"
 status=0
 swift test "$@" || status=$?
 exit $status

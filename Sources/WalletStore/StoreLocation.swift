@@ -1,7 +1,9 @@
-/// Which store `--store` names: `memory`, or `sqlite:PATH` (a file, created when missing).
+/// Which store `--store` names: `memory`, `sqlite:PATH` (a file, created when missing), or a PostgreSQL URL
+/// (`postgres://USER:PASSWORD@HOST:PORT/DATABASE`, `postgresql://` too; see `PostgresLocation`).
 public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
     case memory
     case sqlite(path: String)
+    case postgres(PostgresLocation)
 
     public init(parsing text: String) throws(StoreError) {
         if text == "memory" {
@@ -12,16 +14,21 @@ public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
                 throw StoreError(.permanent, "store location `sqlite:` needs a file path, e.g. `sqlite:wallet.sqlite`")
             }
             self = .sqlite(path: path)
+        } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            self = .postgres(try PostgresLocation(parsing: text))
         } else {
+            // Not `\(text)`: a mistyped PostgreSQL URL would put its password in the message.
             throw StoreError(
-                .permanent, "unknown store location `\(text)`: expected `sqlite:PATH` or `memory`")
+                .permanent, "unknown store location: expected `sqlite:PATH`, `postgres://USER:PASSWORD@HOST:PORT/DATABASE` or `memory`")
         }
     }
 
+    /// The location as given, without a PostgreSQL password.
     public var description: String {
         switch self {
         case .memory: "memory"
         case .sqlite(let path): "sqlite:\(path)"
+        case .postgres(let location): location.description
         }
     }
 }

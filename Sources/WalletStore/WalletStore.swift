@@ -19,6 +19,15 @@ public protocol WalletStore: Sendable {
 
     /// Releases the store's connections. Calls after `close()` fail.
     func close() async
+
+    /// Checks that the store can be used (reachable, schema migrated) before the first batch, so a permanent
+    /// failure stops the worker at start rather than at its first message. `process` prepares by itself too.
+    /// The file stores open ready; the default does nothing.
+    func prepare() async throws(StoreError)
+}
+
+extension WalletStore {
+    public func prepare() async throws(StoreError) {}
 }
 
 /// What the store decided for one message of a batch.

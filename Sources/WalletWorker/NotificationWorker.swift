@@ -54,6 +54,8 @@ public final class NotificationWorker: Service {
         }
         do {
             try await withGracefulShutdownHandler {
+                try await self.prepareStore()
+                guard !self.stop.isStopped else { return }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for pipeline in pipelines {
                         group.addTask { try await pipeline.run() }
@@ -82,6 +84,25 @@ public final class NotificationWorker: Service {
         }
         await store.close()
         logger.info("stopped: every batch in hand acknowledged")
+    }
+
+    /// Waits until the store can be used before consuming anything: a permanent failure (credentials, a missing
+    /// database, a schema newer than this build) stops the worker; a transient one (the database not up yet) is
+    /// retried with the reconnect backoff until it passes or the worker is asked to stop.
+    private func prepareStore() async throws {
+        var attempt = 0
+        var generator = SystemRandomNumberGenerator()
+        while !stop.isStopped {
+            do {
+                try await store.prepare()
+                return
+            } catch {
+                guard error.isTransient else { throw BatchProcessor.FatalStoreError(underlying: error) }
+                attempt += 1
+                logger.warning("store unavailable at start; trying again", metadata: ["error": "\(error)"])
+                await stop.sleep(for: configuration.reconnectBackoff.delay(attempt: attempt, using: &generator))
+            }
+        }
     }
 
     /// Forgets processed message ids older than the retention, at start and then every tenth of the retention

@@ -20,7 +20,9 @@ public struct WorkerApplication: Sendable {
     /// Opens the store and checks the configuration; nothing touches the broker until `run()`.
     public static func build(configuration: WorkerConfiguration, logger: Logger) throws -> WorkerApplication {
         try configuration.validate()
-        let store = try WalletStores.open(configuration.store, busyTimeout: configuration.storeBusyTimeout)
+        let store = try WalletStores.open(
+            configuration.store, busyTimeout: configuration.storeBusyTimeout, poolSize: configuration.storePoolSize,
+            statementTimeout: configuration.storeStatementTimeout)
         let metrics = WorkerMetrics()
         let worker = try NotificationWorker(configuration: configuration, store: store, metrics: metrics, logger: logger)
         let operations = configuration.httpPort.map {
@@ -69,6 +71,12 @@ extension WorkerConfiguration {
             throw ConfigurationError("--dedup-retention must be at least 1 s")
         }
         guard confirmTimeout >= .milliseconds(1) else { throw ConfigurationError("--confirm-timeout must be positive") }
+        guard (1...1_000).contains(storePoolSize) else {
+            throw ConfigurationError("--store-pool-size must be between 1 and 1000")
+        }
+        guard storeStatementTimeout >= .milliseconds(1) else {
+            throw ConfigurationError("--store-statement-timeout must be positive")
+        }
         guard topology.deliveryLimit >= 1 else { throw ConfigurationError("--delivery-limit must be at least 1") }
         // Each shard is a pipeline with two connections.
         guard (0...64).contains(topology.orderedShards) else {

@@ -23,6 +23,12 @@ public struct WorkerConfiguration: Sendable {
     public var store: StoreLocation = .sqlite(path: "wallet.sqlite")
     /// How long a store write waits for a lock before the batch counts as a transient failure. Default: `5 s`.
     public var storeBusyTimeout: Duration = .seconds(5)
+    /// PostgreSQL: connections this process opens at most (the pipelines and the retention sweep share them).
+    /// Default: `4`.
+    public var storePoolSize = 4
+    /// PostgreSQL: longest a statement may run, lock waits included; also the wait for a pooled connection.
+    /// Default: `5 s`.
+    public var storeStatementTimeout: Duration = .seconds(5)
     /// How long processed message ids are remembered for deduplication. Default: `24 h`.
     public var deduplicationRetention: Duration = .seconds(86_400)
     /// Time a message spends in the retry queue before it is processed again. Default: `5 s`.

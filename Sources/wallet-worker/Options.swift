@@ -84,7 +84,7 @@ struct BrokerOptions: ParsableArguments {
 }
 
 struct WorkerOptions: ParsableArguments {
-    @Option(help: "Store: sqlite:PATH or memory (env WALLET_STORE). Default: sqlite:wallet.sqlite")
+    @Option(help: "Store: sqlite:PATH, postgres://USER:PASSWORD@HOST:PORT/DATABASE or memory (env WALLET_STORE). Default: sqlite:wallet.sqlite")
     var store: String?
     @Option(help: "Unacknowledged deliveries per consumer, the largest batch (env WALLET_PREFETCH). Default: 200")
     var prefetch: String?
@@ -96,6 +96,10 @@ struct WorkerOptions: ParsableArguments {
     var confirmTimeout: String?
     @Option(help: "Store lock wait before a batch counts as failed (env WALLET_STORE_BUSY_TIMEOUT). Default: 5s")
     var storeBusyTimeout: String?
+    @Option(help: "PostgreSQL connections per process (env WALLET_STORE_POOL_SIZE). Default: 4")
+    var storePoolSize: String?
+    @Option(help: "PostgreSQL statement timeout, lock waits included, e.g. 5s (env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s")
+    var storeStatementTimeout: String?
     @Option(help: "How long processed message ids are kept for deduplication (env WALLET_DEDUP_RETENTION). Default: 24h")
     var dedupRetention: String?
     @Option(help: "Time to drain after SIGTERM (env WALLET_SHUTDOWN_GRACE). Default: 25s")
@@ -106,9 +110,7 @@ struct WorkerOptions: ParsableArguments {
     var httpHost: String?
 
     func apply(to configuration: inout WorkerConfiguration) throws {
-        if let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", {
-            try? StoreLocation(parsing: $0)
-        }) {
+        if let location = try storeSetting(store) {
             configuration.store = location
         }
         assign(try setting(prefetch, "--prefetch", "WALLET_PREFETCH", expected: "an integer from 1 to 65535", { UInt16($0) }),
@@ -121,6 +123,10 @@ struct WorkerOptions: ParsableArguments {
                to: &configuration.confirmTimeout)
         assign(try setting(storeBusyTimeout, "--store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", expected: "a duration like 5s", duration),
                to: &configuration.storeBusyTimeout)
+        assign(try setting(storePoolSize, "--store-pool-size", "WALLET_STORE_POOL_SIZE", expected: "a positive integer", positiveInt),
+               to: &configuration.storePoolSize)
+        assign(try setting(storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT", expected: "a duration like 5s", duration),
+               to: &configuration.storeStatementTimeout)
         assign(try setting(dedupRetention, "--dedup-retention", "WALLET_DEDUP_RETENTION", expected: "a duration like 24h", duration),
                to: &configuration.deduplicationRetention)
         assign(try setting(shutdownGrace, "--shutdown-grace", "WALLET_SHUTDOWN_GRACE", expected: "a duration like 25s", duration),

@@ -15,7 +15,7 @@ extension WalletWorkerCommand {
                 properties and body. Exits 1 when an input line could not be read.
                 """)
 
-        @Option(help: "Store: memory, or sqlite:PATH to route against a worker's state (env WALLET_STORE). Default: memory")
+        @Option(help: "Store: memory, or sqlite:PATH or postgres://... to route against a worker's state (env WALLET_STORE). Default: memory")
         var store: String?
         @Option(help: "Processing time for every line, ISO 8601 (e.g. 2026-11-21T08:00:00Z). Default: the clock")
         var now: String?
@@ -24,10 +24,8 @@ extension WalletWorkerCommand {
         func run() async throws {
             var configuration = WorkerConfiguration()
             try routing.apply(to: &configuration)
-            let location = try setting(store, "--store", "WALLET_STORE", expected: "sqlite:PATH or memory", {
-                try? StoreLocation(parsing: $0)
-            })
-            let store = try WalletStores.open(location ?? .memory)
+            let store = try WalletStores.open(try storeSetting(self.store) ?? .memory)
+            try await store.prepare()
             var fixedNow: Date?
             if let now {
                 guard let date = try? Date(now, strategy: .iso8601) else {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import WalletStore
 import WalletWorker
 
 /// One setting's value: the flag if given, else the environment variable, else nil (the default stays).
@@ -20,6 +21,25 @@ func setting<Value>(
         throw ValidationError("\(source) \"\(text)\": expected \(expected)")
     }
     return value
+}
+
+/// `--store` / `WALLET_STORE`. A value that does not parse is reported with the reason, never echoed: a
+/// PostgreSQL URL carries a password.
+func storeSetting(_ flag: String?) throws -> StoreLocation? {
+    let source: String
+    let text: String
+    if let flag {
+        (source, text) = ("--store", flag)
+    } else if let value = ProcessInfo.processInfo.environment["WALLET_STORE"], !value.isEmpty {
+        (source, text) = ("WALLET_STORE", value)
+    } else {
+        return nil
+    }
+    do {
+        return try StoreLocation(parsing: text)
+    } catch {
+        throw ValidationError("\(source): \(error.message)")
+    }
 }
 
 func duration(_ text: String) -> Duration? { DurationText.parse(text) }

@@ -4,8 +4,10 @@ import WalletRouting
 import WalletStore
 
 /// A micro-measurement, not a timed test: prints µs per message for 20,000 realistic messages in batches of 200,
-/// on the in-memory store (routing alone) and on SQLite (routing + store). Run with
-/// `WALLET_STORE_MEASURE=1 swift test -c release --filter StoreMeasurementTests`.
+/// on the in-memory store (routing alone), on SQLite (routing + store) and, when `POSTGRES_URL` is set, on
+/// PostgreSQL (same workload, a fresh schema). Run with
+/// `WALLET_STORE_MEASURE=1 swift test -c release --filter StoreMeasurementTests` (PostgreSQL: through
+/// scripts/test.sh, or with POSTGRES_URL set).
 @Suite(.enabled(if: ProcessInfo.processInfo.environment["WALLET_STORE_MEASURE"] != nil))
 struct StoreMeasurementTests {
     @Test func microsecondsPerMessage() async throws {
@@ -16,8 +18,18 @@ struct StoreMeasurementTests {
             let sqlite = try await Self.measure(store, batches)
             await store.close()
             print(
-                "store measurement: memory \(Self.format(memory)) µs/msg, sqlite \(Self.format(sqlite)) µs/msg, "
+                "store measurement: memory \(Self.format(memory)) µs/msg, sqlite \(Self.format(sqlite)) µs/msg "
+                    + "(\(Int(1e6 / sqlite)) msg/s), "
                     + "store share \(Self.format(sqlite - memory)) µs/msg (wall clock, 20,000 messages, batches of 200)")
+        }
+        guard PostgresTestDatabase.url != nil else { return }
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            let postgres = try await Self.measure(store, batches)
+            await store.close()
+            print(
+                "store measurement: postgres \(Self.format(postgres)) µs/msg (\(Int(1e6 / postgres)) msg/s), "
+                    + "store share \(Self.format(postgres - memory)) µs/msg (wall clock, 20,000 messages, batches of 200)")
         }
     }
 

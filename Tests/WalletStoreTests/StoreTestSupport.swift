@@ -4,10 +4,16 @@ import WalletRouting
 
 @testable import WalletStore
 
-/// The stores the shared suite runs against.
+/// The stores the shared suite runs against. PostgreSQL only when `POSTGRES_URL` names a server (scripts/test.sh
+/// starts one); `PostgresWalletStoreTests` shows as skipped, with the reason, when it does not.
 enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case memory
     case sqlite
+    case postgres
+
+    static var allCases: [StoreKind] {
+        PostgresTestDatabase.url == nil ? [.memory, .sqlite] : [.memory, .sqlite, .postgres]
+    }
 
     var testDescription: String { rawValue }
 }
@@ -22,6 +28,7 @@ struct StoreHarness: Sendable {
         switch store {
         case let store as InMemoryWalletStore: store.state.card(digitalCardId)
         case let store as SQLiteWalletStore: try await store.read { try $0.card(digitalCardId) }
+        case let store as PostgresWalletStore: try await store.read { try await $0.cards([digitalCardId], lock: false)[digitalCardId] }
         default: fatalError("unexpected store \(type(of: store))")
         }
     }
@@ -36,6 +43,10 @@ struct StoreHarness: Sendable {
             try await store.read {
                 try $0.newestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
             }
+        case let store as PostgresWalletStore:
+            try await store.read {
+                try await $0.histories([(key: HistoryKey(digitalCardId: digitalCardId, auxiliary: auxiliary), limit: limit)])[0] ?? []
+            }
         default: fatalError("unexpected store \(type(of: store))")
         }
     }
@@ -44,6 +55,7 @@ struct StoreHarness: Sendable {
         switch store {
         case let store as InMemoryWalletStore: store.state.installations[installationId]
         case let store as SQLiteWalletStore: try await store.read { try $0.installation(installationId) }
+        case let store as PostgresWalletStore: try await store.read { try await $0.installation(installationId) }
         default: fatalError("unexpected store \(type(of: store))")
         }
     }
@@ -66,9 +78,21 @@ func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> 
     return try await body(directory)
 }
 
-/// Runs `body` against a fresh store of `kind` (SQLite in a fresh temporary file, deleted afterwards).
+/// Runs `body` against a fresh store of `kind` (SQLite in a fresh temporary file, PostgreSQL in a fresh schema;
+/// deleted afterwards).
 func withStore(_ kind: StoreKind, _ body: (StoreHarness) async throws -> Void) async throws {
     switch kind {
+    case .postgres:
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            do {
+                try await body(StoreHarness(store: store, path: nil))
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        }
     case .memory:
         try await body(StoreHarness(store: InMemoryWalletStore(), path: nil))
     case .sqlite:

@@ -1,8 +1,8 @@
-# Sourced by the set-up scripts: installs the Debian packages the build and the broker need when any is
-# missing, and puts Swift on the PATH when the shell does not have it.
+# Sourced by the set-up scripts: installs the Debian packages the build, the broker and PostgreSQL need when
+# any is missing, and puts Swift on the PATH when the shell does not have it.
 ensure_prerequisites() {
     local missing=() package
-    for package in librabbitmq-dev libsqlite3-dev sqlite3 rabbitmq-server pkg-config openssl "$@"; do
+    for package in librabbitmq-dev libsqlite3-dev sqlite3 rabbitmq-server postgresql pkg-config openssl "$@"; do
         dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
     done
     if [ ${#missing[@]} -gt 0 ]; then

@@ -1,0 +1,381 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import WalletRouting
+
+/// The SQL of a batch: a few set-based statements that fetch what the batch reads and write what it changed.
+/// Every batch is one `READ COMMITTED` transaction on one connection; rows go in and out as arrays (`unnest`),
+/// so a batch of 200 messages costs about a dozen round trips whatever its size.
+struct PostgresBatchStatements {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    // MARK: - Transaction
+
+    func begin() async throws {
+        try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
+    }
+
+    func commit() async throws {
+        try await connection.query("COMMIT", logger: logger)
+    }
+
+    func rollback() async throws {
+        try await connection.query("ROLLBACK", logger: logger)
+    }
+
+    // MARK: - Reads
+
+    /// Fetches `keys` into `snapshot`, cards first: their row locks are taken in sorted order (two batches lock
+    /// their common cards in the same order, so they queue instead of deadlocking), and whatever was stored under
+    /// those locks is read by the later statements, each of which sees every commit made before it started.
+    func fetch(_ keys: PostgresBatchKeys, into snapshot: inout PostgresBatchSnapshot) async throws {
+        if !keys.cards.isEmpty {
+            let found = try await cards(keys.cards.sorted(), lock: true)
+            for id in keys.cards { snapshot.cards[id] = .some(found[id]) }
+        }
+        if !keys.messageIDs.isEmpty {
+            let found = try await decisions(keys.messageIDs.sorted())
+            for id in keys.messageIDs { snapshot.decisions[id] = .some(found[id]) }
+        }
+        if !keys.records.isEmpty {
+            let found = try await existingRecords(Array(keys.records))
+            for key in keys.records { snapshot.records[key] = found.contains(key) }
+        }
+        if !keys.histories.isEmpty {
+            let requests = keys.histories.map { (key: $0.key, limit: $0.value) }
+            let found = try await histories(requests)
+            for (index, request) in requests.enumerated() {
+                snapshot.histories[request.key] = (request.limit, found[index] ?? [])
+            }
+        }
+    }
+
+    /// The cards that exist among `ids`; with `lock`, row-locked in the order of `ids` until the transaction ends.
+    func cards(_ ids: [String], lock: Bool) async throws -> [String: CardRecord] {
+        let sql = """
+            SELECT digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at
+            FROM cards WHERE digital_card_id = ANY($1) ORDER BY digital_card_id
+            """ + (lock ? " FOR UPDATE" : "")
+        var bindings = PostgresBindings()
+        bindings.append(ids)
+        var cards: [String: CardRecord] = [:]
+        for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger) {
+            let (id, state, tokenizedCardId, keyType, paymentsLeft, expiresAt) = try row.decode(
+                (String, String, String?, String, Int?, Double?).self)
+            cards[id] = CardRecord(
+                digitalCardId: id, state: try Self.decode(CardState.self, state, column: "cards.state"),
+                tokenizedCardId: tokenizedCardId,
+                keyType: try Self.decode(KeyType.self, keyType, column: "cards.key_type"),
+                paymentKeys: paymentsLeft.flatMap { left in
+                    expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
+                })
+        }
+        return cards
+    }
+
+    /// The recorded decisions of the processed ids among `ids`.
+    func decisions(_ ids: [String]) async throws -> [String: Decision] {
+        var bindings = PostgresBindings()
+        bindings.append(ids)
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT m.message_id, m.outcome, m.sender, m.digital_card_id,
+                       r.position, r.exchange, r.routing_key, r.body, r.result_message_id, r.correlation_id,
+                       r.type, r.traceparent
+                FROM processed_messages AS m
+                LEFT JOIN processed_results AS r ON r.message_id = m.message_id
+                WHERE m.message_id = ANY($1)
+                ORDER BY m.message_id, r.position
+                """, binds: bindings)
+        var decisions: [String: Decision] = [:]
+        for try await row in try await connection.query(query, logger: logger) {
+            let (id, outcome, sender, digitalCardId, position, exchange, routingKey, body, resultID, correlationID,
+                 type, traceparent) = try row.decode(
+                    (String, String, String?, String?, Int?, String?, String?, ByteBuffer?, String?, String?, String?,
+                     String?).self)
+            var decision =
+                try decisions[id]
+                ?? Decision.recorded(
+                    results: [], outcome: Self.decode(Outcome.self, outcome, column: "processed_messages.outcome"),
+                    sender: sender, digitalCardId: digitalCardId)
+            // A message that published nothing (ignored) has one row with NULL result columns.
+            if position != nil, let exchange, let routingKey, let type {
+                decision.results.append(
+                    OutboundResult(
+                        exchange: exchange, routingKey: routingKey, body: body.map { Array($0.readableBytesView) } ?? [],
+                        properties: OutboundProperties(
+                            messageID: resultID, correlationID: correlationID, type: type, traceparent: traceparent)))
+            }
+            decisions[id] = decision
+        }
+        return decisions
+    }
+
+    /// Which of `keys` are stored records.
+    func existingRecords(_ keys: [RecordKey]) async throws -> Set<RecordKey> {
+        var bindings = PostgresBindings()
+        bindings.append(keys.map(\.digitalCardId))
+        bindings.append(keys.map(\.recordId))
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT t.digital_card_id, t.record_id
+                FROM unnest($1::text[], $2::text[]) AS k(digital_card_id, record_id)
+                JOIN transactions AS t ON t.digital_card_id = k.digital_card_id AND t.record_id = k.record_id
+                """, binds: bindings)
+        var found = Set<RecordKey>()
+        for try await row in try await connection.query(query, logger: logger) {
+            let (card, record) = try row.decode((String, String).self)
+            found.insert(RecordKey(digitalCardId: card, recordId: record))
+        }
+        return found
+    }
+
+    /// For each request, the card's newest records (of the kind asked, at most `limit`), newest first, ties: the
+    /// later stored first; by request index. One statement: a lateral index range scan per request.
+    func histories(_ requests: [(key: HistoryKey, limit: Int)]) async throws -> [Int: [TransactionRecord]] {
+        var bindings = PostgresBindings()
+        bindings.append(requests.map(\.key.digitalCardId))
+        bindings.append(PostgresNullableArray(requests.map(\.key.auxiliary)))
+        bindings.append(requests.map(\.limit))
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT k.ordinal, t.record_id, t.date, t.instant, t.status, t.type, t.currency_code, t.amount,
+                       t.display_amount, t.merchant_name, t.merchant_type, t.merchant_postal_code, t.terminal_id,
+                       t.merchant_id, t.is_auxiliary
+                FROM unnest($1::text[], $2::bool[], $3::int8[]) WITH ORDINALITY AS k(digital_card_id, auxiliary, row_limit, ordinal)
+                CROSS JOIN LATERAL (
+                    SELECT * FROM transactions AS t
+                    WHERE t.digital_card_id = k.digital_card_id AND (k.auxiliary IS NULL OR t.is_auxiliary = k.auxiliary)
+                    ORDER BY t.instant DESC, t.stored_sequence DESC
+                    LIMIT k.row_limit
+                ) AS t
+                ORDER BY k.ordinal, t.instant DESC, t.stored_sequence DESC
+                """, binds: bindings)
+        var histories: [Int: [TransactionRecord]] = [:]
+        for try await row in try await connection.query(query, logger: logger) {
+            let (ordinal, id, date, instant, status, type, currencyCode, amount, displayAmount, merchantName,
+                 merchantType, merchantPostalCode, terminalID, merchantID, isAuxiliary) = try row.decode(
+                    (Int, String, String, Double, String, String, String, String, String?, String?, String?, String?,
+                     String?, String?, Bool).self)
+            histories[ordinal - 1, default: []].append(
+                TransactionRecord(
+                    id: id, date: date, instant: instant, status: status, type: type, currencyCode: currencyCode,
+                    amount: JSONNumber(validatedLiteral: amount), displayAmount: displayAmount,
+                    merchantName: merchantName, merchantType: merchantType, merchantPostalCode: merchantPostalCode,
+                    terminalID: terminalID, merchantID: merchantID, isAuxiliaryTransaction: isAuxiliary))
+        }
+        return histories
+    }
+
+    func installation(_ installationId: String) async throws -> Installation? {
+        let query: PostgresQuery =
+            "SELECT platform, push_channel, tags::text FROM installations WHERE installation_id = \(installationId)"
+        for try await row in try await connection.query(query, logger: logger) {
+            let (platform, pushChannel, tags) = try row.decode((String, String, String).self)
+            return Installation(
+                installationId: installationId, platform: platform, pushChannel: pushChannel,
+                tags: try Self.decodeTags(tags))
+        }
+        return nil
+    }
+
+    // MARK: - Writes
+
+    /// Writes what a routing pass changed: cards, records, installations, then the processed ids with their results.
+    /// - Throws: `PostgresConflict` when another transaction created one of the batch's new cards after this one
+    ///   found it absent (the batch routed against a stale "absent" and is retried); a unique violation (23505)
+    ///   when another transaction recorded one of the batch's message ids first (retried: then it is a replay).
+    func write(_ pass: PostgresBatchOverlay, now: Date) async throws {
+        let cards = pass.changedCards.keys.sorted().map { pass.changedCards[$0]! }
+        let updated = cards.filter { pass.existed($0.digitalCardId) }
+        let created = cards.filter { !pass.existed($0.digitalCardId) }
+        if !updated.isEmpty {
+            try await execute(
+                """
+                UPDATE cards AS c SET state = u.state, tokenized_card_id = u.tokenized_card_id, key_type = u.key_type,
+                    payments_left = u.payments_left, keys_expire_at = u.keys_expire_at
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
+                    AS u(digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
+                WHERE c.digital_card_id = u.digital_card_id
+                """, Self.cardColumns(updated))
+        }
+        if !created.isEmpty {
+            let query = PostgresQuery(
+                unsafeSQL: """
+                    INSERT INTO cards (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
+                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
+                    ON CONFLICT (digital_card_id) DO NOTHING
+                    RETURNING digital_card_id
+                    """, binds: Self.cardColumns(created))
+            var inserted = 0
+            for try await _ in try await connection.query(query, logger: logger) { inserted += 1 }
+            guard inserted == created.count else {
+                throw PostgresConflict(description: "a card the batch found absent was created by another transaction")
+            }
+        }
+        if !pass.storedRecords.isEmpty {
+            try await execute(
+                """
+                INSERT INTO transactions (
+                    digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
+                    merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
+                SELECT r.digital_card_id, r.record_id, r.date, r.instant, r.status, r.type, r.currency_code, r.amount,
+                    r.display_amount, r.merchant_name, r.merchant_type, r.merchant_postal_code, r.terminal_id,
+                    r.merchant_id, r.is_auxiliary
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::text[],
+                            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                            $15::bool[])
+                    WITH ORDINALITY AS r(digital_card_id, record_id, date, instant, status, type, currency_code, amount,
+                        display_amount, merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id,
+                        is_auxiliary, ordinal)
+                ORDER BY r.ordinal  -- stored_sequence follows the batch's order: later stored, later sequence
+                ON CONFLICT (digital_card_id, record_id) DO NOTHING
+                """, Self.recordColumns(pass.storedRecords))
+        }
+        let installationIDs = pass.installations.keys.sorted()
+        let upserted = installationIDs.compactMap { pass.installations[$0]! }
+        let deleted = installationIDs.filter { pass.installations[$0]! == nil }
+        if !upserted.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(upserted.map(\.installationId))
+            bindings.append(upserted.map(\.platform))
+            bindings.append(upserted.map(\.pushChannel))
+            bindings.append(try upserted.map { try Self.encodeTags($0.tags) })
+            try await execute(
+                """
+                INSERT INTO installations (installation_id, platform, push_channel, tags)
+                SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
+                FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(installation_id, platform, push_channel, tags)
+                ON CONFLICT (installation_id) DO UPDATE SET
+                    platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
+                """, bindings)
+        }
+        if !deleted.isEmpty {
+            var bindings = PostgresBindings()
+            bindings.append(deleted)
+            try await execute("DELETE FROM installations WHERE installation_id = ANY($1)", bindings)
+        }
+        try await record(pass.recorded.sorted { $0.messageID < $1.messageID }, now: now)
+    }
+
+    /// The processed ids (sorted: two batches sharing ids insert them in the same order) and their results.
+    private func record(_ recorded: [(messageID: String, decision: Decision)], now: Date) async throws {
+        guard !recorded.isEmpty else { return }
+        var messages = PostgresBindings()
+        messages.append(recorded.map(\.messageID))
+        messages.append(now)
+        messages.append(recorded.map(\.decision.outcome.rawValue))
+        messages.append(PostgresNullableArray(recorded.map(\.decision.sender)))
+        messages.append(PostgresNullableArray(recorded.map(\.decision.digitalCardId)))
+        try await execute(
+            """
+            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
+            SELECT u.message_id, $2, u.outcome, u.sender, u.digital_card_id
+            FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) AS u(message_id, outcome, sender, digital_card_id)
+            """, messages)
+
+        let results = recorded.flatMap { entry in
+            entry.decision.results.enumerated().map { (messageID: entry.messageID, position: $0.offset, result: $0.element) }
+        }
+        guard !results.isEmpty else { return }
+        var bindings = PostgresBindings()
+        bindings.append(results.map(\.messageID))
+        bindings.append(results.map(\.position))
+        bindings.append(results.map(\.result.exchange))
+        bindings.append(results.map(\.result.routingKey))
+        bindings.append(results.map { ByteBuffer(bytes: $0.result.body) })
+        bindings.append(PostgresNullableArray(results.map(\.result.properties.messageID)))
+        bindings.append(PostgresNullableArray(results.map(\.result.properties.correlationID)))
+        bindings.append(results.map(\.result.properties.type))
+        bindings.append(PostgresNullableArray(results.map(\.result.properties.traceparent)))
+        try await execute(
+            """
+            INSERT INTO processed_results (
+                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
+            SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
+                                 $8::text[], $9::text[])
+            """, bindings)
+    }
+
+    /// Forgets up to `limit` processed ids recorded before `cutoff` (their results go with them); returns how many.
+    /// Rows another replica's sweep holds are skipped, not waited for.
+    func expire(recordedBefore cutoff: Date, limit: Int) async throws -> Int {
+        let query: PostgresQuery = """
+            WITH doomed AS (
+                SELECT message_id FROM processed_messages WHERE recorded_at < \(cutoff)
+                LIMIT \(limit) FOR UPDATE SKIP LOCKED
+            ), deleted AS (
+                DELETE FROM processed_messages AS m USING doomed WHERE m.message_id = doomed.message_id RETURNING 1
+            )
+            SELECT count(*) FROM deleted
+            """
+        for try await row in try await connection.query(query, logger: logger) {
+            return try row.decode(Int.self)
+        }
+        return 0
+    }
+
+    // MARK: - Helpers
+
+    private func execute(_ sql: String, _ bindings: PostgresBindings) async throws {
+        try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+    }
+
+    private static func cardColumns(_ cards: [CardRecord]) -> PostgresBindings {
+        var bindings = PostgresBindings()
+        bindings.append(cards.map(\.digitalCardId))
+        bindings.append(cards.map(\.state.rawValue))
+        bindings.append(PostgresNullableArray(cards.map(\.tokenizedCardId)))
+        bindings.append(cards.map(\.keyType.rawValue))
+        bindings.append(PostgresNullableArray(cards.map { $0.paymentKeys?.numberOfPaymentsLeft }))
+        bindings.append(PostgresNullableArray(cards.map { $0.paymentKeys?.expiresAt }))
+        return bindings
+    }
+
+    private static func recordColumns(_ stored: [(digitalCardId: String, record: TransactionRecord)])
+        -> PostgresBindings
+    {
+        let records = stored.map(\.record)
+        var bindings = PostgresBindings()
+        bindings.append(stored.map(\.digitalCardId))
+        bindings.append(records.map(\.id))
+        bindings.append(records.map(\.date))
+        bindings.append(records.map(\.instant))
+        bindings.append(records.map(\.status))
+        bindings.append(records.map(\.type))
+        bindings.append(records.map(\.currencyCode))
+        bindings.append(records.map(\.amount.literal))
+        bindings.append(PostgresNullableArray(records.map(\.displayAmount)))
+        bindings.append(PostgresNullableArray(records.map(\.merchantName)))
+        bindings.append(PostgresNullableArray(records.map(\.merchantType)))
+        bindings.append(PostgresNullableArray(records.map(\.merchantPostalCode)))
+        bindings.append(PostgresNullableArray(records.map(\.terminalID)))
+        bindings.append(PostgresNullableArray(records.map(\.merchantID)))
+        bindings.append(records.map(\.isAuxiliaryTransaction))
+        return bindings
+    }
+
+    /// A text column holding a raw value this build does not know: the row was written by something else.
+    private static func decode<Value: RawRepresentable<String>>(_ type: Value.Type, _ text: String, column: String)
+        throws(StoreError) -> Value
+    {
+        guard let value = Value(rawValue: text) else {
+            throw StoreError(.permanent, "PostgreSQL store holds an unknown \(column) value `\(text)`")
+        }
+        return value
+    }
+
+    private static func encodeTags(_ tags: [String]) throws -> String {
+        String(decoding: try JSONEncoder().encode(tags), as: UTF8.self)
+    }
+
+    private static func decodeTags(_ text: String) throws(StoreError) -> [String] {
+        do {
+            return try JSONDecoder().decode([String].self, from: Data(text.utf8))
+        } catch {
+            throw StoreError(.permanent, "PostgreSQL store holds installation tags that are not a JSON array of strings")
+        }
+    }
+}

@@ -1,0 +1,289 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOSSL
+import PostgresNIO
+import Synchronization
+import WalletRouting
+
+/// The shared store for many replicas: PostgreSQL through a PostgresNIO connection pool, one transaction per
+/// batch, the same rules as the other stores (`BatchRouting`; CONTRACT.md §10).
+///
+/// A batch: find the keys it reads (a routing pass over an empty snapshot records the cards, processed ids and
+/// history reads it asks for), fetch them in a few statements (cards first, row-locked in sorted order), route the
+/// batch against that snapshot without a round trip, write its effects and processed ids in bulk, commit. A pass
+/// that reads something not fetched fetches it and routes again. Races with other replicas end in a conflict
+/// (deadlock, serialization failure, a unique violation on a processed id or a new card) that is retried in a
+/// fresh transaction a few times, where the winner's commit is visible: a processed id then replays.
+public final class PostgresWalletStore: WalletStore {
+    public struct Configuration: Sendable {
+        public var location: PostgresLocation
+        /// Connections this process opens at most. Default: `4`.
+        public var poolSize: Int
+        /// Longest a statement may run on the server, lock waits included (`statement_timeout`); also how long a
+        /// batch waits for a pooled connection. Default: `.seconds(5)`.
+        public var statementTimeout: Duration
+
+        public init(location: PostgresLocation) {
+            self.location = location
+            self.poolSize = 4
+            self.statementTimeout = .seconds(5)
+        }
+    }
+
+    /// Attempts of a batch that lost a race to another transaction, before it fails as transient.
+    static let conflictAttempts = 5
+    /// Processed ids deleted per statement by the retention sweep (a statement stays well within its timeout).
+    static let expiryChunk = 5_000
+
+    public let configuration: Configuration
+    private let client: PostgresClient
+    /// The client's `run()`; nil once closed.
+    private let runner: Mutex<Task<Void, Never>?>
+    private let schemaReady = Mutex(false)
+    /// PostgresNIO logs queries with their arguments at debug level (a push token among them): never to our logs.
+    private let logger = PostgresWalletStore.silentLogger
+    private static let silentLogger = Logger(label: "wallet-store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    private var location: PostgresLocation { configuration.location }
+    private var leaseLimit: Duration { configuration.statementTimeout }
+    /// A batch's statements each stop at the statement timeout on the server; this catches a server that stopped
+    /// answering altogether.
+    private var attemptLimit: Duration { configuration.statementTimeout * 2 + .seconds(1) }
+
+    /// Creates the pool and starts it; no connection is made until `prepare()` or the first batch.
+    public init(configuration: Configuration) throws(StoreError) {
+        guard configuration.poolSize >= 1 else {
+            throw StoreError(.permanent, "PostgreSQL store: the pool size must be at least 1")
+        }
+        guard configuration.statementTimeout >= .milliseconds(1) else {
+            throw StoreError(.permanent, "PostgreSQL store: the statement timeout must be positive")
+        }
+        self.configuration = configuration
+        let settings = PostgresConnectionSettings(configuration)
+        var pool = PostgresClient.Configuration(
+            host: configuration.location.host, port: configuration.location.port,
+            username: configuration.location.user, password: configuration.location.password,
+            database: configuration.location.database, tls: settings.clientTLS)
+        pool.options.maximumConnections = configuration.poolSize
+        pool.options.minimumConnections = 0
+        pool.options.connectTimeout = settings.connectTimeout
+        pool.options.additionalStartupParameters = settings.startupParameters
+        let client = PostgresClient(configuration: pool, backgroundLogger: Self.silentLogger)
+        self.client = client
+        runner = Mutex(Task { await client.run() })
+    }
+
+    // MARK: - WalletStore
+
+    /// Connects with a connection of its own (so a refused password or a missing database is reported as such)
+    /// and migrates the schema. Done once; `process` and `expireProcessedMessages` call it first.
+    public func prepare() async throws(StoreError) {
+        if schemaReady.withLock({ $0 }) { return }
+        try checkOpen()
+        let location = location
+        let logger = logger
+        do {
+            let connection = try await PostgresConnectionSettings(configuration).connect(logger: logger)
+            do {
+                try await PostgresSchema.migrate(on: connection, location: location, logger: logger)
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            try? await connection.close()
+        } catch {
+            throw StoreError.postgres(error, at: location)
+        }
+        schemaReady.withLock { $0 = true }
+    }
+
+    public func process(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        try await prepare()
+        let keys = PostgresKeyMemory()
+        let logger = logger
+        var attempt = 1
+        while true {
+            do {
+                return try await withConnection { connection in
+                    try await Self.processBatch(
+                        messages, router: router, now: now, keys: keys,
+                        statements: PostgresBatchStatements(connection: connection, logger: logger))
+                }
+            } catch {
+                let failure = StoreError.postgres(error, at: location)
+                guard StoreError.isConflict(error) else { throw failure }
+                guard attempt < Self.conflictAttempts else {
+                    throw StoreError(.transient, "\(failure.message), still after \(attempt) attempts")
+                }
+            }
+            attempt += 1
+            // A short random pause, so two replicas that collided do not collide again in step.
+            try? await Task.sleep(for: .milliseconds(Int.random(in: 1...(10 << attempt))))
+        }
+    }
+
+    public func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int {
+        try await prepare()
+        let logger = logger
+        var total = 0
+        while true {
+            let expired: Int
+            do {
+                expired = try await withConnection { connection in
+                    try await PostgresBatchStatements(connection: connection, logger: logger)
+                        .expire(recordedBefore: cutoff, limit: Self.expiryChunk)
+                }
+            } catch {
+                throw StoreError.postgres(error, at: location)
+            }
+            total += expired
+            if expired < Self.expiryChunk { return total }
+        }
+    }
+
+    /// Stops the pool (its `run()` task): open connections are closed. Later calls throw a permanent `StoreError`.
+    public func close() async {
+        guard let runner = runner.withLock({ $0.take() }) else { return }
+        runner.cancel()
+        await runner.value
+    }
+
+    // MARK: - A batch
+
+    /// One attempt of a batch, in one transaction on `statements`' connection.
+    private static func processBatch(
+        _ messages: [InboundMessage], router: NotificationRouter, now: Date, keys: PostgresKeyMemory,
+        statements: PostgresBatchStatements
+    ) async throws -> [StoredDecision] {
+        try await statements.begin()
+        do {
+            // The keys of earlier attempts too: a retry locks every card it will need up front, in order.
+            var wanted = keys.remembered
+            wanted.formUnion(discoverKeys(messages, router: router, now: now))
+            var snapshot = PostgresBatchSnapshot()
+            for _ in 0..<8 {
+                let needed = snapshot.missing(from: wanted)
+                if !needed.isEmpty {
+                    try await statements.fetch(needed, into: &snapshot)
+                }
+                let pass = PostgresBatchOverlay(snapshot: snapshot)
+                let decisions = try BatchRouting.process(messages, router: router, now: now, in: pass)
+                if pass.missing.isEmpty {
+                    try await statements.write(pass, now: now)
+                    try await statements.commit()
+                    return decisions
+                }
+                // The real state led the router to reads the discovery did not foresee: fetch them, route again.
+                wanted.formUnion(pass.missing)
+                keys.remember(wanted)
+            }
+            throw StoreError(.transient, "PostgreSQL store: the batch kept reading keys it had not fetched")
+        } catch {
+            do {
+                try await statements.rollback()
+            } catch {
+                // The connection is gone or confused: never hand it back to the pool inside a transaction.
+                let _: EventLoopFuture<Void> = statements.connection.close()
+            }
+            throw error
+        }
+    }
+
+    /// A routing pass over nothing: what the batch will ask for (its result is thrown away).
+    private static func discoverKeys(_ messages: [InboundMessage], router: NotificationRouter, now: Date)
+        -> PostgresBatchKeys
+    {
+        let pass = PostgresBatchOverlay(snapshot: PostgresBatchSnapshot())
+        _ = try? BatchRouting.process(messages, router: router, now: now, in: pass)
+        return pass.missing
+    }
+
+    // MARK: - Connections
+
+    /// Runs `body` on a pooled connection within the deadlines. `body`'s own errors come back as thrown; a lease
+    /// that fails or times out becomes a `StoreError` saying why (a connection of our own tells a wrong password
+    /// from a server that is down, which the pool does not).
+    private func withConnection<Result: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try checkOpen()
+        do {
+            return try await PostgresAttemptDeadline.run(
+                on: client, leaseLimit: leaseLimit, totalLimit: attemptLimit
+            ) { connection in
+                do {
+                    return try await body(connection)
+                } catch {
+                    throw WorkFailure(underlying: error)
+                }
+            }
+        } catch let failure as WorkFailure {
+            throw failure.underlying
+        } catch let exceeded as PostgresAttemptDeadline.Exceeded {
+            if exceeded.phase == .running {
+                throw StoreError(
+                    .transient, "PostgreSQL did not answer within \(attemptLimit): connection closed (\(location.shortName))")
+            }
+            throw await leaseFailure(reason: "no pooled connection within \(leaseLimit)")
+        } catch {
+            throw await leaseFailure(reason: "no pooled connection")
+        }
+    }
+
+    /// Why the pool has no connection: a connection of our own fails the way the pool's do, with the cause.
+    private func leaseFailure(reason: String) async -> StoreError {
+        if runner.withLock({ $0 == nil }) {
+            return StoreError(.permanent, "PostgreSQL store is closed (\(location.shortName))")
+        }
+        do {
+            let connection = try await PostgresConnectionSettings(configuration).connect(logger: logger)
+            try? await connection.close()
+            return StoreError(
+                .transient, "PostgreSQL: \(reason) (all \(configuration.poolSize) busy) (\(location.shortName))")
+        } catch {
+            return StoreError.postgres(error, at: location)
+        }
+    }
+
+    private func checkOpen() throws(StoreError) {
+        if runner.withLock({ $0 == nil }) {
+            throw StoreError(.permanent, "PostgreSQL store is closed (\(location.shortName))")
+        }
+    }
+
+    /// An error of the work on a leased connection, told apart from a failure to lease one.
+    private struct WorkFailure: Error {
+        var underlying: any Error
+    }
+
+    // MARK: - Reads outside the protocol (tests, diagnostics)
+
+    /// Runs `body` on a pooled connection outside any batch (reads see committed state).
+    func read<T: Sendable>(_ body: @escaping @Sendable (PostgresBatchStatements) async throws -> T)
+        async throws(StoreError) -> T
+    {
+        try await prepare()
+        let logger = logger
+        do {
+            return try await withConnection { connection in
+                try await body(PostgresBatchStatements(connection: connection, logger: logger))
+            }
+        } catch {
+            throw StoreError.postgres(error, at: location)
+        }
+    }
+}
+
+/// The keys every attempt of one batch has found so far (shared by its attempts, one after another).
+final class PostgresKeyMemory: Sendable {
+    private let keys = Mutex(PostgresBatchKeys())
+
+    var remembered: PostgresBatchKeys { keys.withLock { $0 } }
+
+    func remember(_ wanted: PostgresBatchKeys) {
+        keys.withLock { $0.formUnion(wanted) }
+    }
+}

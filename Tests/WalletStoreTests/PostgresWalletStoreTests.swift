@@ -1,0 +1,394 @@
+import Foundation
+import PostgresNIO
+import Testing
+import WalletRouting
+
+@testable import WalletStore
+
+/// What only the shared store has: several replicas (here, several stores with pools of their own) on one
+/// database at once, migrations, a server to lose. Each test in a schema of its own.
+@Suite(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+struct PostgresWalletStoreTests {
+    // MARK: - Competing replicas
+
+    @Test func theSameMessageIDOnTwoStoresIsAppliedOnceAndBothReturnTheSameResults() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let (a, b) = (try PostgresTestDatabase.store(location), try PostgresTestDatabase.store(location))
+            try await a.prepare()
+            for round in 0..<16 {
+                // Even rounds lock a card first; odd ones lock nothing, so the two race to insert the processed ids
+                // and the loser gets the unique violation, retries, and replays.
+                let batch =
+                    round.isMultiple(of: 2)
+                    ? [
+                        Messages.install("DC-\(round)", id: "r\(round)-install"),
+                        Messages.tns("DC-\(round)", recordId: "T-\(round)", id: "r\(round)-tns"),
+                        Messages.suspend("DC-\(round)", id: "r\(round)-suspend"),
+                        Messages.ignored(id: "r\(round)-ignored"),
+                    ]
+                    : [
+                        Messages.registerInstallation("inst-\(round)", tags: ["round:\(round)"], id: "r\(round)-inst"),
+                        Messages.ignored(id: "r\(round)-ignored"),
+                    ]
+                // Different processing times: a second application would publish another processedAt.
+                let base = 1_790_000_000 + Double(round)
+                async let first = a.process(batch, router: NotificationRouter(), now: Date(timeIntervalSince1970: base))
+                async let second = b.process(
+                    batch, router: NotificationRouter(), now: Date(timeIntervalSince1970: base + 0.5))
+                let (x, y) = try await (first, second)
+                for index in batch.indices {
+                    #expect(x[index].decision.results == y[index].decision.results)
+                    #expect(x[index].isReplay != y[index].isReplay, "exactly one store applied it")
+                    #expect(x[index].decision.outcome == y[index].decision.outcome)
+                }
+            }
+            let harness = StoreHarness(store: a, path: nil)
+            for round in stride(from: 0, to: 16, by: 2) {
+                #expect(try await harness.card("DC-\(round)")?.state == .suspended)
+                #expect(try await harness.transactions("DC-\(round)").map(\.id) == ["T-\(round)"])
+            }
+            #expect(try await harness.installation("inst-1")?.tags == ["round:1"])
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func concurrentBatchesOnOneCardFromTwoStoresLoseNoUpdate() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let (a, b) = (try PostgresTestDatabase.store(location), try PostgresTestDatabase.store(location))
+            // Every TNS result shows the card's whole history: it tells what each batch saw.
+            var settings = RoutingSettings()
+            settings.transactionHistoryLimit = 1_000
+            let router = NotificationRouter(settings: settings)
+            _ = try await a.process([Messages.install("DC-1", id: "install")], router: router, now: Date())
+
+            let batchesPerStore = 15
+            func batches(_ name: String) -> [[InboundMessage]] {
+                (0..<batchesPerStore).map { n in
+                    [
+                        Messages.tns(
+                            "DC-1", recordId: "\(name)-\(n)", date: "2026-11-20T10:\(String(format: "%02d", n)):00Z",
+                            id: "\(name)-tns-\(n)"),
+                        n.isMultiple(of: 2)
+                            ? Messages.suspend("DC-1", id: "\(name)-cps-\(n)") : Messages.resume("DC-1", id: "\(name)-cps-\(n)"),
+                    ]
+                }
+            }
+            let decisions = try await withThrowingTaskGroup(of: [StoredDecision].self) { group in
+                for (store, name) in [(a, "A"), (b, "B")] {
+                    group.addTask {
+                        var all: [StoredDecision] = []
+                        for batch in batches(name) {
+                            all += try await store.process(batch, router: router, now: Date())
+                        }
+                        return all
+                    }
+                }
+                var all: [StoredDecision] = []
+                while let next = try await group.next() { all += next }
+                return all
+            }
+            #expect(decisions.allSatisfy { !$0.isReplay })
+
+            // Serializable per card: the histories the TNS results saw form one chain, each containing the one
+            // before it plus its own new record. Two batches reading the card at once would see incomparable ones.
+            let views = try decisions.compactMap { try Self.recordIDs(inTNSResultOf: $0.decision) }
+                .sorted { $0.count < $1.count }
+            #expect(views.count == 2 * batchesPerStore)
+            for (earlier, later) in zip(views, views.dropFirst()) {
+                #expect(earlier.isSubset(of: later) && later.count == earlier.count + 1)
+            }
+            // Every record stored exactly once.
+            let history = try await StoreHarness(store: a, path: nil).transactions("DC-1", limit: 1_000)
+            #expect(history.count == 2 * batchesPerStore)
+            #expect(Set(history.map(\.id)).count == 2 * batchesPerStore)
+
+            // Card transitions applied one after another: suspends and resumes that changed the card alternate.
+            let transitions = try decisions.flatMap { try Self.stateChanges(in: $0.decision) }
+            let suspends = transitions.filter { $0 == (.active, .suspended) }.count
+            let resumes = transitions.filter { $0 == (.suspended, .active) }.count
+            let final = try #require(try await StoreHarness(store: a, path: nil).card("DC-1")).state
+            #expect(suspends - resumes == (final == .suspended ? 1 : 0))
+            await a.close()
+            await b.close()
+        }
+    }
+
+    @Test func twoStoresInstallingTheSameNewCardAtOnce() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let (a, b) = (try PostgresTestDatabase.store(location), try PostgresTestDatabase.store(location))
+            try await a.prepare()
+            for round in 0..<12 {
+                // A card that does not exist cannot be row-locked: both find it absent, both route an install;
+                // the second insert meets the first's row, and that batch is routed again against it.
+                let card = "DC-new-\(round)"
+                async let first = a.process(
+                    [Messages.install(card, id: "a-\(round)")], router: NotificationRouter(), now: Date())
+                async let second = b.process(
+                    [Messages.install(card, id: "b-\(round)")], router: NotificationRouter(), now: Date())
+                let decisions = try await [first[0].decision, second[0].decision]
+                // Serially, one install creates the card and the other finds it active (and changes nothing).
+                let created = try decisions.filter { try Self.createdTheCard($0) }
+                #expect(created.count == 1)
+                #expect(decisions.allSatisfy { $0.outcome == .processed })
+            }
+            await a.close()
+            await b.close()
+        }
+    }
+
+    // MARK: - Migrations
+
+    @Test func migrationsRacingFromSeveralStoresApplyOnce() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let stores = try (0..<4).map { _ in try PostgresTestDatabase.store(location) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in stores { group.addTask { try await store.prepare() } }
+                while try await group.next() != nil {}
+            }
+            let versions = try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                var versions: [Int] = []
+                for try await row in try await connection.query(
+                    "SELECT version FROM wallet_schema_migrations ORDER BY version", logger: PostgresTestDatabase.logger)
+                {
+                    versions.append(try row.decode(Int.self))
+                }
+                return versions
+            }
+            #expect(versions == PostgresSchema.migrations.map(\.version))
+            for (index, store) in stores.enumerated() {
+                let decisions = try await store.process(
+                    [Messages.install("DC-\(index)", id: "m-\(index)")], router: NotificationRouter(), now: Date())
+                #expect(decisions[0].decision.outcome == .processed)
+                await store.close()
+            }
+        }
+    }
+
+    @Test func aSchemaFromANewerBuildIsRefused() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            try await store.prepare()
+            await store.close()
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                try await connection.query(
+                    "INSERT INTO wallet_schema_migrations (version, name) VALUES (99, 'from the future')",
+                    logger: PostgresTestDatabase.logger)
+            }
+            let newer = try PostgresTestDatabase.store(location)
+            let error = await #expect(throws: StoreError.self) {
+                try await newer.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+            }
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.contains("newer than this build (unknown migrations: 99)") == true)
+            await newer.close()
+        }
+    }
+
+    // MARK: - Failures
+
+    @Test func aWrongPasswordIsPermanentAndNeverShown() async throws {
+        var location = try PostgresTestDatabase.location()
+        location.password = "not-the-password-\(UUID().uuidString)"
+        let store = try PostgresTestDatabase.store(location)
+        let error = await #expect(throws: StoreError.self) {
+            try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+        }
+        #expect(error?.kind == .permanent)
+        #expect(error?.message.contains("authentication failed (SQLSTATE 28P01)") == true)
+        #expect(error?.message.contains(location.password!) == false)
+        #expect(!"\(StoreLocation.postgres(location))".contains(location.password!))
+        await store.close()
+    }
+
+    @Test func aMissingDatabaseIsPermanent() async throws {
+        var location = try PostgresTestDatabase.location()
+        location.database = "wallet_missing_\(UUID().uuidString.prefix(8).lowercased())"
+        let store = try PostgresTestDatabase.store(location)
+        let error = await #expect(throws: StoreError.self) { try await store.prepare() }
+        #expect(error?.kind == .permanent)
+        #expect(error?.message.contains("database does not exist (SQLSTATE 3D000)") == true)
+        await store.close()
+    }
+
+    @Test func aServerThatIsNotRunningIsTransient() async throws {
+        var location = try PostgresTestDatabase.location()
+        location.port = try Self.unusedPort()
+        let store = try PostgresTestDatabase.store(location, statementTimeout: .milliseconds(500))
+        let clock = ContinuousClock()
+        let start = clock.now
+        let error = await #expect(throws: StoreError.self) {
+            try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+        }
+        #expect(error?.kind == .transient)
+        #expect(error?.message.contains("PostgreSQL unreachable") == true)
+        #expect(clock.now - start < .seconds(5))
+        await #expect(throws: StoreError.self) { try await store.expireProcessedMessages(recordedBefore: Date()) }
+        await store.close()
+    }
+
+    @Test func aRowLockedForLongerThanTheStatementTimeoutFailsTheBatchAsTransient() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location, statementTimeout: .milliseconds(300))
+            _ = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                // Another replica holding the card (its batch stuck mid-transaction).
+                try await connection.query("BEGIN", logger: PostgresTestDatabase.logger)
+                try await connection.query(
+                    "SELECT 1 FROM cards WHERE digital_card_id = 'DC-1' FOR UPDATE", logger: PostgresTestDatabase.logger)
+                let error = await #expect(throws: StoreError.self) {
+                    try await store.process([Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
+                }
+                #expect(error?.kind == .transient)
+                #expect(error?.message.contains("statement timeout (SQLSTATE 57014)") == true)
+                try await connection.query("ROLLBACK", logger: PostgresTestDatabase.logger)
+            }
+            // Nothing of the failed batch was kept: the retry applies it.
+            let retry = try await store.process(
+                [Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
+            #expect(retry[0].isReplay == false)
+            #expect(try await StoreHarness(store: store, path: nil).card("DC-1")?.state == .suspended)
+            await store.close()
+        }
+    }
+
+    @Test func aBatchThatFailsMidwayCommitsNothing() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            try await store.prepare()
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                for statement in [
+                    """
+                    CREATE FUNCTION \(location.schema!).fail_on_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN IF NEW.message_id = 'boom' THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$
+                    """,
+                    """
+                    CREATE TRIGGER fail_on_boom BEFORE INSERT ON \(location.schema!).processed_messages
+                    FOR EACH ROW EXECUTE FUNCTION \(location.schema!).fail_on_boom()
+                    """,
+                ] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: PostgresTestDatabase.logger)
+                }
+            }
+            let error = await #expect(throws: StoreError.self) {
+                try await store.process(
+                    [
+                        Messages.install("DC-1", id: "m1"), Messages.install("DC-2", id: nil),
+                        Messages.tns("DC-1", recordId: "T-1", id: "boom"),
+                    ], router: NotificationRouter(), now: Date())
+            }
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.contains("injected failure") == true)
+            let harness = StoreHarness(store: store, path: nil)
+            #expect(try await harness.card("DC-1") == nil)
+            #expect(try await harness.card("DC-2") == nil)
+            #expect(try await harness.transactions("DC-1").isEmpty)
+            await store.close()
+        }
+    }
+
+    @Test func callsAfterCloseFail() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try WalletStores.open(.postgres(location), poolSize: 2)
+            #expect(store is PostgresWalletStore)
+            _ = try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+            await store.close()
+            await store.close()  // idempotent
+            let error = await #expect(throws: StoreError.self) {
+                try await store.process([Messages.ignored(id: "m2")], router: NotificationRouter(), now: Date())
+            }
+            #expect(error?.kind == .permanent)
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// The ids of the records in a TNS result (the history the batch saw), nil for other decisions.
+    private static func recordIDs(inTNSResultOf decision: Decision) throws -> Set<String>? {
+        guard let result = decision.results.first(where: { $0.routingKey == "transactions.records" }) else {
+            return nil
+        }
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(result.body)) as? [String: Any])
+        let records = try #require(body["records"] as? [[String: Any]])
+        return Set(records.compactMap { $0["id"] as? String })
+    }
+
+    /// The (previous, new) states of the card events that changed the card.
+    private static func stateChanges(in decision: Decision) throws -> [(CardState, CardState)] {
+        try decision.results.filter { $0.exchange == "wallet.events" }.compactMap { result in
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(result.body)) as? [String: Any])
+            guard body["changed"] as? Bool == true,
+                let previous = (body["previousState"] as? String).flatMap(CardState.init(rawValue:)),
+                let state = (body["state"] as? String).flatMap(CardState.init(rawValue:))
+            else { return nil }
+            return (previous, state)
+        }
+    }
+
+    /// Whether the decision's card event moved the card from absent (`previousState` null) to a state.
+    private static func createdTheCard(_ decision: Decision) throws -> Bool {
+        let event = try #require(decision.results.first { $0.exchange == "wallet.events" })
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(event.body)) as? [String: Any])
+        return body["previousState"] is NSNull && body["changed"] as? Bool == true
+    }
+
+    /// A loopback port nothing listens on: what a stopped server looks like.
+    private static func unusedPort() throws -> Int {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
+            }
+        }
+        guard bound else { throw PostgresTestError("could not find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// `PostgresLocation`: the URL forms and what may never be shown.
+@Suite struct PostgresLocationTests {
+    @Test func parsesEveryPart() throws {
+        let location = try PostgresLocation(
+            parsing: "postgresql://wal%40let:p%3Ass%2Fw@db.example:6543/wallet%20db?sslmode=require&schema=wallet_1")
+        #expect(location.user == "wal@let")
+        #expect(location.password == "p:ss/w")
+        #expect(location.host == "db.example")
+        #expect(location.port == 6543)
+        #expect(location.database == "wallet db")
+        #expect(location.tlsMode == .require)
+        #expect(location.schema == "wallet_1")
+        let defaults = try PostgresLocation(parsing: "postgres://wallet@localhost/wallet")
+        #expect(defaults.port == 5432)
+        #expect(defaults.password == nil)
+        #expect(defaults.tlsMode == .prefer)
+        #expect(defaults.schema == nil)
+    }
+
+    @Test func theDescriptionNeverShowsThePassword() throws {
+        let location = try StoreLocation(parsing: "postgres://wallet:s3cret-pw@127.0.0.1:5432/wallet?sslmode=disable")
+        #expect(location.description == "postgres://wallet:***@127.0.0.1:5432/wallet?sslmode=disable")
+        #expect(try StoreLocation(parsing: "postgres://wallet@h/db").description == "postgres://wallet@h:5432/db")
+    }
+
+    @Test(arguments: [
+        "postgres://wallet:s3cret-pw@/wallet",
+        "postgres://:s3cret-pw@host/wallet",
+        "postgres://wallet:s3cret-pw@host",
+        "postgres://wallet:s3cret-pw@host/wallet?sslmode=maybe",
+        "postgres://wallet:s3cret-pw@host/wallet?schema=Bad-Name",
+        "postgres://wallet:s3cret-pw@host/wallet?pool=4",
+        "postgres://wallet:s3cret-pw@host:99999/wallet",
+        "mysql://wallet:s3cret-pw@host/wallet",
+    ])
+    func badLocationsArePermanentErrorsThatNeverEchoThePassword(text: String) {
+        let error = #expect(throws: StoreError.self) { try StoreLocation(parsing: text) }
+        #expect(error?.kind == .permanent)
+        #expect(error?.message.contains("s3cret-pw") == false)
+    }
+}
