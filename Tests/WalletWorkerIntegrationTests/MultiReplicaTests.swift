@@ -130,6 +130,7 @@ struct MultiReplicaRun {
         }
         finished += replicas
         replicas = []
+        let stopped = clock.now - started
 
         // Every message acknowledged or dead-lettered: with no consumer left, anything unacknowledged would be back
         // in its queue.
@@ -170,7 +171,7 @@ struct MultiReplicaRun {
             + "\(retried.count) retries; "
             + "published in \(seconds(published)), killed replica \(victim) at \(seconds(killedAt)) (it had processed "
             + "\(Int(processedSoFar[victim])) of \(processedSoFar.map { Int($0) })), drained at \(seconds(drained)), "
-            + "done at \(seconds(clock.now - started))")
+            + "stopped at \(seconds(stopped)), done at \(seconds(clock.now - started))")
         if failedChecks.isEmpty {
             for replica in finished { replica.process.removeLog() }
         } else {
