@@ -12,7 +12,9 @@
 #   scripts/rabbitmq-local.sh ctl ARGS  # rabbitmqctl against this node (e.g. set_vm_memory_high_watermark)
 #
 # Environment: RABBITMQ_PORT (default 5672), RABBITMQ_TLS_PORT (default RABBITMQ_PORT + 1),
-# RABBITMQ_DATA_DIR (default /tmp/wallet-rabbitmq-$RABBITMQ_PORT), RABBITMQ_NODENAME (default wallet-$RABBITMQ_PORT@localhost).
+# RABBITMQ_DATA_DIR (default /tmp/wallet-rabbitmq-$RABBITMQ_PORT), RABBITMQ_NODENAME (default wallet-$RABBITMQ_PORT@localhost),
+# RABBITMQ_DEFINITIONS (a definitions file or folder imported at boot, as deploy/rabbitmq/rabbitmq.conf does; such a
+# node seeds no guest user: the definitions must bring a user).
 # The TLS listener uses a CA and a server certificate for the name localhost (only) generated into $RABBITMQ_DATA_DIR/tls
 # (ca.pem is what clients verify against).
 set -euo pipefail
@@ -87,6 +89,9 @@ loopback_users.guest = true
 vm_memory_high_watermark.relative = 0.4
 disk_free_limit.absolute = 200MB
 CONF
+    if [ -n "${RABBITMQ_DEFINITIONS:-}" ]; then
+        echo "load_definitions = $RABBITMQ_DEFINITIONS" >> "$RABBITMQ_CONFIG_FILE.conf"
+    fi
     echo "[]." > "$RABBITMQ_ADVANCED_CONFIG_FILE"
     nohup "$server_bin/rabbitmq-server" > "$data_dir/log/startup.log" 2>&1 &
     echo $! > "$data_dir/launcher.pid"

@@ -17,9 +17,12 @@ public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
         } else if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
             self = .postgres(try PostgresLocation(parsing: text))
         } else {
-            // Not `\(text)`: a mistyped PostgreSQL URL would put its password in the message.
+            // Quoted unless it may be a mistyped URL with credentials: the password must not reach the logs.
+            let shown = text.contains("@") ? "(not shown: it contains `@`)" : "`\(text)`"
             throw StoreError(
-                .permanent, "unknown store location: expected `sqlite:PATH`, `postgres://USER:PASSWORD@HOST:PORT/DATABASE` or `memory`")
+                .permanent,
+                "unknown store location \(shown): expected `sqlite:PATH`, "
+                    + "`postgres://USER:PASSWORD@HOST:PORT/DATABASE` or `memory`")
         }
     }
 

@@ -252,6 +252,93 @@ struct PostgresWalletStoreTests {
         }
     }
 
+    @Test func aConnectionTerminatedByTheServerMidBatchIsTransientAndThePoolRecovers() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            _ = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { admin in
+                let logger = PostgresTestDatabase.logger
+                try await admin.query("BEGIN", logger: logger)
+                try await admin.query("SELECT 1 FROM cards WHERE digital_card_id = 'DC-1' FOR UPDATE", logger: logger)
+                let batch = Task {
+                    try await store.process([Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
+                }
+                // The store's backend waits on our lock; end it as a server shutdown or an administrator would.
+                var terminated = false
+                for _ in 0..<100 where !terminated {
+                    for try await row in try await admin.query(
+                        """
+                        SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                        WHERE pg_blocking_pids(pid) @> ARRAY[pg_backend_pid()]
+                        """, logger: logger)
+                    {
+                        terminated = try row.decode(Int.self) > 0
+                    }
+                    if !terminated { try await Task.sleep(for: .milliseconds(20)) }
+                }
+                #expect(terminated)
+                let error = await #expect(throws: StoreError.self) { try await batch.value }
+                #expect(error?.kind == .transient)
+                #expect(
+                    error?.message.contains("server shutting down (SQLSTATE 57P01)") == true
+                        || error?.message.contains("connection lost") == true, "\(String(describing: error))")
+                try await admin.query("ROLLBACK", logger: logger)
+            }
+            // Nothing of it was kept, and the pool has a working connection again.
+            let retry = try await store.process(
+                [Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
+            #expect(retry[0].isReplay == false)
+            #expect(try await StoreHarness(store: store, path: nil).card("DC-1")?.state == .suspended)
+            await store.close()
+        }
+    }
+
+    @Test func aBatchThatFindsNoFreePooledConnectionInTimeIsTransient() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            var configuration = PostgresWalletStore.Configuration(location: location)
+            configuration.poolSize = 1
+            configuration.statementTimeout = .milliseconds(300)
+            let store = try PostgresWalletStore(configuration: configuration)
+            try await store.prepare()
+            // The pool's only connection busy for longer than a batch may wait for it.
+            let holder = Task { try await store.read { _ in try await Task.sleep(for: .milliseconds(1_200)) } }
+            try await Task.sleep(for: .milliseconds(100))
+            let clock = ContinuousClock()
+            let start = clock.now
+            let error = await #expect(throws: StoreError.self) {
+                try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+            }
+            #expect(error?.kind == .transient)
+            #expect(error?.message.contains("no pooled connection within 0.3 seconds (all 1 busy)") == true)
+            #expect(clock.now - start < .milliseconds(1_000))
+            try await holder.value
+            let retry = try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+            #expect(retry[0].isReplay == false)
+            await store.close()
+        }
+    }
+
+    @Test func workThatOutlivesTheAttemptDeadlineHasItsConnectionClosed() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            // What a server that stopped answering looks like from here: the work on the connection never ends.
+            let store = try PostgresTestDatabase.store(location, statementTimeout: .milliseconds(200))
+            try await store.prepare()
+            let clock = ContinuousClock()
+            let start = clock.now
+            let error = await #expect(throws: StoreError.self) {
+                try await store.read { _ in try await Task.sleep(for: .seconds(30)) }
+            }
+            #expect(error?.kind == .transient)
+            #expect(error?.message.contains("did not answer within 1.4 seconds") == true)
+            #expect(clock.now - start < .seconds(5))
+            // The pool replaces the closed connection.
+            let decisions = try await store.process(
+                [Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            #expect(decisions[0].decision.outcome == .processed)
+            await store.close()
+        }
+    }
+
     @Test func aBatchThatFailsMidwayCommitsNothing() async throws {
         try await PostgresTestDatabase.withSchema { location in
             let store = try PostgresTestDatabase.store(location)
@@ -390,5 +477,25 @@ struct PostgresWalletStoreTests {
         let error = #expect(throws: StoreError.self) { try StoreLocation(parsing: text) }
         #expect(error?.kind == .permanent)
         #expect(error?.message.contains("s3cret-pw") == false)
+    }
+}
+
+/// The SQLSTATE table: what the worker retries and what stops it.
+@Suite struct PostgresErrorClassificationTests {
+    @Test(arguments: [
+        ("40001", StoreError.Kind.transient), ("40P01", .transient), ("23505", .transient), ("57014", .transient),
+        ("53300", .transient), ("53100", .transient), ("57P01", .transient), ("57P03", .transient),
+        ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient),
+        ("28P01", .permanent), ("28000", .permanent), ("3D000", .permanent), ("42P01", .permanent),
+        ("42703", .permanent), ("42501", .permanent), ("22P02", .permanent), ("XX000", .permanent),
+    ])
+    func sqlStates(state: String, kind: StoreError.Kind) {
+        #expect(PostgresSQLState.classify(state).0 == kind)
+    }
+
+    @Test func onlyRacesAreRetriedInsideTheStore() {
+        #expect(PostgresSQLState.conflicts == ["40001", "40P01", "23505"])
+        #expect(StoreError.isConflict(PostgresConflict(description: "a new card")))
+        #expect(!StoreError.isConflict(StoreError(.transient, "busy")))
     }
 }

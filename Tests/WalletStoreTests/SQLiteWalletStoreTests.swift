@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 import WalletRouting
 
@@ -187,6 +188,26 @@ import WalletRouting
             // The retention sweep still finds v1's records by their time.
             #expect(try await store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 101)) == 1)
             await store.close()
+        }
+    }
+
+    /// Processes sharing a new file start at the same moment: none fails permanently on the schema race.
+    @Test func storesOpeningANewFileAtOnceAllSucceed() async throws {
+        try await withTemporaryDirectory { directory in
+            for round in 0..<100 {
+                let path = directory.appendingPathComponent("wallet-\(round).sqlite").path
+                let failures = Mutex<[String]>([])
+                DispatchQueue.concurrentPerform(iterations: 3) { _ in
+                    do {
+                        _ = try Self.open(path)
+                    } catch let error as StoreError where error.kind == .transient {
+                        // SQLITE_BUSY while another opener sets the file up is transient: not the race tested here.
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                    }
+                }
+                #expect(failures.withLock { $0 } == [], "round \(round)")
+            }
         }
     }
 

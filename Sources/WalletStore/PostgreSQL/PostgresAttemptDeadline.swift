@@ -39,7 +39,14 @@ final class PostgresAttemptDeadline: Sendable {
                 try await client.withConnection { connection in
                     try deadline.leased(connection)
                     defer { deadline.finish() }
-                    return try await body(connection)
+                    do {
+                        return try await body(connection)
+                    } catch {
+                        // Hand a connection closed under the work back only once the pool has seen it close:
+                        // else the next lease could get it.
+                        if deadline.expiredPhase == .running { try? await connection.closeFuture.get() }
+                        throw error
+                    }
                 }
             }
             group.addTask {

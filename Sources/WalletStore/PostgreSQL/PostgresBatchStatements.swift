@@ -299,7 +299,7 @@ struct PostgresBatchStatements {
             """, bindings)
     }
 
-    /// Forgets up to `limit` processed ids recorded before `cutoff` (their results go with them); returns how many.
+    /// Forgets up to `limit` processed ids recorded before `cutoff` and their results; returns how many ids.
     /// Rows another replica's sweep holds are skipped, not waited for.
     func expire(recordedBefore cutoff: Date, limit: Int) async throws -> Int {
         let query: PostgresQuery = """
@@ -307,7 +307,10 @@ struct PostgresBatchStatements {
                 SELECT message_id FROM processed_messages WHERE recorded_at < \(cutoff)
                 LIMIT \(limit) FOR UPDATE SKIP LOCKED
             ), deleted AS (
-                DELETE FROM processed_messages AS m USING doomed WHERE m.message_id = doomed.message_id RETURNING 1
+                DELETE FROM processed_messages AS m USING doomed WHERE m.message_id = doomed.message_id
+                RETURNING m.message_id
+            ), deleted_results AS (
+                DELETE FROM processed_results AS r USING deleted WHERE r.message_id = deleted.message_id
             )
             SELECT count(*) FROM deleted
             """

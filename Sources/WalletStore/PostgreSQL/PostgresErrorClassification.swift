@@ -74,12 +74,9 @@ extension StoreError {
         }
     }
 
+    /// The transport's own words (NIO's connect, DNS and socket errors name the address and errno, nothing secret).
     private static func underlyingDescription(_ error: any Error) -> String {
-        switch error {
-        case let error as IOError: error.description
-        case let error as ChannelError: "\(error)"
-        default: "\(type(of: error))"
-        }
+        "\(error)"
     }
 }
 

@@ -185,8 +185,9 @@ public final class PostgresWalletStore: WalletStore {
             do {
                 try await statements.rollback()
             } catch {
-                // The connection is gone or confused: never hand it back to the pool inside a transaction.
-                let _: EventLoopFuture<Void> = statements.connection.close()
+                // The connection is gone or confused: never hand it back to the pool inside a transaction (and
+                // only once closed, so the pool has seen it go).
+                try? await statements.connection.close()
             }
             throw error
         }

@@ -51,7 +51,7 @@ public final class SQLiteWalletStore: WalletStore {
         do {
             let queue = try DatabaseQueue(path: configuration.path, configuration: grdb)
             do {
-                try Self.migrate(queue, fileName: fileName)
+                try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout)
             } catch {
                 try? queue.close()
                 throw error
@@ -64,7 +64,26 @@ public final class SQLiteWalletStore: WalletStore {
 
     /// Applies the migrations this build knows, refusing a file a newer build has migrated: its schema may have
     /// changed in ways this code would silently get wrong.
-    private static func migrate(_ queue: DatabaseQueue, fileName: String) throws {
+    private static func migrate(_ queue: DatabaseQueue, fileName: String, busyTimeout: Duration) throws {
+        // Two processes opening a new file at once race to create the schema: the loser's statements fail (e.g.
+        // "no such table: grdb_migrations" between GRDB's two reads, "table cards already exists", or SQLITE_BUSY
+        // without waiting when a read must become a write) and its migration transaction rolls back. Another
+        // attempt sees the winner's committed schema.
+        // Retried for as long as the busy timeout: a loaded machine can hold the winner's migration for seconds.
+        let deadline = ContinuousClock.now + busyTimeout
+        while true {
+            do {
+                return try migrateOnce(queue, fileName: fileName)
+            } catch let error as DatabaseError
+                where [.SQLITE_ERROR, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
+                && ContinuousClock.now < deadline
+            {
+                usleep(50_000)
+            }
+        }
+    }
+
+    private static func migrateOnce(_ queue: DatabaseQueue, fileName: String) throws {
         let migrator = SQLiteSchema.migrator
         try queue.read { db in
             guard try migrator.hasBeenSuperseded(db) else { return }

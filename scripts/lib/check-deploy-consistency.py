@@ -1,0 +1,243 @@
+"""Cross-checks of the deployment files that no schema can express: they name each other (ConfigMap, Secret keys,
+selectors, queue names) and the worker (its environment variables, its topology's arguments). A mistake there is
+valid YAML that fails only in a cluster, or a setting the worker silently ignores.
+
+    python3 scripts/lib/check-deploy-consistency.py      (from the repository's root; needs PyYAML)
+
+Prints the failed checks (and warnings), then how many passed; exits 1 when any failed.
+"""
+import base64
+import hashlib
+import json
+import pathlib
+import re
+import sys
+from urllib.parse import urlsplit
+
+import yaml
+
+ROOT = pathlib.Path.cwd()
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+
+failures = 0
+passes = 0
+
+
+def check(description, passed, detail=""):
+    global failures, passes
+    if passed:
+        passes += 1
+    else:
+        failures += 1
+        print(f"consistency: FAILED: {description}" + (f": {detail}" if detail else ""), file=sys.stderr)
+
+
+def load(path):
+    with open(path) as file:
+        return yaml.safe_load(file)
+
+
+def seconds(duration):
+    """The worker's duration syntax (DurationText): 250ms, 5s, 10m, 24h, or a bare number of seconds."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?", str(duration))
+    if not match:
+        raise ValueError(f"not a duration: {duration!r}")
+    value, unit = float(match.group(1)), match.group(2) or "s"
+    return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+
+
+# --- What the worker reads -----------------------------------------------------------------------------------------
+
+options = (ROOT / "Sources" / "wallet-worker" / "Options.swift").read_text()
+readme = (ROOT / "README.md").read_text()
+known_variables = set(re.findall(r"\benv ([A-Z][A-Z0-9_]+)", options))
+for row in re.findall(r"^\|[^|]*\|([^|]*)\|", readme, flags=re.MULTILINE):
+    known_variables.update(re.findall(r"`([A-Z][A-Z0-9_]+)`", row))
+check("the worker's environment variables are found in Options.swift", len(known_variables) > 20,
+      f"found only {sorted(known_variables)}")
+
+
+def check_variables(where, names):
+    unknown = sorted(set(names) - known_variables)
+    check(f"{where}: every variable is one the worker reads", not unknown, f"unknown: {unknown}")
+
+
+topology_source = (ROOT / "Sources" / "WalletWorker" / "Topology.swift").read_text()
+topology_defaults = dict(re.findall(r'public var (\w+) = "([^"]*)"', topology_source))
+
+# --- RabbitMQ definitions ------------------------------------------------------------------------------------------
+
+definitions = json.loads((ROOT / "deploy" / "rabbitmq" / "definitions.json").read_text())
+queues = {queue["name"]: queue for queue in definitions["queues"]}
+exchanges = {exchange["name"]: exchange for exchange in definitions["exchanges"]}
+work_queue_name = topology_defaults["workQueue"]
+for field in ["workQueue", "retryQueue", "deadLetterQueue"]:
+    check(f"definitions.json has the {field} of Topology.swift ({topology_defaults[field]})", topology_defaults[field] in queues)
+for field in ["inboundExchange", "deadLetterExchange"]:
+    check(f"definitions.json has the {field} of Topology.swift ({topology_defaults[field]})", topology_defaults[field] in exchanges)
+work_arguments = queues[work_queue_name]["arguments"]
+retry_arguments = queues[topology_defaults["retryQueue"]]["arguments"]
+
+
+def check_topology_settings(where, settings):
+    """The settings that become queue arguments agree with definitions.json (else RabbitMQ answers 406)."""
+    check(f"{where}: WALLET_QUEUE_TYPE is the work queue's x-queue-type",
+          settings.get("WALLET_QUEUE_TYPE", "classic") == work_arguments.get("x-queue-type", "classic"))
+    check(f"{where}: WALLET_DELIVERY_LIMIT is the work queue's x-delivery-limit",
+          int(settings.get("WALLET_DELIVERY_LIMIT", 20)) == work_arguments.get("x-delivery-limit"))
+    check(f"{where}: WALLET_RETRY_DELAY is the retry queue's x-message-ttl",
+          round(seconds(settings.get("WALLET_RETRY_DELAY", "5s")) * 1000) == retry_arguments.get("x-message-ttl"))
+    check(f"{where}: the work queue is definitions.json's",
+          settings.get("WALLET_WORK_QUEUE", work_queue_name) == work_queue_name)
+
+
+# --- docker-compose.yml --------------------------------------------------------------------------------------------
+
+compose = load(ROOT / "docker-compose.yml")
+services = compose["services"]
+worker_environment = {key: str(value) for key, value in services["worker"]["environment"].items()}
+check("compose: declare and worker share one environment", services["declare"]["environment"] == services["worker"]["environment"])
+check_variables("compose worker environment", worker_environment)
+check_topology_settings("compose", worker_environment)
+check("compose: three worker replicas", services["worker"].get("deploy", {}).get("replicas") == 3)
+check("compose: the workers wait for the declare service to succeed",
+      services["worker"]["depends_on"].get("declare", {}).get("condition") == "service_completed_successfully")
+for dependency in ["rabbitmq", "postgres"]:
+    check(f"compose: the workers wait for a healthy {dependency}",
+          services["worker"]["depends_on"].get(dependency, {}).get("condition") == "service_healthy")
+    check(f"compose: {dependency} has a healthcheck", "healthcheck" in services[dependency])
+shutdown_grace = seconds(worker_environment.get("WALLET_SHUTDOWN_GRACE", "25s"))
+check("compose: stop_grace_period is above the worker's shutdown grace",
+      seconds(services["worker"].get("stop_grace_period", "10s")) > shutdown_grace)
+
+dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+stages = set(re.findall(r"^FROM \S+ AS (\S+)", dockerfile, flags=re.MULTILINE))
+for name, service in services.items():
+    build = service.get("build")
+    if isinstance(build, dict):
+        check(f"compose: {name} builds an existing Dockerfile stage ({build.get('target')})",
+              (ROOT / build["dockerfile"]).is_file() and build.get("target") in stages)
+    for volume in service.get("volumes", []):
+        source = volume.split(":")[0]
+        if source.startswith("./"):
+            check(f"compose: {name} mounts {source}, which exists", (ROOT / source).exists())
+
+published = {pathlib.PurePosixPath(argument).name for argument in services["publish-examples"]["command"]}
+examples = {path.name for path in (ROOT / "examples").glob("*.jsonl")}
+check("compose: publish-examples publishes every examples/*.jsonl", published == examples,
+      f"published {sorted(published)}, examples {sorted(examples)}")
+
+# The compose broker's user (compose-users.json) is the one in AMQP_URL: its password hash is checked.
+users = json.loads((ROOT / "deploy" / "rabbitmq" / "compose-users.json").read_text())["users"]
+amqp = urlsplit(worker_environment["AMQP_URL"])
+user = next((user for user in users if user["name"] == amqp.username), None)
+if user is None:
+    check(f"compose: AMQP_URL's user {amqp.username} is in compose-users.json", False)
+else:
+    salted = base64.b64decode(user["password_hash"])
+    check("compose: AMQP_URL's password is compose-users.json's (rabbit_password_hashing_sha256)",
+          user["hashing_algorithm"] == "rabbit_password_hashing_sha256"
+          and hashlib.sha256(salted[:4] + amqp.password.encode()).digest() == salted[4:])
+store = urlsplit(worker_environment["WALLET_STORE"])
+postgres = services["postgres"]["environment"]
+check("compose: WALLET_STORE is the postgres service's user, password and database",
+      (store.username, store.password, store.path.lstrip("/")) ==
+      (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"]))
+
+# --- Kubernetes ----------------------------------------------------------------------------------------------------
+
+manifests = {}
+for path in sorted(KUBERNETES.glob("*.yaml")):
+    document = load(path)
+    manifests[document["kind"]] = document
+    manifests[path.name] = document
+kustomization = manifests["Kustomization"]
+for resource in kustomization["resources"]:
+    check(f"kustomization: {resource} exists", (KUBERNETES / resource).is_file())
+unlisted = sorted(path.name for path in KUBERNETES.glob("*.yaml")
+                  if path.name != "kustomization.yaml" and not path.name.endswith(".example.yaml")
+                  and path.name not in kustomization["resources"])
+check("kustomization: lists every manifest but the examples", not unlisted, f"not listed: {unlisted}")
+check("kustomization: the example Secret is not applied", "secret.example.yaml" not in kustomization["resources"])
+
+config_map, secret = manifests["ConfigMap"], manifests["Secret"]
+deployment, job = manifests["Deployment"], manifests["Job"]
+settings = config_map["data"]
+check_variables("ConfigMap", settings)
+check_topology_settings("ConfigMap", settings)
+secret_keys = set(secret.get("stringData", {})) | set(secret.get("data", {}))
+check_variables("Secret example", secret_keys)
+check("Secret example: holds AMQP_URL and WALLET_STORE", {"AMQP_URL", "WALLET_STORE"} <= secret_keys)
+check("Secret example: the store is PostgreSQL (replicas share it)", secret["stringData"]["WALLET_STORE"].startswith("postgres://"))
+
+image_names = {image["name"] for image in kustomization.get("images", [])}
+for workload in [deployment, job]:
+    name = workload["metadata"]["name"]
+    pod = workload["spec"]["template"]["spec"]
+    for container in pod["containers"]:
+        check(f"{name}: image {container['image']} is set by the kustomization's images", container["image"] in image_names)
+        check(f"{name}: env from the ConfigMap {config_map['metadata']['name']}",
+              any(source.get("configMapRef", {}).get("name") == config_map["metadata"]["name"] for source in container.get("envFrom", [])))
+        for variable in container.get("env", []):
+            reference = variable.get("valueFrom", {}).get("secretKeyRef")
+            if reference:
+                check(f"{name}: {variable['name']} comes from the Secret's key {reference['key']}",
+                      reference["name"] == secret["metadata"]["name"] and reference["key"] in secret_keys)
+        check_variables(f"{name} env", [variable["name"] for variable in container.get("env", [])])
+        context = container.get("securityContext", {})
+        check(f"{name}: read-only root filesystem, no privilege escalation",
+              context.get("readOnlyRootFilesystem") is True and context.get("allowPrivilegeEscalation") is False)
+    pod_context = pod.get("securityContext", {})
+    dockerfile_user = re.search(r"^USER (\d+)", dockerfile, flags=re.MULTILINE).group(1)
+    check(f"{name}: runs as non-root, as the Dockerfile's user {dockerfile_user}",
+          pod_context.get("runAsNonRoot") is True and str(pod_context.get("runAsUser")) == dockerfile_user)
+
+container = deployment["spec"]["template"]["spec"]["containers"][0]
+check("Deployment: terminationGracePeriodSeconds is above the shutdown grace",
+      deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > seconds(settings.get("WALLET_SHUTDOWN_GRACE", "25s")))
+http_port = int(settings.get("WALLET_HTTP_PORT", 9090))
+ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+check("Deployment: the container port is WALLET_HTTP_PORT", http_port in ports.values())
+for probe, path in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")]:
+    action = container.get(probe, {}).get("httpGet", {})
+    check(f"Deployment: {probe} is GET {path} on the operations port",
+          action.get("path") == path and (action.get("port") in ports or action.get("port") == http_port))
+resources = container.get("resources", {})
+check("Deployment: CPU and memory requests and limits",
+      all(key in resources.get(kind, {}) for kind in ["requests", "limits"] for key in ["cpu", "memory"]))
+
+template_labels = deployment["spec"]["template"]["metadata"]["labels"]
+selector = deployment["spec"]["selector"]["matchLabels"]
+check("Deployment: its selector matches its pods", selector.items() <= template_labels.items())
+service = manifests["Service"]
+check("Service: selects the worker's pods", service["spec"]["selector"].items() <= template_labels.items())
+check("Service: targets the named operations port", all(port["targetPort"] in ports for port in service["spec"]["ports"]))
+annotations = service["metadata"].get("annotations", {})
+check("Service: Prometheus scrape annotations name the operations port and /metrics",
+      annotations.get("prometheus.io/scrape") == "true" and annotations.get("prometheus.io/port") == str(http_port)
+      and annotations.get("prometheus.io/path") == "/metrics")
+budget = manifests["PodDisruptionBudget"]
+check("PodDisruptionBudget: selects the worker's pods", budget["spec"]["selector"]["matchLabels"].items() <= template_labels.items())
+
+job_container = job["spec"]["template"]["spec"]["containers"][0]
+check("Job: runs wallet-worker declare", job_container.get("args") == ["declare"])
+
+scaled, authentication = manifests["ScaledObject"], manifests["TriggerAuthentication"]
+target = scaled["spec"]["scaleTargetRef"]
+check("ScaledObject: scales the Deployment", target["name"] == deployment["metadata"]["name"] and target.get("kind", "Deployment") == "Deployment")
+trigger = scaled["spec"]["triggers"][0]
+check("ScaledObject: its trigger watches the work queue", trigger["metadata"]["queueName"] == settings.get("WALLET_WORK_QUEUE", work_queue_name))
+check("ScaledObject: its trigger authenticates with the TriggerAuthentication",
+      trigger["authenticationRef"]["name"] == authentication["metadata"]["name"])
+check("Deployment: sets no replicas (the HPA owns the count; apply would reset it)", "replicas" not in deployment["spec"])
+check("ScaledObject: 1 <= minReplicaCount <= maxReplicaCount", 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"])
+check("PodDisruptionBudget: leaves a consumer at the minimum replica count",
+      budget["spec"].get("maxUnavailable", 0) < scaled["spec"]["minReplicaCount"])
+for reference in authentication["spec"].get("secretTargetRef", []):
+    check(f"TriggerAuthentication: {reference['parameter']} comes from the Secret's key {reference['key']}",
+          reference["name"] == secret["metadata"]["name"] and reference["key"] in secret_keys)
+
+if failures:
+    print(f"consistency: {failures} of {failures + passes} checks failed", file=sys.stderr)
+    sys.exit(1)
+print(f"consistency: all {passes} checks passed")
