@@ -26,7 +26,8 @@ public struct WorkerConfiguration: Sendable {
     /// PostgreSQL: connections this process opens at most (the pipelines and the retention sweep share them).
     /// Default: `4`.
     public var storePoolSize = 4
-    /// PostgreSQL: longest a statement may run, lock waits included; also the wait for a pooled connection.
+    /// PostgreSQL: longest a statement may run, lock waits included; also the wait for a pooled connection
+    /// (at least 1 s).
     /// Default: `5 s`.
     public var storeStatementTimeout: Duration = .seconds(5)
     /// How long processed message ids are remembered for deduplication. Default: `24 h`.

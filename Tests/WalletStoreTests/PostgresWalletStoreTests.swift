@@ -297,11 +297,11 @@ struct PostgresWalletStoreTests {
         try await PostgresTestDatabase.withSchema { location in
             var configuration = PostgresWalletStore.Configuration(location: location)
             configuration.poolSize = 1
-            configuration.statementTimeout = .milliseconds(300)
+            configuration.statementTimeout = .seconds(1)
             let store = try PostgresWalletStore(configuration: configuration)
-            try await store.prepare()
-            // The pool's only connection busy for longer than a batch may wait for it.
-            let holder = Task { try await store.read { _ in try await Task.sleep(for: .milliseconds(1_200)) } }
+            _ = try await store.process([Messages.ignored(id: "m0")], router: NotificationRouter(), now: Date())
+            // The pool's only connection busy for longer than a batch may wait for it (1 s).
+            let holder = Task { try await store.read { _ in try await Task.sleep(for: .milliseconds(2_000)) } }
             try await Task.sleep(for: .milliseconds(100))
             let clock = ContinuousClock()
             let start = clock.now
@@ -309,8 +309,10 @@ struct PostgresWalletStoreTests {
                 try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             }
             #expect(error?.kind == .transient)
-            #expect(error?.message.contains("no pooled connection within 0.3 seconds (all 1 busy)") == true)
-            #expect(clock.now - start < .milliseconds(1_000))
+            #expect(
+                error?.message.contains("no pooled connection within 1.0 seconds (all 1 busy)") == true,
+                "\(String(describing: error))")
+            #expect(clock.now - start < .milliseconds(1_800))
             try await holder.value
             let retry = try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             #expect(retry[0].isReplay == false)
@@ -322,14 +324,14 @@ struct PostgresWalletStoreTests {
         try await PostgresTestDatabase.withSchema { location in
             // What a server that stopped answering looks like from here: the work on the connection never ends.
             let store = try PostgresTestDatabase.store(location, statementTimeout: .milliseconds(200))
-            try await store.prepare()
+            _ = try await store.process([Messages.ignored(id: "m0")], router: NotificationRouter(), now: Date())
             let clock = ContinuousClock()
             let start = clock.now
             let error = await #expect(throws: StoreError.self) {
                 try await store.read { _ in try await Task.sleep(for: .seconds(30)) }
             }
             #expect(error?.kind == .transient)
-            #expect(error?.message.contains("did not answer within 1.4 seconds") == true)
+            #expect(error?.message.contains("did not answer within 1.4 seconds") == true, "\(String(describing: error))")
             #expect(clock.now - start < .seconds(5))
             // The pool replaces the closed connection.
             let decisions = try await store.process(

@@ -98,57 +98,53 @@ enum PostgresSchema {
     ]
 
     /// Creates the schema (when `location.schema` names one) and applies the missing migrations, in one transaction.
+    /// On a failure the caller closes the connection, which rolls the transaction back.
     /// - Throws: a permanent `StoreError` when the database holds a version this build does not know.
     static func migrate(on connection: PostgresConnection, location: PostgresLocation, logger: Logger) async throws {
         try await connection.query("BEGIN", logger: logger)
-        do {
-            // Keyed by schema: stores in different schemas of one database migrate independently.
-            let lockName = "wallet-notification-worker migrations " + (location.schema ?? "(search_path)")
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName), 0))", logger: logger)
-            if let schema = location.schema {
-                var exists = false
-                for try await _ in try await connection.query(
-                    "SELECT 1 FROM pg_namespace WHERE nspname = \(schema)", logger: logger)
-                {
-                    exists = true
-                }
-                if !exists {
-                    // A plain identifier (checked when the location was parsed): safe to write into the SQL.
-                    try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"), logger: logger)
-                }
+        // Keyed by schema: stores in different schemas of one database migrate independently.
+        let lockName = "wallet-notification-worker migrations " + (location.schema ?? "(search_path)")
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName), 0))", logger: logger)
+        if let schema = location.schema {
+            var exists = false
+            for try await _ in try await connection.query(
+                "SELECT 1 FROM pg_namespace WHERE nspname = \(schema)", logger: logger)
+            {
+                exists = true
+            }
+            if !exists {
+                // A plain identifier (checked when the location was parsed): safe to write into the SQL.
+                try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"), logger: logger)
+            }
+        }
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS wallet_schema_migrations (
+                version    integer PRIMARY KEY,
+                name       text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        var applied = Set<Int>()
+        for try await row in try await connection.query("SELECT version FROM wallet_schema_migrations", logger: logger) {
+            applied.insert(try row.decode(Int.self))
+        }
+        let known = Set(migrations.map(\.version))
+        let unknown = applied.subtracting(known).sorted()
+        guard unknown.isEmpty else {
+            throw StoreError(
+                .permanent,
+                "PostgreSQL schema of \(location.shortName) is newer than this build (unknown migrations: "
+                    + "\(unknown.map(String.init).joined(separator: ", "))): run a newer worker")
+        }
+        for migration in migrations where !applied.contains(migration.version) {
+            for statement in migration.statements {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
             try await connection.query(
-                """
-                CREATE TABLE IF NOT EXISTS wallet_schema_migrations (
-                    version    integer PRIMARY KEY,
-                    name       text NOT NULL,
-                    applied_at timestamptz NOT NULL DEFAULT now()
-                )
-                """, logger: logger)
-            var applied = Set<Int>()
-            for try await row in try await connection.query("SELECT version FROM wallet_schema_migrations", logger: logger) {
-                applied.insert(try row.decode(Int.self))
-            }
-            let known = Set(migrations.map(\.version))
-            let unknown = applied.subtracting(known).sorted()
-            guard unknown.isEmpty else {
-                throw StoreError(
-                    .permanent,
-                    "PostgreSQL schema of \(location.shortName) is newer than this build (unknown migrations: "
-                        + "\(unknown.map(String.init).joined(separator: ", "))): run a newer worker")
-            }
-            for migration in migrations where !applied.contains(migration.version) {
-                for statement in migration.statements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                }
-                try await connection.query(
-                    "INSERT INTO wallet_schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
-                    logger: logger)
-            }
-            try await connection.query("COMMIT", logger: logger)
-        } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
-            throw error
+                "INSERT INTO wallet_schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                logger: logger)
         }
+        try await connection.query("COMMIT", logger: logger)
     }
 }

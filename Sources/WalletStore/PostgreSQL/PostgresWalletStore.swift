@@ -21,7 +21,7 @@ public final class PostgresWalletStore: WalletStore {
         /// Connections this process opens at most. Default: `4`.
         public var poolSize: Int
         /// Longest a statement may run on the server, lock waits included (`statement_timeout`); also how long a
-        /// batch waits for a pooled connection. Default: `.seconds(5)`.
+        /// batch waits for a pooled connection (at least 1 s). Default: `.seconds(5)`.
         public var statementTimeout: Duration
 
         public init(location: PostgresLocation) {
@@ -46,10 +46,12 @@ public final class PostgresWalletStore: WalletStore {
     private static let silentLogger = Logger(label: "wallet-store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
     private var location: PostgresLocation { configuration.location }
-    private var leaseLimit: Duration { configuration.statementTimeout }
+    /// How long a batch waits for a pooled connection: the statement timeout, but at least 1 s (the pool may have
+    /// to open one, TLS and SCRAM included).
+    private var leaseLimit: Duration { max(configuration.statementTimeout, .seconds(1)) }
     /// A batch's statements each stop at the statement timeout on the server; this catches a server that stopped
     /// answering altogether.
-    private var attemptLimit: Duration { configuration.statementTimeout * 2 + .seconds(1) }
+    private var attemptLimit: Duration { leaseLimit + configuration.statementTimeout * 2 }
 
     /// Creates the pool and starts it; no connection is made until `prepare()` or the first batch.
     public init(configuration: Configuration) throws(StoreError) {
@@ -83,15 +85,27 @@ public final class PostgresWalletStore: WalletStore {
         try checkOpen()
         let location = location
         let logger = logger
+        let settings = PostgresConnectionSettings(configuration)
+        let opened = OpenedConnection()
+        // Connecting, then a handful of statements each bounded by the statement timeout on the server.
+        let limit = settings.connectTimeout + configuration.statementTimeout * 4
         do {
-            let connection = try await PostgresConnectionSettings(configuration).connect(logger: logger)
-            do {
-                try await PostgresSchema.migrate(on: connection, location: location, logger: logger)
-            } catch {
+            try await PostgresDeadline.run(within: limit, onExpiry: { opened.close() }) {
+                let connection = try await settings.connect(logger: logger)
+                opened.set(connection)
+                do {
+                    try await PostgresSchema.migrate(on: connection, location: location, logger: logger)
+                } catch {
+                    // Closing rolls back a migration that failed half-way (no ROLLBACK sent: see
+                    // PostgresAttemptDeadline on queries written to a connection that is closing).
+                    try? await connection.close()
+                    throw error
+                }
                 try? await connection.close()
-                throw error
             }
-            try? await connection.close()
+        } catch is PostgresDeadline.Expired {
+            throw StoreError(
+                .transient, "PostgreSQL did not answer within \(limit) while migrating (\(location.shortName))")
         } catch {
             throw StoreError.postgres(error, at: location)
         }
@@ -182,15 +196,25 @@ public final class PostgresWalletStore: WalletStore {
             }
             throw StoreError(.transient, "PostgreSQL store: the batch kept reading keys it had not fetched")
         } catch {
+            // A broken connection gets no ROLLBACK (PostgresNIO would never answer a query written to a connection
+            // that is closing), and a connection whose ROLLBACK fails is not handed back inside a transaction. Closed
+            // and awaited, so the pool has seen it go before the lease ends.
             do {
+                guard !Self.isConnectionBroken(by: error) else { throw error }
                 try await statements.rollback()
             } catch {
-                // The connection is gone or confused: never hand it back to the pool inside a transaction (and
-                // only once closed, so the pool has seen it go).
                 try? await statements.connection.close()
             }
             throw error
         }
+    }
+
+    /// Whether `error` left the connection unusable: the connection failed, or the server ended the session
+    /// (a FATAL error: terminated, shutting down, idle-transaction timeout).
+    private static func isConnectionBroken(by error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        guard error.code == .server else { return true }
+        return ["FATAL", "PANIC"].contains(error.serverInfo?[.severity] ?? "")
     }
 
     /// A routing pass over nothing: what the batch will ask for (its result is thrown away).
@@ -223,27 +247,30 @@ public final class PostgresWalletStore: WalletStore {
             }
         } catch let failure as WorkFailure {
             throw failure.underlying
+        } catch is PostgresAttemptDeadline.ConnectionClosed {
+            throw StoreError(.transient, "PostgreSQL connection lost while idle in the pool (\(location.shortName))")
         } catch let exceeded as PostgresAttemptDeadline.Exceeded {
             if exceeded.phase == .running {
                 throw StoreError(
                     .transient, "PostgreSQL did not answer within \(attemptLimit): connection closed (\(location.shortName))")
             }
-            throw await leaseFailure(reason: "no pooled connection within \(leaseLimit)")
+            throw await leaseFailure(
+                otherwise: "no pooled connection within \(leaseLimit) (all \(configuration.poolSize) busy)")
         } catch {
-            throw await leaseFailure(reason: "no pooled connection")
+            throw await leaseFailure(otherwise: "the pool gave no connection (\(type(of: error)))")
         }
     }
 
-    /// Why the pool has no connection: a connection of our own fails the way the pool's do, with the cause.
-    private func leaseFailure(reason: String) async -> StoreError {
+    /// Why the pool has no connection: a connection of our own fails the way the pool's do, with the cause; if it
+    /// connects, the pool's own `reason` stands.
+    private func leaseFailure(otherwise reason: String) async -> StoreError {
         if runner.withLock({ $0 == nil }) {
             return StoreError(.permanent, "PostgreSQL store is closed (\(location.shortName))")
         }
         do {
             let connection = try await PostgresConnectionSettings(configuration).connect(logger: logger)
             try? await connection.close()
-            return StoreError(
-                .transient, "PostgreSQL: \(reason) (all \(configuration.poolSize) busy) (\(location.shortName))")
+            return StoreError(.transient, "PostgreSQL: \(reason) (\(location.shortName))")
         } catch {
             return StoreError.postgres(error, at: location)
         }
@@ -275,6 +302,21 @@ public final class PostgresWalletStore: WalletStore {
         } catch {
             throw StoreError.postgres(error, at: location)
         }
+    }
+}
+
+/// The connection `prepare` opened, for its deadline to close.
+private final class OpenedConnection: Sendable {
+    private let connection = Mutex<PostgresConnection?>(nil)
+
+    func set(_ opened: PostgresConnection) {
+        connection.withLock { $0 = opened }
+    }
+
+    /// Starts closing it; the reference stays, so the connection is not released before it has closed.
+    func close() {
+        guard let opened = connection.withLock({ $0 }) else { return }
+        let _: EventLoopFuture<Void> = opened.close()
     }
 }
 
