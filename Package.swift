@@ -118,6 +118,8 @@ let package = Package(
                 "wallet-worker",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The multi-replica tests create a database each and read the store's tables.
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

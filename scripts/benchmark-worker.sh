@@ -4,15 +4,19 @@
 #
 #   scripts/benchmark-worker.sh                  # 3 rounds of 100,000 notifications per contender
 #   scripts/benchmark-worker.sh --rounds 5 --messages 50000
+#   scripts/benchmark-worker.sh --replicas "1 3" # PostgreSQL with 1 and 3 replicas (default "1 2 3"; "none": skip)
 #   scripts/benchmark-worker.sh --rounds 1 --messages 2000 --no-setup   # a quick check of the plumbing only
 #   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
 #
-# It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752), builds the worker in
-# release, the C baseline and the preload tool, then, per round and interleaved: preload -> C baseline until the
-# work queue is drained -> preload -> worker until drained. Each preload publishes the setup phase (45,250 card
-# installs, state changes and histories) followed by the N measured notifications; the measured window starts
-# when only the N measured messages are left ready in the work queue (the setup phase has been delivered) and
-# ends when none is ready. CPU time and throughput are of that window; peak RSS is the process's VmHWM at its end.
+# It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752) and a private PostgreSQL
+# (scripts/postgres-local.sh, port POSTGRES_PORT, default 5762), builds the worker in release, the C baseline and
+# the preload tool, then, per round and interleaved: preload -> C baseline until the work queue is drained ->
+# preload -> worker (SQLite) until drained -> for each replica count R: preload -> R worker processes on one fresh
+# PostgreSQL database until drained. Each preload publishes the setup phase (45,250 card installs, state changes
+# and histories) followed by the N measured notifications; the measured window starts when only the N measured
+# messages are left ready in the work queue (the setup phase has been delivered) and ends when none is ready.
+# CPU time and throughput are of that window (for R replicas, the CPU of all R processes; PostgreSQL's own CPU, the
+# server and its backends, in a column of its own); peak RSS is VmHWM at its end (summed over the replicas).
 # Prints a table per round and the medians; exits non-zero only on errors (never on targets).
 set -euo pipefail
 
@@ -20,13 +24,21 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 rounds=3
 messages=100000
 setup_flag=""
+replica_counts="1 2 3"
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
         --messages) messages="$2"; shift 2 ;;
+        --replicas) replica_counts="$2"; shift 2 ;;
         # Without the setup phase most card references are unknown: not the benchmark, a check of the script.
         --no-setup) setup_flag="--no-setup"; shift ;;
-        *) echo "usage: $0 [--rounds R] [--messages N] [--no-setup]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--rounds R] [--messages N] [--replicas \"1 2 3\"|none] [--no-setup]" >&2; exit 2 ;;
+    esac
+done
+[ "$replica_counts" = none ] && replica_counts=""
+for count in $replica_counts; do
+    case "$count" in
+        ''|*[!0-9]*|0) echo "benchmark-worker: --replicas takes positive counts, e.g. \"1 2 3\", or none" >&2; exit 2 ;;
     esac
 done
 
@@ -38,16 +50,25 @@ export RABBITMQ_PORT="${RABBITMQ_PORT:-5752}"
 export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-/tmp/rmq-bench}"
 broker() { "$root/scripts/rabbitmq-local.sh" "$@"; }
 export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+export POSTGRES_PORT="${POSTGRES_PORT:-5762}"
+export POSTGRES_DATA_DIR="${POSTGRES_DATA_DIR:-/tmp/pg-bench}"
+postgres() { "$root/scripts/postgres-local.sh" "$@"; }
 work="$(mktemp -d /tmp/benchmark-worker.XXXXXX)"
-contender_pid=""
+contender_pids=()
+postgres_started=false
+
+stop_contenders() {
+    local pid
+    for pid in "${contender_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${contender_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    contender_pids=()
+}
 
 cleanup() {
     local status=$?
-    if [ -n "$contender_pid" ] && kill -0 "$contender_pid" 2>/dev/null; then
-        kill -TERM "$contender_pid" 2>/dev/null || true
-        wait "$contender_pid" 2>/dev/null || true
-    fi
+    stop_contenders
     broker stop >/dev/null 2>&1 || true
+    if $postgres_started; then postgres stop >/dev/null 2>&1 || true; fi
     rm -f "$work"/*.sqlite "$work"/*.sqlite-wal "$work"/*.sqlite-shm
     echo "benchmark-worker: logs in $work" >&2
     exit "$status"
@@ -73,6 +94,13 @@ baseline_bin="$work/consume_publish_ack"
 # --- broker and topology -------------------------------------------------------------------------------------
 echo "== broker =="
 broker start
+if [ -n "$replica_counts" ]; then
+    echo "== PostgreSQL =="
+    postgres start
+    postgres_started=true
+    postgres_pid=$(head -n 1 "$POSTGRES_DATA_DIR/cluster/postmaster.pid")
+    postgres_url_base="$(postgres url | sed 's#/wallet$##')"
+fi
 "$worker_bin" declare --amqp-url "$AMQP_URL" >"$work/declare.log" 2>&1 || { cat "$work/declare.log" >&2; exit 1; }
 # The baseline publishes results of the mean size of the worker's results for this mix.
 "$load_bin" result-size --messages "$messages" >"$work/result-size.txt"
@@ -82,40 +110,59 @@ echo "baseline result body: $body_bytes bytes to wallet.transactions, routing ke
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 
 # --- rounds --------------------------------------------------------------------------------------------------
-# run_contender NAME ROUND COMMAND...: preloads, starts COMMAND, watches the queue drain, stops it; appends
-# "NAME ROUND msg/s cpu_us_per_msg peak_mib" to $work/results.
+# run_contender NAME ROUND REPLICAS COMMAND...: preloads, starts REPLICAS processes of COMMAND, watches the queue
+# drain, stops them; appends "NAME ROUND msg/s cpu_us_per_msg peak_mib window_s server_cpu_us_per_msg" to
+# $work/results (the server column is PostgreSQL's CPU, "-" for contenders without it).
 run_contender() {
-    local name="$1" round="$2"
-    shift 2
+    local name="$1" round="$2" replicas="$3"
+    shift 3
     "$load_bin" prepare >>"$work/prepare.log"
     "$load_bin" preload --messages "$messages" $setup_flag | tee -a "$work/preload.log" | sed 's/^/  /'
-    "$@" >"$work/$name-$round.log" 2>&1 &
-    contender_pid=$!
-    local line
-    if ! line=$("$load_bin" watch --pid "$contender_pid" --measured "$messages" --interval 0.05); then
+    local replica server_flag=""
+    for replica in $(seq 1 "$replicas"); do
+        "$@" >"$work/$name-$round-$replica.log" 2>&1 &
+        contender_pids+=($!)
+    done
+    [[ "$name" == pg-* ]] && server_flag="--server-pid $postgres_pid"
+    local line pids
+    pids=$(IFS=,; echo "${contender_pids[*]}")
+    if ! line=$("$load_bin" watch --pid "$pids" $server_flag --measured "$messages" --interval 0.05); then
         echo "benchmark-worker: $name did not drain the queue; its log:" >&2
-        tail -n 20 "$work/$name-$round.log" >&2
+        tail -n 20 "$work/$name-$round-1.log" >&2
         exit 1
     fi
-    kill -TERM "$contender_pid" 2>/dev/null || true
-    wait "$contender_pid" 2>/dev/null || true
-    contender_pid=""
-    # window_s=W messages=M cpu_s=C peak_kib=K
+    stop_contenders
+    # window_s=W messages=M cpu_s=C peak_kib=K server_cpu_s=S
     echo "$line" | awk -v name="$name" -v round="$round" '{
         for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-        printf "%s %s %.0f %.1f %.1f %.3f\n", name, round, v["messages"] / v["window_s"],
-            1e6 * v["cpu_s"] / v["messages"], v["peak_kib"] / 1024, v["window_s"]
-    }' | tee -a "$work/results" | awk '{ printf "  %-8s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  (%s s)\n", $1, $2, $3, $4, $5, $6 }'
+        server = name ~ /^pg-/ ? sprintf("%.1f", 1e6 * v["server_cpu_s"] / v["messages"]) : "-"
+        printf "%s %s %.0f %.1f %.1f %.3f %s\n", name, round, v["messages"] / v["window_s"],
+            1e6 * v["cpu_s"] / v["messages"], v["peak_kib"] / 1024, v["window_s"], server
+    }' | tee -a "$work/results" | awk '{
+        printf "  %-8s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  (%s s)", $1, $2, $3, $4, $5, $6
+        if ($7 != "-") printf "  PostgreSQL %s CPU us/msg", $7
+        printf "\n" }'
 }
+
+# A fresh database for one PostgreSQL contender (the workers migrate it), dropped afterwards by drop_database.
+create_database() { postgres psql -qc "CREATE DATABASE $1" >/dev/null; }
+drop_database() { postgres psql -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null; }
 
 : >"$work/results"
 for round in $(seq 1 "$rounds"); do
     echo "== round $round/$rounds (load $(cut -d' ' -f1-3 /proc/loadavg)) =="
-    run_contender baseline "$round" "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
+    run_contender baseline "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
         --idle-exit 30
     rm -f "$work/store-$round.sqlite"*
-    run_contender worker "$round" "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$round.sqlite" \
+    run_contender worker "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$round.sqlite" \
         --prefetch 200 --http-port off
+    for count in $replica_counts; do
+        database="bench_r${round}_x${count}"
+        create_database "$database"
+        run_contender "pg-$count" "$round" "$count" "$worker_bin" run --amqp-url "$AMQP_URL" \
+            --store "$postgres_url_base/$database" --prefetch 200 --http-port off
+        drop_database "$database"
+    done
 done
 
 # --- medians -------------------------------------------------------------------------------------------------
@@ -123,12 +170,24 @@ done
 median() { sort -g | awk -v format="${1:-%.1f}" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf format "\n", m }'; }
 column_of() { awk -v name="$1" -v col="$2" '$1 == name { print $col }' "$work/results" | median "$3"; }
 echo "== medians of $rounds rounds, $messages notifications each (load now $(cut -d' ' -f1-3 /proc/loadavg)) =="
-printf '  %-8s %10s %14s %10s\n' "" "msg/s" "CPU us/msg" "peak MiB"
-for name in baseline worker; do
-    printf '  %-8s %10s %14s %10s\n' "$name" "$(column_of "$name" 3 %.0f)" "$(column_of "$name" 4 %.1f)" "$(column_of "$name" 5 %.1f)"
-done
 # The ratio of each round (same round, same conditions), then their median.
-ratio=$(awk '$1 == "baseline" { b[$2] = $3 } $1 == "worker" { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
-    "$work/results" | median %.3f)
-echo "  throughput ratio worker/baseline (median of per-round ratios): $ratio   (target >= 0.90)"
+ratio_of() {
+    awk -v name="$1" '$1 == "baseline" { b[$2] = $3 } $1 == name { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
+        "$work/results" | median %.3f
+}
+printf '  %-8s %10s %14s %10s %18s %12s\n' "" "msg/s" "CPU us/msg" "peak MiB" "PostgreSQL us/msg" "/baseline"
+names="baseline worker"
+for count in $replica_counts; do names="$names pg-$count"; done
+for name in $names; do
+    server="-"
+    [[ "$name" == pg-* ]] && server=$(column_of "$name" 7 %.1f)
+    ratio="-"
+    [ "$name" != baseline ] && ratio=$(ratio_of "$name")
+    printf '  %-8s %10s %14s %10s %18s %12s\n' "$name" "$(column_of "$name" 3 %.0f)" "$(column_of "$name" 4 %.1f)" \
+        "$(column_of "$name" 5 %.1f)" "$server" "$ratio"
+done
+echo "  worker = one replica, SQLite store; pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
+echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
+echo "  broker and PostgreSQL for them."
+echo "  throughput ratio worker/baseline (median of per-round ratios): $(ratio_of worker)   (target >= 0.90)"
 echo "  worker CPU per message: $(column_of worker 4 %.1f) us   (target <= 30 us with the SQLite store)"

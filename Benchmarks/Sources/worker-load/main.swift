@@ -7,8 +7,12 @@
 //                                          notifications of the mix: persistent, message_id, publisher confirms
 //   worker-load result-size --messages N   what the worker publishes for the mix (routing core + in-memory state):
 //                                          results per notification and mean result body bytes (sizes the baseline)
-//   worker-load watch --pid P --measured N waits until only the last N messages are ready in the work queue, then
-//                                          until none is; prints the window, P's CPU time in it and P's peak RSS
+//   worker-load watch --pid P[,P...] --measured N [--server-pid S]
+//                                          waits until only the last N messages are ready in the work queue, then
+//                                          until none is; prints the window, the CPU time of the processes P in it
+//                                          (summed) and their peak RSS (summed); with --server-pid, also the CPU time
+//                                          of S and its children in the window (a PostgreSQL server: postmaster and
+//                                          backends)
 //
 // Environment: AMQP_URL (default amqp://guest:guest@127.0.0.1:5672/%2f) and the worker's WALLET_* names.
 import AMQPTransport
@@ -153,6 +157,29 @@ func cpuSeconds(pid: Int32) -> Double? {
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
 }
 
+/// CPU seconds of a server process and its children: its own utime + stime, its reaped children's (cutime +
+/// cstime: backends that exited), and the live children's utime + stime. Continuous across a child's exit.
+func serverCPUSeconds(pid: Int32) -> Double? {
+    func fields(_ pid: Int32) -> [Substring]? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        return text[text.index(after: close)...].split(separator: " ")
+    }
+    let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+    // After "(comm)": field 4 (index 1) is the parent pid; utime, stime, cutime, cstime are fields 14-17.
+    guard let own = fields(pid), own.count > 15,
+          let user = Double(own[11]), let system = Double(own[12]),
+          let childUser = Double(own[13]), let childSystem = Double(own[14]) else { return nil }
+    var total = user + system + childUser + childSystem
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for entry in entries {
+        guard let child = Int32(entry), child != pid, let stat = fields(child), stat.count > 13,
+              Int32(stat[1]) == pid, let childUser = Double(stat[11]), let childSystem = Double(stat[12]) else { continue }
+        total += childUser + childSystem
+    }
+    return total / ticks
+}
+
 func statusKiB(pid: Int32, field: String) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
     for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
@@ -161,23 +188,30 @@ func statusKiB(pid: Int32, field: String) -> Int? {
     return nil
 }
 
-func watch(pid: Int32, measured: Int, timeout: Double, interval: Double) async throws {
+func watch(pids: [Int32], serverPID: Int32?, measured: Int, timeout: Double, interval: Double) async throws {
     let connection = try await connect("worker-load watch")
     let channel = try await connection.openChannel()
     let deadline = monotonicSeconds() + timeout
-    var start: (time: Double, cpu: Double, ready: UInt32)?
+    var start: (time: Double, cpu: Double, server: Double, ready: UInt32)?
     while true {
         let ready = try await channel.queueStatus(workQueue).messageCount
         let now = monotonicSeconds()
-        guard let cpu = cpuSeconds(pid: pid) else { fail("process \(pid) ended before the queue was drained") }
+        var cpu = 0.0
+        for pid in pids {
+            guard let seconds = cpuSeconds(pid: pid) else { fail("process \(pid) ended before the queue was drained") }
+            cpu += seconds
+        }
+        let server = serverPID.flatMap { serverCPUSeconds(pid: $0) } ?? 0
         if start == nil, ready <= measured {
-            start = (now, cpu, ready)
+            start = (now, cpu, server, ready)
         }
         if let start, ready == 0 {
             let window = now - start.time
-            let hwm = statusKiB(pid: pid, field: "VmHWM") ?? 0
-            // Machine-readable: window seconds, messages taken in the window, CPU seconds in it, peak RSS KiB.
-            print(String(format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d", window, Int(start.ready), cpu - start.cpu, hwm))
+            let hwm = pids.reduce(0) { $0 + (statusKiB(pid: $1, field: "VmHWM") ?? 0) }
+            // Machine-readable: window seconds, messages taken in the window, CPU seconds in it, peak RSS KiB, and
+            // the server's CPU seconds in it (0 without --server-pid).
+            print(String(format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d server_cpu_s=%.2f", window,
+                         Int(start.ready), cpu - start.cpu, hwm, server - start.server))
             break
         }
         if now > deadline { fail("the queue still holds \(ready) after \(Int(timeout)) s") }
@@ -201,15 +235,17 @@ do {
     case "result-size":
         try resultSize(messages: option("--messages", in: arguments).flatMap(Int.init) ?? 100_000)
     case "watch":
-        guard let pid = option("--pid", in: arguments).flatMap(Int32.init),
+        guard let pids = option("--pid", in: arguments)?.split(separator: ",").map({ Int32($0) }),
+              !pids.isEmpty, !pids.contains(nil),
               let measured = option("--measured", in: arguments).flatMap(Int.init) else {
-            fail("watch needs --pid PID --measured N")
+            fail("watch needs --pid PID[,PID...] --measured N")
         }
-        try await watch(pid: pid, measured: measured,
+        try await watch(pids: pids.compactMap { $0 }, serverPID: option("--server-pid", in: arguments).flatMap(Int32.init),
+                        measured: measured,
                         timeout: option("--timeout", in: arguments).flatMap(Double.init) ?? 900,
                         interval: option("--interval", in: arguments).flatMap(Double.init) ?? 0.02)
     default:
-        fail("usage: worker-load prepare | preload [--messages N] [--batch N] [--no-setup] | result-size [--messages N] | watch --pid PID --measured N [--timeout S] [--interval S]")
+        fail("usage: worker-load prepare | preload [--messages N] [--batch N] [--no-setup] | result-size [--messages N] | watch --pid PID[,PID...] --measured N [--server-pid PID] [--timeout S] [--interval S]")
     }
 } catch {
     fail("\(error)")
