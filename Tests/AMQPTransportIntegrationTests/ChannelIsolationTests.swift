@@ -102,4 +102,20 @@ struct ChannelIsolationTests {
             _ = try await session.channel.queueStatus(queue)  // still alive
         }
     }
+
+    /// Transport bug: the replies to channel.open and channel.close are read inside librabbitmq's RPC, so a
+    /// connection doing nothing else looked silent and failed with a heartbeat timeout after two intervals.
+    @Test("a connection busy opening and closing channels, with no other inbound traffic, is not declared dead")
+    func channelChurnIsNotMistakenForADeadBroker() async throws {
+        try await withBrokerSession("churn heartbeat", configure: { $0.heartbeat = .seconds(1) }) { session in
+            let until = ContinuousClock.now + .seconds(5)
+            var opened = 0
+            while ContinuousClock.now < until {
+                try await session.connection.openChannel().close()
+                opened += 1
+            }
+            #expect(opened > 0)
+            _ = try await session.channel.queueStatus(try await session.declareOwnedQueue("churn-heartbeat"))
+        }
+    }
 }

@@ -287,6 +287,8 @@ final class ConnectionCore {
             channels[number] = nil
             throw error
         }
+        // The reply was read inside librabbitmq's RPC, so the pump never saw the socket readable.
+        lastInbound = .now
         return reference
     }
 
@@ -301,6 +303,7 @@ final class ConnectionCore {
         guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
             throw handleFailedReply(reply, channel: number, context: "closing channel \(number)")
         }
+        lastInbound = .now
         closeChannel(number, because: AMQPError(code: .closed, message: "channel \(number) was closed by this process"))
     }
 
