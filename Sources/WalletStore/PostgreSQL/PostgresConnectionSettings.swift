@@ -31,6 +31,10 @@ struct PostgresConnectionSettings: Sendable {
 
     var connectTimeout: Duration { max(statementTimeout, .seconds(1)) }
 
+    /// Migrating may wait for another replica's migration (the advisory lock) and builds tables: it is not held to
+    /// the batches' statement timeout, only to a bound that still ends a start-up against a server that hangs.
+    var migrationTimeout: Duration { max(statementTimeout * 4, .seconds(30)) }
+
     var clientTLS: PostgresClient.Configuration.TLS {
         switch location.tlsMode {
         case .disable: .disable

@@ -100,8 +100,13 @@ enum PostgresSchema {
     /// Creates the schema (when `location.schema` names one) and applies the missing migrations, in one transaction.
     /// On a failure the caller closes the connection, which rolls the transaction back.
     /// - Throws: a permanent `StoreError` when the database holds a version this build does not know.
-    static func migrate(on connection: PostgresConnection, location: PostgresLocation, logger: Logger) async throws {
+    static func migrate(
+        on connection: PostgresConnection, location: PostgresLocation, timeout: Duration, logger: Logger
+    ) async throws {
         try await connection.query("BEGIN", logger: logger)
+        // The connection's statement_timeout is the batches'; the migration has its own.
+        try await connection.query(
+            PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"), logger: logger)
         // Keyed by schema: stores in different schemas of one database migrate independently.
         let lockName = "wallet-notification-worker migrations " + (location.schema ?? "(search_path)")
         try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName), 0))", logger: logger)

@@ -87,14 +87,14 @@ public final class PostgresWalletStore: WalletStore {
         let logger = logger
         let settings = PostgresConnectionSettings(configuration)
         let opened = OpenedConnection()
-        // Connecting, then a handful of statements each bounded by the statement timeout on the server.
-        let limit = settings.connectTimeout + configuration.statementTimeout * 4
+        let limit = settings.connectTimeout + settings.migrationTimeout
         do {
             try await PostgresDeadline.run(within: limit, onExpiry: { opened.close() }) {
                 let connection = try await settings.connect(logger: logger)
                 opened.set(connection)
                 do {
-                    try await PostgresSchema.migrate(on: connection, location: location, logger: logger)
+                    try await PostgresSchema.migrate(
+                        on: connection, location: location, timeout: settings.migrationTimeout, logger: logger)
                 } catch {
                     // Closing rolls back a migration that failed half-way (no ROLLBACK sent: see
                     // PostgresAttemptDeadline on queries written to a connection that is closing).
