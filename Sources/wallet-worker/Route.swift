@@ -41,7 +41,12 @@ extension WalletWorkerCommand {
                 if line.allSatisfy(\.isWhitespace) { continue }
                 let (output, lineFailed) = await lines.route(line: Array(line.utf8), number: number)
                 failed = failed || lineFailed
-                FileHandle.standardOutput.write(Data(output + [UInt8(ascii: "\n")]))
+                do {
+                    try FileHandle.standardOutput.write(contentsOf: output + [UInt8(ascii: "\n")])
+                } catch {
+                    // The reader went away (`| head`): nothing more can be shown, which is not a failure.
+                    break
+                }
             }
             await store.close()
             if failed { throw ExitCode.failure }
