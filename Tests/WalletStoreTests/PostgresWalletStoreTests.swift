@@ -222,7 +222,8 @@ struct PostgresWalletStoreTests {
         }
         #expect(error?.kind == .transient)
         #expect(error?.message.contains("PostgreSQL unreachable") == true)
-        #expect(clock.now - start < .seconds(5))
+        // Refused at once, not waited out (the migration's deadline is 30 s); slack for a loaded runner.
+        #expect(clock.now - start < .seconds(20))
         await #expect(throws: StoreError.self) { try await store.expireProcessedMessages(recordedBefore: Date()) }
         await store.close()
     }
@@ -487,7 +488,7 @@ struct PostgresWalletStoreTests {
     @Test(arguments: [
         ("40001", StoreError.Kind.transient), ("40P01", .transient), ("23505", .transient), ("57014", .transient),
         ("53300", .transient), ("53100", .transient), ("57P01", .transient), ("57P03", .transient),
-        ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient),
+        ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient), ("25006", .transient),
         ("28P01", .permanent), ("28000", .permanent), ("3D000", .permanent), ("42P01", .permanent),
         ("42703", .permanent), ("42501", .permanent), ("22P02", .permanent), ("XX000", .permanent),
     ])
