@@ -436,17 +436,12 @@ final class ConnectionCore {
 
     private func resolve(_ resolutions: [PublisherConfirms.Resolution]) {
         for resolution in resolutions {
-            guard var waiter = publishWaiters[resolution.batch] else { continue }
-            if waiter.outcomes[resolution.index] == nil {
-                waiter.outcomes[resolution.index] = resolution.outcome
-                waiter.remaining -= 1
-            }
-            if waiter.remaining == 0 {
-                publishWaiters[resolution.batch] = nil
-                waiter.continuation.resume(returning: waiter.outcomes.map { $0! })
-            } else {
-                publishWaiters[resolution.batch] = waiter
-            }
+            // Settled in place: a copy of the waiter taken out of the dictionary would copy its outcomes for
+            // every confirm, quadratic in the batch's size.
+            guard publishWaiters[resolution.batch]?.settle(resolution.index, with: resolution.outcome) == true,
+                let waiter = publishWaiters.removeValue(forKey: resolution.batch)
+            else { continue }
+            waiter.continuation.resume(returning: waiter.outcomes.map { $0! })
         }
     }
 
@@ -668,6 +663,15 @@ struct PublishWaiter {
     var remaining: Int
     var deadline: ContinuousClock.Instant
     var continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>
+
+    /// Records the outcome of the publish at `index` (the first one reported wins); true once all are settled.
+    mutating func settle(_ index: Int, with outcome: AMQPPublishOutcome) -> Bool {
+        if outcomes[index] == nil {
+            outcomes[index] = outcome
+            remaining -= 1
+        }
+        return remaining == 0
+    }
 }
 
 /// Where a consumer's deliveries go: collected per pump, handed over as one batch.
