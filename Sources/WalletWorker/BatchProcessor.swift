@@ -61,72 +61,11 @@ struct BatchProcessor: Sendable {
         }
     }
 
-    /// Runs the batch through the store; a transient store failure plans a retry for every delivery. Data the store
-    /// refuses (`refusedInput`) belongs to some message of the batch: the batch is stored again one message at a
-    /// time, so one poison message is dead-lettered instead of stopping every replica that receives the batch.
+    /// The batch through the store, as one plan per delivery.
     private func plan(_ deliveries: [AMQPDelivery]) async throws -> [DeliveryPlan] {
-        let messages = deliveries.map(InboundMessage.init)
-        let now = Date()
-        do {
-            let stored = try await store.process(messages, router: router, now: now)
-            return zip(deliveries, stored).map {
-                DeliveryPlan(original: OriginalMessage($0), stored: $1, topology: topology)
-            }
-        } catch {
-            switch error.kind {
-            case .permanent:
-                throw FatalStoreError(underlying: error)
-            case .transient:
-                logger.warning("store unavailable; the batch goes to the retry queue",
-                               metadata: ["error": "\(error)", "batch": "\(deliveries.count)"])
-                return retryPlans(deliveries[...], error: error)
-            case .refusedInput where deliveries.count == 1:
-                return [DeliveryPlan(original: OriginalMessage(deliveries[0]), storeRefusal: error.message,
-                                     topology: topology)]
-            case .refusedInput:
-                logger.warning("the store refused the batch; storing its messages one at a time",
-                               metadata: ["error": "\(error)", "batch": "\(deliveries.count)"])
-                return try await planOneAtATime(deliveries, messages, now: now)
-            }
-        }
-    }
-
-    /// The batch again, one store transaction per message, in order: the messages the store accepts are applied
-    /// and published as usual, a message it refuses alone is dead-lettered. After a transient failure that message
-    /// and the rest go to the retry queue (the store is busy or gone: trying each would wait out its deadline once
-    /// per message); a permanent one is fatal, as for a batch.
-    private func planOneAtATime(_ deliveries: [AMQPDelivery], _ messages: [InboundMessage], now: Date)
-        async throws -> [DeliveryPlan]
-    {
-        var plans: [DeliveryPlan] = []
-        for index in deliveries.indices {
-            let original = OriginalMessage(deliveries[index])
-            do {
-                let stored = try await store.process([messages[index]], router: router, now: now)
-                plans.append(DeliveryPlan(original: original, stored: stored[0], topology: topology))
-            } catch {
-                switch error.kind {
-                case .permanent:
-                    throw FatalStoreError(underlying: error)
-                case .refusedInput:
-                    plans.append(DeliveryPlan(original: original, storeRefusal: error.message, topology: topology))
-                case .transient:
-                    let rest = deliveries[index...]
-                    logger.warning("store unavailable; the rest of the batch goes to the retry queue",
-                                   metadata: ["error": "\(error)", "batch": "\(rest.count)"])
-                    return plans + retryPlans(rest, error: error)
-                }
-            }
-        }
-        return plans
-    }
-
-    private func retryPlans(_ deliveries: ArraySlice<AMQPDelivery>, error: StoreError) -> [DeliveryPlan] {
-        deliveries.map {
-            DeliveryPlan(
-                original: OriginalMessage($0), transientFailure: error.description, retryAttempts: retryAttempts,
-                topology: topology)
-        }
+        let planner = BatchPlanner(
+            store: store, router: router, topology: topology, retryAttempts: retryAttempts, logger: logger)
+        return try await planner.plan(deliveries.map(OriginalMessage.init), now: Date())
     }
 
     /// Publishes every plan's messages in one confirmed batch; returns, by plan index, why a plan failed.
