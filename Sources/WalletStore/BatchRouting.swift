@@ -22,7 +22,9 @@ enum BatchRouting {
         for message in messages {
             // An empty message_id counts as absent, as it does for the router's result ids.
             let messageID = message.properties.messageID.flatMap { $0.isEmpty ? nil : $0 }
-            if let messageID, let recorded = try transaction.recordedDecision(messageID: messageID) {
+            if let messageID, var recorded = try transaction.recordedDecision(messageID: messageID) {
+                // The same results, but the reply_to copies go to whoever asked this time.
+                recorded.results = ReplyCopies.readdressed(recorded.results, to: message.properties.replyTo)
                 decisions.append(StoredDecision(decision: recorded, isReplay: true))
                 continue
             }

@@ -87,7 +87,12 @@ struct BatchProcessor: Sendable {
         var offset = 0
         for (index, plan) in plans.enumerated() {
             let slice = outcomes[offset..<offset + plan.messages.count]
-            if let failure = plan.failure(in: slice) { failures[index] = failure }
+            if let failure = plan.failure(in: slice) {
+                failures[index] = failure
+            } else if let lost = plan.undeliveredResult(in: slice) {
+                logger.error("dead-lettered, but its rejected result was not taken",
+                             metadata: ["message_id": "\(plan.original.properties.messageID ?? "")", "error": "\(lost)"])
+            }
             let returnedCopies = plan.returnedReplyCopies(in: slice)
             if returnedCopies > 0 { metrics.unroutableReplyCopies.increment(by: Int64(returnedCopies)) }
             offset += plan.messages.count

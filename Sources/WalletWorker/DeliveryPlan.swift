@@ -97,11 +97,30 @@ struct DeliveryPlan: Sendable {
         message.exchange.isEmpty && message.routingKey == original.properties.replyTo
     }
 
-    /// Nil when every message of the plan was taken by the broker; else why not.
+    /// Nil when the broker took every message the delivery's fate depends on; else why not.
     /// A `reply_to` copy the broker returned is not a failure: the requester has gone, and the primary results
-    /// (durable, on the result exchanges) were confirmed.
+    /// (durable, on the result exchanges) were confirmed. A rejected delivery depends only on its dead letter:
+    /// retrying it because its `rejected` result was not taken would dead-letter it again, and CONTRACT.md §8
+    /// allows exactly one dead letter per rejected delivery.
     func failure(in outcomes: ArraySlice<AMQPPublishOutcome>) -> String? {
-        for (message, outcome) in zip(messages, outcomes) {
+        firstFailure(in: outcomes, deciding: true)
+    }
+
+    /// Why a message the delivery's fate does not depend on (a rejected delivery's `rejected` result, once its
+    /// dead letter was taken) was not taken, for the log; nil when there is none.
+    func undeliveredResult(in outcomes: ArraySlice<AMQPPublishOutcome>) -> String? {
+        firstFailure(in: outcomes, deciding: false)
+    }
+
+    private func firstFailure(in outcomes: ArraySlice<AMQPPublishOutcome>, deciding: Bool) -> String? {
+        let decidingCount: Int
+        switch route {
+        case .deadLetter: decidingCount = 1  // the dead letter, published last
+        case .results, .retry, .retriesExhausted, .storeRefused: decidingCount = messages.count
+        }
+        let pairs = Array(zip(messages, outcomes))
+        let considered = deciding ? pairs.suffix(decidingCount) : pairs.dropLast(decidingCount)
+        for (message, outcome) in considered {
             switch outcome {
             case .confirmed:
                 continue

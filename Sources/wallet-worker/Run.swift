@@ -19,6 +19,7 @@ extension WalletWorkerCommand {
             try routing.apply(to: &configuration)
             try logging.apply(to: &configuration)
             WorkerLogging.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
+            AllocatorTuning.apply()
             let logger = Logger(label: "wallet-worker")
             do {
                 let application = try WorkerApplication.build(configuration: configuration, logger: logger)

@@ -269,7 +269,8 @@ struct PostgresWalletStoreTests {
         }
         #expect(error?.kind == .transient)
         #expect(error?.message.contains("PostgreSQL unreachable") == true)
-        #expect(clock.now - start < .seconds(5))
+        // Refused at once, not waited out (the migration's deadline is 30 s); slack for a loaded runner.
+        #expect(clock.now - start < .seconds(20))
         await #expect(throws: StoreError.self) { try await store.expireProcessedMessages(recordedBefore: Date()) }
         await store.close()
     }
@@ -534,7 +535,7 @@ struct PostgresWalletStoreTests {
     @Test(arguments: [
         ("40001", StoreError.Kind.transient), ("40P01", .transient), ("23505", .transient), ("57014", .transient),
         ("53300", .transient), ("53100", .transient), ("57P01", .transient), ("57P03", .transient),
-        ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient),
+        ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient), ("25006", .transient),
         ("28P01", .permanent), ("28000", .permanent), ("3D000", .permanent), ("42P01", .permanent),
         ("42703", .permanent), ("42501", .permanent), ("XX000", .permanent),
         ("22021", .refusedInput), ("22P05", .refusedInput), ("22P02", .refusedInput), ("22001", .refusedInput),

@@ -116,6 +116,35 @@ import WalletRouting
         }
     }
 
+    /// Found in review: a replay republished the copies to the first delivery's `reply_to`; when that requester
+    /// had gone the broker returned them, and the delivery went round the retry queue to the dead letters.
+    @Test(arguments: StoreKind.allCases)
+    func aReplaySendsTheReplyCopiesToThisDeliverysReplyTo(kind: StoreKind) async throws {
+        try await withStore(kind) { store in
+            let first = try await store.process([
+                Messages.install("DC-1", id: "m-install"),
+                Messages.cps("DC-1", code: "CBP.info.tokenSuspended", id: "m-suspend", replyTo: "requester-a"),
+            ])
+            let primaries = first[1].decision.results.filter { !$0.exchange.isEmpty }
+            #expect(first[1].decision.results.map(\.routingKey).filter { $0 == "requester-a" }.count == primaries.count)
+
+            let elsewhere = try await store.process([
+                Messages.cps("DC-1", code: "CBP.info.tokenSuspended", id: "m-suspend", replyTo: "requester-b")
+            ])
+            #expect(elsewhere[0].isReplay)
+            #expect(elsewhere[0].decision.results.map(\.exchange) == primaries.flatMap { [$0.exchange, ""] })
+            #expect(elsewhere[0].decision.results.filter { $0.exchange.isEmpty }.map(\.routingKey)
+                    == Array(repeating: "requester-b", count: primaries.count))
+            #expect(elsewhere[0].decision.results.filter { !$0.exchange.isEmpty } == primaries)
+
+            let nobodyWaiting = try await store.process([
+                Messages.cps("DC-1", code: "CBP.info.tokenSuspended", id: "m-suspend")
+            ])
+            #expect(nobodyWaiting[0].decision.results == primaries)
+            #expect(try await store.card("DC-1")?.state == .suspended)
+        }
+    }
+
     @Test(arguments: StoreKind.allCases)
     func theSameMessageIDTwiceInOneBatchIsAReplay(kind: StoreKind) async throws {
         try await withStore(kind) { store in

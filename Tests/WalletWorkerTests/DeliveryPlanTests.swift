@@ -138,5 +138,24 @@ import WalletStore
         let failure = try #require(plan.failure(in: [returned, .confirmed]))
         #expect(failure.contains("wallet.replenishment") && failure.contains("replenishment.failed"))
         #expect(plan.failure(in: [.nacked, .confirmed])?.contains("nacked") == true)
+        #expect(plan.undeliveredResult(in: [returned, .confirmed]) == nil, "every message decides this delivery")
+    }
+
+    /// Found in review: when nothing was bound to `notification.rejected`, every attempt published another dead
+    /// letter before the retries ran out (CONTRACT.md §8: exactly one dead letter per rejected delivery).
+    @Test func aRejectedDeliveryDependsOnlyOnItsDeadLetter() throws {
+        let plan = DeliveryPlan(
+            original: original(), stored: decision(disposition: .deadLetter(reason: "action is wrong")),
+            topology: topology)
+        let returned = AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE")
+        #expect(plan.failure(in: [.confirmed, .confirmed]) == nil)
+        #expect(plan.undeliveredResult(in: [.confirmed, .confirmed]) == nil)
+        // The rejected result was not taken, the dead letter was: the delivery is done, and the loss is reported.
+        #expect(plan.failure(in: [returned, .confirmed]) == nil)
+        let lost = try #require(plan.undeliveredResult(in: [returned, .confirmed]))
+        #expect(lost.contains("wallet.replenishment"), "\(lost)")
+        // The dead letter was not taken: retried.
+        #expect(plan.failure(in: [.confirmed, .nacked])?.contains("nacked") == true)
+        #expect(plan.failure(in: [.confirmed, returned]) != nil)
     }
 }

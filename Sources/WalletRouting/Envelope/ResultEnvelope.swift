@@ -60,7 +60,7 @@ struct ResultEnvelope {
         let result = OutboundResult(exchange: exchange, routingKey: routingKey, body: writer.takeBytes(), properties: properties)
         results.append(result)
         if let replyTo {
-            results.append(OutboundResult(exchange: "", routingKey: replyTo, body: result.body, properties: properties))
+            results.append(ReplyCopies.copy(of: result, to: replyTo))
         }
     }
 

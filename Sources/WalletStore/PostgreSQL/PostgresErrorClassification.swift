@@ -95,6 +95,8 @@ enum PostgresSQLState {
         case "57014": (.transient, "statement timeout")
         case "55P03": (.transient, "lock not available")
         case "25P03": (.transient, "idle transaction timeout")
+        // A standby answering as the primary (a DNS name still pointing at it after a failover).
+        case "25006": (.transient, "read-only transaction")
         case "53300": (.transient, "too many connections")
         case "57P01": (.transient, "server shutting down")
         case "57P02": (.transient, "server crashed")
