@@ -1,11 +1,16 @@
-/// A store failure. The worker retries transient ones through the retry queue (CONTRACT.md §8) and treats
-/// permanent ones (a schema it cannot migrate, a corrupt file) as fatal at start-up.
+/// A store failure. The worker retries transient ones through the retry queue (CONTRACT.md §8), dead-letters the
+/// message a store refuses (`refusedInput`), and treats permanent ones (a schema it cannot migrate, a corrupt file)
+/// as fatal.
 public struct StoreError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable, Hashable {
         /// Busy, locked, unreachable, out of space, timed out: worth trying again later.
         case transient
         /// Will fail again the same way: a corrupt database, a schema from a newer version, a bad location.
         case permanent
+        /// The store cannot hold data of this batch's messages (a NUL character in a text value, an id longer than
+        /// an index allows): the same message fails again every time, while the store itself is fine. The worker
+        /// finds the message by storing the batch's messages one at a time and dead-letters it alone.
+        case refusedInput
     }
 
     public var kind: Kind
@@ -23,5 +28,11 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         self.line = line
     }
 
-    public var description: String { "store \(kind == .transient ? "unavailable" : "failed"): \(message)" }
+    public var description: String {
+        switch kind {
+        case .transient: "store unavailable: \(message)"
+        case .permanent: "store failed: \(message)"
+        case .refusedInput: "store refused the input: \(message)"
+        }
+    }
 }

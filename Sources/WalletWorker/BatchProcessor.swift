@@ -18,8 +18,8 @@ struct BatchProcessor: Sendable {
     var metrics: WorkerMetrics
     var logger: Logger
 
-    /// A store failure that retrying cannot fix (a corrupt or newer database): the worker stops without
-    /// acknowledging, so the messages stay in the queue for a fixed deployment.
+    /// A store failure that retrying cannot fix and no single message explains (a corrupt or newer database): the
+    /// worker stops without acknowledging, so the messages stay in the queue for a fixed deployment.
     struct FatalStoreError: Error, CustomStringConvertible {
         var underlying: StoreError
         var description: String { "\(underlying)" }
@@ -61,24 +61,11 @@ struct BatchProcessor: Sendable {
         }
     }
 
-    /// Runs the batch through the store; a transient store failure plans a retry for every delivery.
+    /// The batch through the store, as one plan per delivery.
     private func plan(_ deliveries: [AMQPDelivery]) async throws -> [DeliveryPlan] {
-        let messages = deliveries.map(InboundMessage.init)
-        do {
-            let stored = try await store.process(messages, router: router, now: Date())
-            return zip(deliveries, stored).map {
-                DeliveryPlan(original: OriginalMessage($0), stored: $1, topology: topology)
-            }
-        } catch {
-            guard error.isTransient else { throw FatalStoreError(underlying: error) }
-            logger.warning("store unavailable; the batch goes to the retry queue",
-                           metadata: ["error": "\(error)", "batch": "\(deliveries.count)"])
-            return deliveries.map {
-                DeliveryPlan(
-                    original: OriginalMessage($0), transientFailure: error.description, retryAttempts: retryAttempts,
-                    topology: topology)
-            }
-        }
+        let planner = BatchPlanner(
+            store: store, router: router, topology: topology, retryAttempts: retryAttempts, logger: logger)
+        return try await planner.plan(deliveries.map(OriginalMessage.init), now: Date())
     }
 
     /// Publishes every plan's messages in one confirmed batch; returns, by plan index, why a plan failed.
@@ -162,6 +149,11 @@ struct BatchProcessor: Sendable {
             metrics.countDeadLetter(reason: .retriesExhausted)
             logger.error("dead-lettered after the last attempt",
                          metadata: delivery.logMetadata(["attempts": "\(attempts)", "error": "\(error)"]))
+            return
+        case .storeRefused(let reason):
+            metrics.countDeadLetter(reason: .storeRefused)
+            logger.error("dead-lettered: the store refused it",
+                         metadata: delivery.logMetadata(["reason": "\(reason)"]))
             return
         case .deadLetter, .results:
             break

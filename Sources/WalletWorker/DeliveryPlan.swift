@@ -22,6 +22,9 @@ struct DeliveryPlan: Sendable {
         case retry(attempt: Int, error: String)
         /// A transient failure on the last attempt: the original goes to the dead-letter exchange.
         case retriesExhausted(attempts: Int, error: String)
+        /// The store refused the message's data (stored alone, it still failed): the original goes to the
+        /// dead-letter exchange. No `rejected` result: the router accepted the message.
+        case storeRefused(reason: String)
     }
 
     /// The plan for a delivery the store routed (or replayed).
@@ -68,6 +71,20 @@ struct DeliveryPlan: Sendable {
         }
     }
 
+    /// The plan for a delivery the store refused to hold (`StoreError.Kind.refusedInput`), even stored alone:
+    /// retrying would fail the same way, so it is dead-lettered at once, with the store's words.
+    init(original: OriginalMessage, storeRefusal error: String, topology: Topology) {
+        self.original = original
+        self.stored = nil
+        let reason = "the store refused this message: \(error)"
+        route = .storeRefused(reason: reason)
+        messages = [
+            original.copy(
+                exchange: topology.deadLetterExchange, routingKey: original.routingKey,
+                addingHeaders: [(WorkerHeaders.workerError, .string(reason))])
+        ]
+    }
+
     /// How many of the plan's `reply_to` copies the broker returned (the requester's queue is gone).
     func returnedReplyCopies(in outcomes: ArraySlice<AMQPPublishOutcome>) -> Int {
         zip(messages, outcomes).count { message, outcome in
@@ -99,7 +116,7 @@ struct DeliveryPlan: Sendable {
         let decidingCount: Int
         switch route {
         case .deadLetter: decidingCount = 1  // the dead letter, published last
-        case .results, .retry, .retriesExhausted: decidingCount = messages.count
+        case .results, .retry, .retriesExhausted, .storeRefused: decidingCount = messages.count
         }
         let pairs = Array(zip(messages, outcomes))
         let considered = deciding ? pairs.suffix(decidingCount) : pairs.dropLast(decidingCount)

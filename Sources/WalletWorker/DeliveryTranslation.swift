@@ -16,9 +16,14 @@ enum WorkerHeaders {
 extension InboundMessage {
     /// The routing core's view of a delivery: the body and the properties the contract reads.
     init(_ delivery: AMQPDelivery) {
-        let properties = delivery.properties
+        self.init(OriginalMessage(delivery))
+    }
+
+    /// The routing core's view of a delivery's original.
+    init(_ original: OriginalMessage) {
+        let properties = original.properties
         self.init(
-            body: delivery.body,
+            body: original.body,
             properties: InboundProperties(
                 messageID: properties.messageID,
                 correlationID: properties.correlationID,

@@ -120,6 +120,7 @@ public final class WorkerMetrics: Sendable {
     enum DeadLetterReason: String, CaseIterable {
         case rejected
         case retriesExhausted = "retries_exhausted"
+        case storeRefused = "store_refused"
     }
 
     enum ConfirmOutcome: String, CaseIterable {

@@ -187,6 +187,53 @@ struct PostgresWalletStoreTests {
 
     // MARK: - Failures
 
+    /// Data PostgreSQL cannot hold, though the router accepts it (its JSON parser reads `\u0000`).
+    enum RefusedInput: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case nulInDigitalCardId, nulInRecordId, nulInInstallationId, nulInMessageId, digitalCardIdOverAnIndexRow
+        var testDescription: String { rawValue }
+
+        var message: InboundMessage {
+            switch self {
+            case .nulInDigitalCardId: Messages.mg(#"DC\u0000X"#, id: "mg-nul")
+            case .nulInRecordId: Messages.tns("DC-1", recordId: #"T\u0000"#, id: "tns-nul")
+            case .nulInInstallationId: Messages.registerInstallation(#"inst\u0000x"#, tags: [], id: "inst-nul")
+            case .nulInMessageId: Messages.ignored(id: "ignored\u{0}nul")
+            // A body may be 64 KiB; random hex does not compress below a btree row's limit (2704 bytes).
+            case .digitalCardIdOverAnIndexRow:
+                Messages.install((0..<250).map { _ in UUID().uuidString }.joined(), id: "install-long")
+            }
+        }
+
+        var sqlState: String { self == .digitalCardIdOverAnIndexRow ? "54000" : "22021" }
+    }
+
+    /// Found in review: these SQLSTATEs (classes 22 and 54) were permanent, so one such message stopped every
+    /// replica that received its batch. They are the batch's data: refused input, not retried inside the store,
+    /// and the store goes on working.
+    @Test(arguments: RefusedInput.allCases)
+    func dataTheServerRefusesFailsTheBatchAsRefusedInputAndTheStoreGoesOn(input: RefusedInput) async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            let router = NotificationRouter()
+            let install = Messages.install("DC-1", id: "install-1")
+            let replenish = Messages.mg("DC-1", id: "mg-1")
+            let error = await #expect(throws: StoreError.self) {
+                try await store.process([install, input.message, replenish], router: router, now: Date())
+            }
+            #expect(error?.kind == .refusedInput, "\(String(describing: error))")
+            #expect(error?.message.contains("SQLSTATE \(input.sqlState)") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("attempts") == false, "not retried inside the store")
+            #expect(error.map { "\($0)" }?.hasPrefix("store refused the input: ") == true)
+
+            // Nothing of the refused batch was applied, and the store works: the same messages without it.
+            let decisions = try await store.process([install, replenish], router: router, now: Date())
+            #expect(decisions.map(\.isReplay) == [false, false])
+            #expect(decisions.map(\.decision.outcome) == [.processed, .processed])
+            #expect(try await StoreHarness(store: store, path: nil).card("DC-1")?.state == .active)
+            await store.close()
+        }
+    }
+
     @Test func aWrongPasswordIsPermanentAndNeverShown() async throws {
         var location = try PostgresTestDatabase.location()
         location.password = "not-the-password-\(UUID().uuidString)"
@@ -483,14 +530,16 @@ struct PostgresWalletStoreTests {
     }
 }
 
-/// The SQLSTATE table: what the worker retries and what stops it.
+/// The SQLSTATE table: what the worker retries, what it dead-letters and what stops it.
 @Suite struct PostgresErrorClassificationTests {
     @Test(arguments: [
         ("40001", StoreError.Kind.transient), ("40P01", .transient), ("23505", .transient), ("57014", .transient),
         ("53300", .transient), ("53100", .transient), ("57P01", .transient), ("57P03", .transient),
         ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient), ("25006", .transient),
         ("28P01", .permanent), ("28000", .permanent), ("3D000", .permanent), ("42P01", .permanent),
-        ("42703", .permanent), ("42501", .permanent), ("22P02", .permanent), ("XX000", .permanent),
+        ("42703", .permanent), ("42501", .permanent), ("XX000", .permanent),
+        ("22021", .refusedInput), ("22P05", .refusedInput), ("22P02", .refusedInput), ("22001", .refusedInput),
+        ("54000", .refusedInput), ("54001", .refusedInput),
     ])
     func sqlStates(state: String, kind: StoreError.Kind) {
         #expect(PostgresSQLState.classify(state).0 == kind)

@@ -94,6 +94,32 @@ import WalletStore
         #expect(reason.contains("5 attempts") && reason.contains("confirm timeout"))
     }
 
+    /// Found in review: a message whose data PostgreSQL refuses (a NUL in `digitalCardId`) stopped every replica
+    /// that received it. Now it is dead-lettered alone, with the store's words and without a `rejected` result.
+    @Test func aMessageTheStoreRefusesIsDeadLetteredUntouchedWithTheStoresError() throws {
+        let error = "PostgreSQL data exception (SQLSTATE 22021): invalid byte sequence for encoding \"UTF8\": 0x00"
+        let plan = DeliveryPlan(
+            original: original(headers: ["x-tenant": .string("eu"), "x-retry-count": .int32(2)]),
+            storeRefusal: error, topology: topology)
+        #expect(plan.route == .storeRefused(reason: "the store refused this message: \(error)"))
+        #expect(plan.stored == nil)
+        let deadLetter = try #require(plan.messages.first)
+        #expect(plan.messages.count == 1, "no rejected result: the router accepted the message")
+        #expect(deadLetter.exchange == topology.deadLetterExchange)
+        #expect(deadLetter.routingKey == "backend.mg")
+        #expect(deadLetter.mandatory)
+        #expect(deadLetter.body == original().body)
+        #expect(deadLetter.properties.messageID == "m1")
+        #expect(deadLetter.properties.type == "push")
+        #expect(deadLetter.properties.deliveryMode == .persistent)
+        #expect(deadLetter.properties.headers?["x-tenant"] == .string("eu"))
+        #expect(deadLetter.properties.headers?["x-retry-count"] == .int32(2), "headers are kept as received")
+        #expect(deadLetter.properties.headers?["x-worker-error"] == .string("the store refused this message: \(error)"))
+        // Its fate depends on the dead letter alone.
+        #expect(plan.failure(in: [.confirmed]) == nil)
+        #expect(plan.failure(in: [.nacked])?.contains("nacked") == true)
+    }
+
     @Test func aSingleAttemptNeverRetries() {
         let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retryAttempts: 1, topology: topology)
         #expect(plan.route == .retriesExhausted(attempts: 1, error: "x"))

@@ -9,8 +9,9 @@ struct PostgresConflict: Error, CustomStringConvertible {
 
 extension StoreError {
     /// Classifies any error of a PostgreSQL access, in one place. Transient: the server is unreachable, restarting,
-    /// full or overloaded, a statement timed out, or another transaction got in the way. Permanent: the same
-    /// failure every time (credentials, a missing database, a schema this build does not know).
+    /// full or overloaded, a statement timed out, or another transaction got in the way. Refused input: the server
+    /// cannot hold a value of the batch (SQLSTATE classes 22 and 54). Permanent: the same failure every time
+    /// (credentials, a missing database, a schema this build does not know).
     ///
     /// The message names the failure, SQLSTATE and the server's primary message, never a password or the SQL
     /// arguments (they may hold a push token): it ends up in logs and `x-worker-error` headers.
@@ -112,6 +113,10 @@ enum PostgresSQLState {
             // system errors (I/O): the server or the machine, not the request.
             case "08", "53", "57", "58": (.transient, "server unavailable")
             case "40": (.transient, "transaction rolled back")
+            // Data exceptions (a NUL character in text or jsonb: 22021, 22P05) and program limits (an id longer
+            // than a btree index row: 54000): this batch's data, not the server. The worker isolates the message.
+            case "22": (.refusedInput, "data exception")
+            case "54": (.refusedInput, "program limit exceeded")
             default: (.permanent, "error")
             }
         }

@@ -50,6 +50,8 @@ extension StoreError {
         case .SQLITE_READONLY: (.permanent, "read-only")
         case .SQLITE_CONSTRAINT: (.permanent, "constraint violated")
         case .SQLITE_SCHEMA: (.permanent, "schema changed")
+        // A value over SQLite's length limit: this message's data, not the file.
+        case .SQLITE_TOOBIG: (.refusedInput, "value too big")
         default: (.permanent, "error \(code.rawValue)")
         }
     }
