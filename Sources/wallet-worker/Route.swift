@@ -41,12 +41,15 @@ extension WalletWorkerCommand {
                 if line.allSatisfy(\.isWhitespace) { continue }
                 let (output, lineFailed) = await lines.route(line: Array(line.utf8), number: number)
                 failed = failed || lineFailed
+                let shown: Bool
                 do {
-                    try FileHandle.standardOutput.write(contentsOf: output + [UInt8(ascii: "\n")])
+                    shown = try StandardOutput.write(output + [UInt8(ascii: "\n")])
                 } catch {
-                    // The reader went away (`| head`): nothing more can be shown, which is not a failure.
-                    break
+                    await store.close()
+                    throw error
                 }
+                // The reader went away (`| head`): nothing more can be shown, which is not a failure.
+                guard shown else { break }
             }
             await store.close()
             if failed { throw ExitCode.failure }

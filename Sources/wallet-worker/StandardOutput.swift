@@ -1,0 +1,32 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// stdout for `route`, written with write(2) so that a reader that went away (`| head`: EPIPE, with SIGPIPE
+/// ignored) is told apart from a failure such as a full disk. Foundation's `FileHandle.write` traps on both.
+enum StandardOutput {
+    struct WriteFailed: Error, CustomStringConvertible {
+        var errorNumber: Int32
+        var description: String { "writing to stdout failed: \(String(cString: strerror(errorNumber)))" }
+    }
+
+    /// Writes all of `bytes`; false when the reader has gone (nothing more can be shown).
+    static func write(_ bytes: [UInt8]) throws(WriteFailed) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { buffer in
+                Glibc.write(STDOUT_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
+            }
+            if written >= 0 {
+                offset += written
+            } else if errno == EINTR {
+                continue
+            } else if errno == EPIPE {
+                return false
+            } else {
+                throw WriteFailed(errorNumber: errno)
+            }
+        }
+        return true
+    }
+}
