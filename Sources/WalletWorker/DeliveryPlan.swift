@@ -118,10 +118,12 @@ struct DeliveryPlan: Sendable {
         case .deadLetter: decidingCount = 1  // the dead letter, published last
         case .results, .retry, .retriesExhausted, .storeRefused: decidingCount = messages.count
         }
-        let pairs = Array(zip(messages, outcomes))
-        let considered = deciding ? pairs.suffix(decidingCount) : pairs.dropLast(decidingCount)
-        for (message, outcome) in considered {
-            switch outcome {
+        // Runs for every delivery of every batch: offsets into both, no array of pairs.
+        let firstDeciding = messages.count - decidingCount
+        let considered = deciding ? firstDeciding..<messages.count : 0..<firstDeciding
+        for offset in considered where offset < outcomes.count {
+            let message = messages[offset]
+            switch outcomes[outcomes.startIndex + offset] {
             case .confirmed:
                 continue
             case .returned where isReplyCopy(message):

@@ -10,6 +10,7 @@ import WalletRouting
 struct PostgresBatchStatements {
     let connection: PostgresConnection
     let logger: Logger
+    private static let columns = StoredColumns(store: "PostgreSQL store")
 
     // MARK: - Transaction
 
@@ -65,9 +66,9 @@ struct PostgresBatchStatements {
             let (id, state, tokenizedCardId, keyType, paymentsLeft, expiresAt) = try row.decode(
                 (String, String, String?, String, Int?, Double?).self)
             cards[id] = CardRecord(
-                digitalCardId: id, state: try Self.decode(CardState.self, state, column: "cards.state"),
+                digitalCardId: id, state: try Self.columns.decode(CardState.self, state, column: "cards.state"),
                 tokenizedCardId: tokenizedCardId,
-                keyType: try Self.decode(KeyType.self, keyType, column: "cards.key_type"),
+                keyType: try Self.columns.decode(KeyType.self, keyType, column: "cards.key_type"),
                 paymentKeys: paymentsLeft.flatMap { left in
                     expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
                 })
@@ -98,7 +99,7 @@ struct PostgresBatchStatements {
             var decision =
                 try decisions[id]
                 ?? Decision.recorded(
-                    results: [], outcome: Self.decode(Outcome.self, outcome, column: "processed_messages.outcome"),
+                    results: [], outcome: Self.columns.decode(Outcome.self, outcome, column: "processed_messages.outcome"),
                     sender: sender, digitalCardId: digitalCardId)
             // A message that published nothing (ignored) has one row with NULL result columns.
             if position != nil, let exchange, let routingKey, let type {
@@ -176,7 +177,7 @@ struct PostgresBatchStatements {
             let (platform, pushChannel, tags) = try row.decode((String, String, String).self)
             return Installation(
                 installationId: installationId, platform: platform, pushChannel: pushChannel,
-                tags: try Self.decodeTags(tags))
+                tags: try Self.columns.decodeTags(tags))
         }
         return nil
     }
@@ -242,7 +243,7 @@ struct PostgresBatchStatements {
             bindings.append(upserted.map(\.installationId))
             bindings.append(upserted.map(\.platform))
             bindings.append(upserted.map(\.pushChannel))
-            bindings.append(try upserted.map { try Self.encodeTags($0.tags) })
+            bindings.append(try upserted.map { try StoredColumns.encodeTags($0.tags) })
             try await execute(
                 """
                 INSERT INTO installations (installation_id, platform, push_channel, tags)
@@ -358,27 +359,5 @@ struct PostgresBatchStatements {
         bindings.append(PostgresNullableArray(records.map(\.merchantID)))
         bindings.append(records.map(\.isAuxiliaryTransaction))
         return bindings
-    }
-
-    /// A text column holding a raw value this build does not know: the row was written by something else.
-    private static func decode<Value: RawRepresentable<String>>(_ type: Value.Type, _ text: String, column: String)
-        throws(StoreError) -> Value
-    {
-        guard let value = Value(rawValue: text) else {
-            throw StoreError(.permanent, "PostgreSQL store holds an unknown \(column) value `\(text)`")
-        }
-        return value
-    }
-
-    private static func encodeTags(_ tags: [String]) throws -> String {
-        String(decoding: try JSONEncoder().encode(tags), as: UTF8.self)
-    }
-
-    private static func decodeTags(_ text: String) throws(StoreError) -> [String] {
-        do {
-            return try JSONDecoder().decode([String].self, from: Data(text.utf8))
-        } catch {
-            throw StoreError(.permanent, "PostgreSQL store holds installation tags that are not a JSON array of strings")
-        }
     }
 }

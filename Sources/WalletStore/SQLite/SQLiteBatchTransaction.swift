@@ -9,6 +9,7 @@ import WalletRouting
 /// directly (`DirectStatement`).
 final class SQLiteBatchTransaction: WalletStoreTransaction {
     private let db: Database
+    private static let columns = StoredColumns(store: "SQLite store")
 
     init(_ db: Database) {
         self.db = db
@@ -29,9 +30,9 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             let expiresAt = statement.optionalDouble(4)
             return CardRecord(
                 digitalCardId: digitalCardId,
-                state: try Self.decode(CardState.self, statement.text(0), column: "cards.state"),
+                state: try Self.columns.decode(CardState.self, statement.text(0), column: "cards.state"),
                 tokenizedCardId: statement.optionalText(1),
-                keyType: try Self.decode(KeyType.self, statement.text(2), column: "cards.key_type"),
+                keyType: try Self.columns.decode(KeyType.self, statement.text(2), column: "cards.key_type"),
                 paymentKeys: paymentsLeft.flatMap { left in
                     expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
                 })
@@ -160,7 +161,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     }
 
     private func upsert(_ installation: Installation) throws {
-        let tags = try Self.encodeTags(installation.tags)
+        let tags = try StoredColumns.encodeTags(installation.tags)
         try db.withDirectStatement(
             sql: """
                 INSERT INTO installations (installation_id, platform, push_channel, tags) VALUES (?, ?, ?, ?)
@@ -188,7 +189,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
                 results: try statement.withBytes(3) { bytes throws(StoreError) in
                     try RecordedResultsEncoding.decode(bytes)
                 },
-                outcome: try Self.decode(Outcome.self, statement.text(0), column: "outcome"),
+                outcome: try Self.columns.decode(Outcome.self, statement.text(0), column: "outcome"),
                 sender: statement.optionalText(1),
                 digitalCardId: statement.optionalText(2))
         }
@@ -221,31 +222,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             guard try statement.step() else { return nil }
             return Installation(
                 installationId: installationId, platform: statement.text(0), pushChannel: statement.text(1),
-                tags: try Self.decodeTags(statement.text(2)))
-        }
-    }
-
-    // MARK: - Column values
-
-    /// A text column holding a raw value this build does not know: the file was written by something else.
-    private static func decode<Value: RawRepresentable<String>>(_ type: Value.Type, _ text: String, column: String)
-        throws(StoreError) -> Value
-    {
-        guard let value = Value(rawValue: text) else {
-            throw StoreError(.permanent, "SQLite store holds an unknown \(column) value `\(text)`")
-        }
-        return value
-    }
-
-    private static func encodeTags(_ tags: [String]) throws -> String {
-        String(decoding: try JSONEncoder().encode(tags), as: UTF8.self)
-    }
-
-    private static func decodeTags(_ text: String) throws -> [String] {
-        do {
-            return try JSONDecoder().decode([String].self, from: Data(text.utf8))
-        } catch {
-            throw StoreError(.permanent, "SQLite store holds installation tags that are not a JSON array of strings")
+                tags: try Self.columns.decodeTags(statement.text(2)))
         }
     }
 }
