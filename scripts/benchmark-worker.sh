@@ -11,6 +11,7 @@
 # It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752) and a private PostgreSQL
 # (scripts/postgres-local.sh, port POSTGRES_PORT, default 5762), builds the worker in release, the C baseline and
 # the preload tool, then, per round and interleaved: preload -> C baseline until the work queue is drained ->
+# preload -> the C baseline publishing as many results per notification as the worker (baseline2) until drained ->
 # preload -> worker (SQLite) until drained -> for each replica count R: preload -> R worker processes on one fresh
 # PostgreSQL database until drained. Each preload publishes the setup phase (45,250 card installs, state changes
 # and histories) followed by the N measured notifications; the measured window starts when only the N measured
@@ -105,8 +106,10 @@ fi
 # The baseline publishes results of the mean size of the worker's results for this mix.
 "$load_bin" result-size --messages "$messages" >"$work/result-size.txt"
 body_bytes=$(head -n 1 "$work/result-size.txt")
+results_per_notification=$(sed -n 's/^results per notification \([0-9.]*\),.*/\1/p' "$work/result-size.txt")
 echo "worker results for the mix: $(sed -n 2p "$work/result-size.txt")"
-echo "baseline result body: $body_bytes bytes to wallet.transactions, routing key transactions.records"
+echo "baseline result body: $body_bytes bytes to wallet.transactions, routing key transactions.records;" \
+    "baseline2: $results_per_notification results per notification"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 
 # --- rounds --------------------------------------------------------------------------------------------------
@@ -139,7 +142,7 @@ run_contender() {
         printf "%s %s %.0f %.1f %.1f %.3f %s\n", name, round, v["messages"] / v["window_s"],
             1e6 * v["cpu_s"] / v["messages"], v["peak_kib"] / 1024, v["window_s"], server
     }' | tee -a "$work/results" | awk '{
-        printf "  %-8s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  (%s s)", $1, $2, $3, $4, $5, $6
+        printf "  %-9s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  (%s s)", $1, $2, $3, $4, $5, $6
         if ($7 != "-") printf "  PostgreSQL %s CPU us/msg", $7
         printf "\n" }'
 }
@@ -153,6 +156,8 @@ for round in $(seq 1 "$rounds"); do
     echo "== round $round/$rounds (load $(cut -d' ' -f1-3 /proc/loadavg)) =="
     run_contender baseline "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
         --idle-exit 30
+    run_contender baseline2 "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
+        --results-per-delivery "$results_per_notification" --idle-exit 30
     rm -f "$work/store-$round.sqlite"*
     run_contender worker "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$round.sqlite" \
         --prefetch 200 --http-port off
@@ -172,22 +177,28 @@ column_of() { awk -v name="$1" -v col="$2" '$1 == name { print $col }' "$work/re
 echo "== medians of $rounds rounds, $messages notifications each (load now $(cut -d' ' -f1-3 /proc/loadavg)) =="
 # The ratio of each round (same round, same conditions), then their median.
 ratio_of() {
-    awk -v name="$1" '$1 == "baseline" { b[$2] = $3 } $1 == name { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
+    awk -v name="$1" -v base="${2:-baseline}" '$1 == base { b[$2] = $3 } $1 == name { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
         "$work/results" | median %.3f
 }
-printf '  %-8s %10s %14s %10s %18s %12s\n' "" "msg/s" "CPU us/msg" "peak MiB" "PostgreSQL us/msg" "/baseline"
-names="baseline worker"
+printf '  %-9s %10s %14s %10s %18s %12s %12s\n' "" "msg/s" "CPU us/msg" "peak MiB" "PostgreSQL us/msg" "/baseline" \
+    "/baseline2"
+names="baseline baseline2 worker"
 for count in $replica_counts; do names="$names pg-$count"; done
 for name in $names; do
     server="-"
     [[ "$name" == pg-* ]] && server=$(column_of "$name" 7 %.1f)
-    ratio="-"
+    ratio="-" ratio2="-"
     [ "$name" != baseline ] && ratio=$(ratio_of "$name")
-    printf '  %-8s %10s %14s %10s %18s %12s\n' "$name" "$(column_of "$name" 3 %.0f)" "$(column_of "$name" 4 %.1f)" \
-        "$(column_of "$name" 5 %.1f)" "$server" "$ratio"
+    [[ "$name" != baseline* ]] && ratio2=$(ratio_of "$name" baseline2)
+    printf '  %-9s %10s %14s %10s %18s %12s %12s\n' "$name" "$(column_of "$name" 3 %.0f)" "$(column_of "$name" 4 %.1f)" \
+        "$(column_of "$name" 5 %.1f)" "$server" "$ratio" "$ratio2"
 done
 echo "  worker = one replica, SQLite store; pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
 echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
 echo "  broker and PostgreSQL for them."
+echo "  baseline2 = the C loop publishing $results_per_notification results per notification, as the worker does:"
+echo "  the same work for the broker, none in the client."
 echo "  throughput ratio worker/baseline (median of per-round ratios): $(ratio_of worker)   (target >= 0.90)"
+echo "  throughput ratio worker/baseline2: $(ratio_of worker baseline2);" \
+    "baseline2/baseline: $(ratio_of baseline2) (what the extra results cost the broker)"
 echo "  worker CPU per message: $(column_of worker 4 %.1f) us   (target <= 30 us with the SQLite store)"

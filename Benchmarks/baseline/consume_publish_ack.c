@@ -4,7 +4,7 @@
  *
  *   cc -O2 -o consume_publish_ack consume_publish_ack.c $(pkg-config --cflags --libs librabbitmq)
  *   consume_publish_ack [--host H] [--port P] [--queue Q] [--exchange X] [--routing-key K] [--prefetch N]
- *                       [--body-bytes B] [--idle-exit S] [--count N]
+ *                       [--body-bytes B] [--results-per-delivery R] [--idle-exit S] [--count N]
  *
  * What it does, per batch:
  *   1. takes deliveries as they come on the consume connection: waits for the first one, then takes every one
@@ -12,6 +12,8 @@
  *   2. publishes one result per delivery on the publish connection (publisher confirms): persistent, mandatory,
  *      content type application/json, message_id/correlation_id/headers (traceparent) copied from the delivery,
  *      a body of --body-bytes (the mean size of the worker's results for the mix) to --exchange with --routing-key;
+ *      with --results-per-delivery R (default 1, at most 8), R results per delivery on average, spread evenly
+ *      (1.3: every third or fourth delivery publishes two), so that the broker does the worker's amount of work;
  *   3. reads the publish connection until every sequence number of the batch is confirmed (basic.ack, multiple
  *      or not); a basic.nack or a basic.return (followed by its content) is counted as a failure;
  *   4. acknowledges the batch with one basic.ack multiple=true (if anything failed, it nacks those deliveries
@@ -105,6 +107,7 @@ struct confirms {
     uint64_t first_seq;
     size_t count;
     uint8_t *state; /* 0 pending, 1 acked, 2 nacked or returned */
+    size_t *owner;  /* the batch index of the delivery each publish is a result of */
     size_t pending;
 };
 
@@ -164,7 +167,7 @@ int main(int argc, char **argv) {
     const char *host = "127.0.0.1", *queue = "wallet.notifications.work", *exchange = "wallet.transactions";
     const char *routing_key = "transactions.records";
     int port = 5672, prefetch = 200, body_bytes = 1024;
-    double idle_exit = 2.0;
+    double idle_exit = 2.0, results_per_delivery = 1.0;
     long long target = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--host")) host = argv[i + 1];
@@ -174,11 +177,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--routing-key")) routing_key = argv[i + 1];
         else if (!strcmp(argv[i], "--prefetch")) prefetch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--body-bytes")) body_bytes = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--results-per-delivery")) results_per_delivery = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--idle-exit")) idle_exit = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--count")) target = atoll(argv[i + 1]);
         else { fprintf(stderr, "consume_publish_ack: unknown option %s\n", argv[i]); return 2; }
     }
     if (prefetch < 1 || prefetch > MAX_PREFETCH || body_bytes < 2) { fprintf(stderr, "bad --prefetch or --body-bytes\n"); return 2; }
+    if (!(results_per_delivery >= 1.0 && results_per_delivery <= 8.0)) { fprintf(stderr, "bad --results-per-delivery\n"); return 2; }
+    const size_t max_results = (size_t)prefetch * 8;
 
     /* A JSON-looking body of the requested size, built once. */
     char *body = malloc((size_t)body_bytes);
@@ -201,7 +207,9 @@ int main(int argc, char **argv) {
     die_on_reply(amqp_get_rpc_reply(consume), "basic.consume");
 
     amqp_envelope_t *batch = calloc((size_t)prefetch, sizeof(amqp_envelope_t));
-    struct confirms confirms = {.first_seq = 1, .count = 0, .state = calloc((size_t)prefetch, 1), .pending = 0};
+    struct confirms confirms = {.first_seq = 1, .count = 0, .state = calloc(max_results, 1),
+                                .owner = calloc(max_results, sizeof(size_t)), .pending = 0};
+    double result_credit = 0; /* fractional results carried over to the next delivery */
     uint64_t next_seq = 1;
     long long delivered = 0, batches = 0;
     size_t returned = 0, failed = 0;
@@ -226,11 +234,9 @@ int main(int argc, char **argv) {
         }
         if (delivered == 0) first_delivery = now_seconds();
 
-        /* 2. One result per delivery, with the delivery's identifiers. */
+        /* 2. One result per delivery (or --results-per-delivery), with the delivery's identifiers. */
         confirms.first_seq = next_seq;
-        confirms.count = n;
-        confirms.pending = n;
-        memset(confirms.state, 0, n);
+        size_t published = 0;
         for (size_t i = 0; i < n; i++) {
             amqp_basic_properties_t *in = &batch[i].message.properties;
             amqp_basic_properties_t props;
@@ -242,26 +248,42 @@ int main(int argc, char **argv) {
             if (in->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) { props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG; props.message_id = in->message_id; }
             if (in->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) { props._flags |= AMQP_BASIC_CORRELATION_ID_FLAG; props.correlation_id = in->correlation_id; }
             if (in->_flags & AMQP_BASIC_HEADERS_FLAG) { props._flags |= AMQP_BASIC_HEADERS_FLAG; props.headers = in->headers; }
-            die_on_status(amqp_basic_publish(publish, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes(routing_key),
-                                             /*mandatory*/ 1, 0, &props, body_view), "publish");
+            result_credit += results_per_delivery;
+            size_t results = (size_t)result_credit;
+            result_credit -= (double)results;
+            for (size_t r = 0; r < results; r++) {
+                die_on_status(amqp_basic_publish(publish, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes(routing_key),
+                                                 /*mandatory*/ 1, 0, &props, body_view), "publish");
+                confirms.state[published] = 0;
+                confirms.owner[published++] = i;
+            }
         }
-        next_seq += n;
+        confirms.count = published;
+        confirms.pending = published;
+        next_seq += published;
 
         /* 3. Every confirm of the batch. */
         wait_confirms(publish, &confirms, &returned);
 
         /* 4. One ack for the batch (or per delivery when a publish failed). */
         size_t batch_failed = 0;
-        for (size_t i = 0; i < n; i++) batch_failed += confirms.state[i] == 2;
+        uint8_t *delivery_failed = calloc(n, 1);
+        for (size_t j = 0; j < published; j++) {
+            if (confirms.state[j] == 2 && !delivery_failed[confirms.owner[j]]) {
+                delivery_failed[confirms.owner[j]] = 1;
+                batch_failed++;
+            }
+        }
         if (batch_failed == 0) {
             die_on_status(amqp_basic_ack(consume, 1, batch[n - 1].delivery_tag, 1), "ack");
         } else {
             for (size_t i = 0; i < n; i++) {
-                if (confirms.state[i] == 2) die_on_status(amqp_basic_nack(consume, 1, batch[i].delivery_tag, 0, 1), "nack");
+                if (delivery_failed[i]) die_on_status(amqp_basic_nack(consume, 1, batch[i].delivery_tag, 0, 1), "nack");
                 else die_on_status(amqp_basic_ack(consume, 1, batch[i].delivery_tag, 0), "ack");
             }
             failed += batch_failed;
         }
+        free(delivery_failed);
         for (size_t i = 0; i < n; i++) amqp_destroy_envelope(&batch[i]);
         delivered += (long long)n;
         batches++;
@@ -282,6 +304,7 @@ int main(int argc, char **argv) {
     amqp_destroy_connection(publish);
     free(batch);
     free(confirms.state);
+    free(confirms.owner);
     free(body);
     return 0;
 }

@@ -250,18 +250,21 @@ public final class AMQPChannel: Sendable {
     /// one outcome per message, in order. Throws `.timeout` when the answers take longer than `confirmTimeout`,
     /// and the channel's error when the broker closes it (e.g. 404 for a missing exchange).
     public func publish(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30)) async throws(AMQPError) -> [AMQPPublishOutcome] {
+        try await startPublishing(messages, confirmTimeout: confirmTimeout).outcomes()
+    }
+
+    /// Publishes the messages back to back without waiting for their confirms: they are sent after those of every
+    /// earlier call on this channel, and `outcomes()` on the returned handle waits for the broker's answers (the
+    /// confirm timeout runs from now). Errors, a closed connection included, are reported by `outcomes()`.
+    public func startPublishing(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30)) -> AMQPPendingConfirms {
         let reference = reference
-        do {
-            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>) in
-                if let terminated = runtime.submit({ core in
-                    core.publish(messages, channel: reference, timeout: confirmTimeout, continuation: continuation)
-                }) {
-                    continuation.resume(throwing: terminated)
-                }
-            }
-        } catch {
-            throw error as? AMQPError ?? AMQPError(code: .protocolError, message: "\(error)")
+        let pending = AMQPPendingConfirms()
+        if let terminated = runtime.submit({ core in
+            core.publish(messages, channel: reference, timeout: confirmTimeout, confirms: pending)
+        }) {
+            pending.resume(throwing: terminated)
         }
+        return pending
     }
 
     /// Publishes one message and waits for its confirm.

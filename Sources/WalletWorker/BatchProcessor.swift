@@ -25,13 +25,39 @@ struct BatchProcessor: Sendable {
         var description: String { "\(underlying)" }
     }
 
+    /// A batch whose store transaction is committed and whose results are on their way to the broker.
+    struct PublishedBatch: Sendable {
+        fileprivate var deliveries: [AMQPDelivery]
+        fileprivate var plans: [DeliveryPlan]
+        fileprivate var confirms: AMQPPendingConfirms?
+        fileprivate var started: ContinuousClock.Instant
+    }
+
+    /// The whole batch, then the next: store, publish, wait for the confirms, acknowledge.
     func process(_ deliveries: [AMQPDelivery], consumeChannel: AMQPChannel, publishChannel: AMQPChannel) async throws {
-        guard let last = deliveries.last else { return }
+        guard !deliveries.isEmpty else { return }
+        let published = try await storeAndPublish(deliveries, on: publishChannel)
+        try await acknowledge(published, consumeChannel: consumeChannel, publishChannel: publishChannel)
+    }
+
+    /// The first stage: the batch's store transaction, then its results sent without waiting for the confirms.
+    /// Batches leave here in order, and their results go out in that order.
+    func storeAndPublish(_ deliveries: [AMQPDelivery], on publishChannel: AMQPChannel) async throws -> PublishedBatch {
         let started = ContinuousClock.now
         metrics.batchSize.record(Double(deliveries.count))
+        let plans = try await plan(deliveries)
+        return PublishedBatch(
+            deliveries: deliveries, plans: plans, confirms: startPublishing(plans, on: publishChannel), started: started)
+    }
 
-        var plans = try await plan(deliveries)
-        let failures = try await publish(plans, on: publishChannel)
+    /// The second stage: waits for the batch's confirms, sends what was not taken to the retry queue, then
+    /// acknowledges. Batches must come here in the order they were published: the acknowledgement covers every
+    /// earlier delivery (`multiple`).
+    func acknowledge(_ batch: PublishedBatch, consumeChannel: AMQPChannel, publishChannel: AMQPChannel) async throws {
+        let deliveries = batch.deliveries
+        guard let last = deliveries.last else { return }
+        var plans = batch.plans
+        let failures = try await failures(of: plans, confirms: batch.confirms)
 
         // Deliveries whose messages were not all taken go to the retry queue (or, on their last attempt, the
         // dead-letter exchange) in a second confirmed publish; any still not taken are requeued.
@@ -44,7 +70,9 @@ struct BatchProcessor: Sendable {
                     original: plans[index].original, transientFailure: error, retryAttempts: retryAttempts,
                     topology: topology)))
             }
-            let secondFailures = try await publish(second.map(\.plan), on: publishChannel)
+            let secondPlans = second.map(\.plan)
+            let secondFailures = try await self.failures(
+                of: secondPlans, confirms: startPublishing(secondPlans, on: publishChannel))
             for (position, entry) in second.enumerated() {
                 if secondFailures[position] != nil {
                     requeue.insert(entry.index)
@@ -55,7 +83,7 @@ struct BatchProcessor: Sendable {
         }
 
         try await acknowledge(deliveries, requeue: requeue, last: last, on: consumeChannel)
-        let elapsed = ContinuousClock.now - started
+        let elapsed = ContinuousClock.now - batch.started
         for (index, plan) in plans.enumerated() where !requeue.contains(index) {
             record(plan, of: deliveries[index], elapsed: elapsed)
         }
@@ -68,17 +96,23 @@ struct BatchProcessor: Sendable {
         return try await planner.plan(deliveries.map(OriginalMessage.init), now: Date())
     }
 
-    /// Publishes every plan's messages in one confirmed batch; returns, by plan index, why a plan failed.
-    /// A confirm timeout fails every plan (the channel stays usable); a channel or connection error is thrown.
-    private func publish(_ plans: [DeliveryPlan], on channel: AMQPChannel) async throws -> [Int: String] {
+    /// Sends every plan's messages as one confirmed batch; nil when there is nothing to send.
+    private func startPublishing(_ plans: [DeliveryPlan], on channel: AMQPChannel) -> AMQPPendingConfirms? {
         let messages = plans.flatMap(\.messages)
-        guard !messages.isEmpty else { return [:] }
+        guard !messages.isEmpty else { return nil }
+        return channel.startPublishing(messages, confirmTimeout: confirmTimeout)
+    }
+
+    /// Waits for the confirms of the plans' messages; returns, by plan index, why a plan failed.
+    /// A confirm timeout fails every plan (the channel stays usable); a channel or connection error is thrown.
+    private func failures(of plans: [DeliveryPlan], confirms: AMQPPendingConfirms?) async throws -> [Int: String] {
+        guard let confirms else { return [:] }
         let outcomes: [AMQPPublishOutcome]
         do {
-            outcomes = try await channel.publish(messages, confirmTimeout: confirmTimeout)
+            outcomes = try await confirms.outcomes()
         } catch {
             guard error.code == .timeout else { throw error }
-            metrics.countConfirms(.timeout, by: messages.count)
+            metrics.countConfirms(.timeout, by: plans.reduce(0) { $0 + $1.messages.count })
             let reason = "publisher confirms timed out after \(confirmTimeout)"
             return Dictionary(uniqueKeysWithValues: plans.indices.map { ($0, reason) })
         }

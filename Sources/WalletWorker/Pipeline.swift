@@ -4,7 +4,7 @@ import Logging
 
 /// One consume-process-publish loop over one queue, with its own two connections: deliveries and
 /// acknowledgements on one, results on the other, so a publish that waits on a congested socket never delays
-/// acknowledgements. Batches are processed strictly one after another.
+/// acknowledgements. The next batch is stored and published while earlier ones wait for their confirms.
 /// It reconnects after any broker failure, re-declaring the topology, until the stop signal fires.
 struct Pipeline: Sendable {
     var index: Int
@@ -95,10 +95,14 @@ struct Pipeline: Sendable {
 
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    for try await batch in consumer {
-                        guard handover?.beginBatch() ?? true else { break }
-                        try await processor.process(batch, consumeChannel: consume, publishChannel: publish)
-                        if handover?.endBatch() == true { break }
+                    if let handover {
+                        for try await batch in consumer {
+                            guard handover.beginBatch() else { break }
+                            try await processor.process(batch, consumeChannel: consume, publishChannel: publish)
+                            if handover.endBatch() { break }
+                        }
+                    } else {
+                        try await processOverlapped(consumer, consume: consume, publish: publish)
                     }
                 }
                 group.addTask {
@@ -126,6 +130,30 @@ struct Pipeline: Sendable {
         }
         await close(connections)
         return consuming
+    }
+
+    /// Stores and publishes the next batch while earlier ones wait for their publisher confirms: the broker's
+    /// confirm latency, not the worker, sets the pace of a strictly sequential loop. The first stage stores each
+    /// batch and sends its results, in order; the second waits for the confirms and acknowledges, in the same
+    /// order. The prefetch bounds what is in flight. A failure of either stage ends both; after the consumer ends
+    /// (a drain), every batch in flight is finished. A shard pipeline does not overlap: its handover finishes
+    /// exactly the batch in hand.
+    private func processOverlapped(_ consumer: AMQPConsumer, consume: AMQPChannel, publish: AMQPChannel) async throws {
+        let (published, publishedInput) = AsyncStream<BatchProcessor.PublishedBatch>.makeStream()
+        try await withThrowingTaskGroup(of: Void.self) { stages in
+            stages.addTask {
+                defer { publishedInput.finish() }
+                for try await deliveries in consumer where !deliveries.isEmpty {
+                    publishedInput.yield(try await processor.storeAndPublish(deliveries, on: publish))
+                }
+            }
+            stages.addTask {
+                for await batch in published {
+                    try await processor.acknowledge(batch, consumeChannel: consume, publishChannel: publish)
+                }
+            }
+            while try await stages.next() != nil {}
+        }
     }
 
     /// Logs blocked and unblocked; throws when the connection ends under the session.

@@ -119,6 +119,65 @@ struct ConfirmsTests {
         }
     }
 
+    @Test("batches started without waiting go out in call order and each gets its own outcomes")
+    func startedBatchesKeepTheirOrderAndOutcomes() async throws {
+        try await withBrokerSession("started batches") { session in
+            let channel = session.channel
+            let queue = try await session.declareOwnedQueue("started", durable: true)
+            try await channel.enableConfirms()
+            let persistent = AMQPMessageProperties(deliveryMode: .persistent)
+            // Eight batches in flight at once; the fourth has an unroutable mandatory message in position 1.
+            let batches = (0..<8).map { batch in
+                (0..<50).map { index in
+                    batch == 3 && index == 1
+                        ? AMQPOutboundMessage(exchange: "", routingKey: "nobody-\(queue)", body: Array("lost".utf8), mandatory: true)
+                        : message(to: queue, "\(batch)-\(index)", properties: persistent)
+                }
+            }
+            let pending = batches.map { channel.startPublishing($0, confirmTimeout: .seconds(10)) }
+            // Awaited newest first: each handle reports its own batch, whatever order the confirms arrive in.
+            for (batch, confirms) in pending.enumerated().reversed() {
+                let outcomes = try await within(.seconds(10), "the outcomes of batch \(batch)") { try await confirms.outcomes() }
+                #expect(outcomes.count == 50)
+                for (index, outcome) in outcomes.enumerated() {
+                    if batch == 3 && index == 1 {
+                        #expect(outcome == .returned(replyCode: 312, replyText: "NO_ROUTE"))
+                    } else {
+                        #expect(outcome == .confirmed, "batch \(batch) position \(index)")
+                    }
+                }
+            }
+            // A handle can be awaited again.
+            #expect(try await pending[0].outcomes().count == 50)
+
+            let consuming = try await session.connection.openChannel()
+            try await consuming.setPrefetch(count: 500)
+            let consumer = try await consuming.consume(queue: queue)
+            let bodies = try await receive(399, from: consumer).map { String(decoding: $0.body, as: UTF8.self) }
+            let expected = batches.joined().filter { $0.routingKey == queue }.map { String(decoding: $0.body, as: UTF8.self) }
+            #expect(bodies == expected, "the queue holds the messages in the order the batches were started")
+        }
+    }
+
+    @Test("a batch started on a channel the broker closes reports the channel's error")
+    func startedBatchReportsTheChannelError() async throws {
+        try await withBrokerSession("started on a closing channel") { session in
+            let channel = try await session.connection.openChannel()
+            try await channel.enableConfirms()
+            let confirms = channel.startPublishing(
+                [AMQPOutboundMessage(exchange: "no-such-exchange-\(UInt32.random(in: 0...UInt32.max))", routingKey: "x", body: [1])],
+                confirmTimeout: .seconds(10))
+            await #expect(throws: AMQPError.self) {
+                _ = try await within(.seconds(10), "the error of a publish to a missing exchange") { try await confirms.outcomes() }
+            }
+            // Published after the close: reported through the handle, not trapped or lost.
+            let late = channel.startPublishing([AMQPOutboundMessage(exchange: "", routingKey: "x", body: [2])])
+            await #expect(throws: AMQPError.self) {
+                _ = try await within(.seconds(10), "the error of a publish on a closed channel") { try await late.outcomes() }
+            }
+        }
+    }
+
     @Test("an empty batch returns no outcomes")
     func emptyBatchReturnsNoOutcomes() async throws {
         try await withBrokerSession("empty batch") { session in

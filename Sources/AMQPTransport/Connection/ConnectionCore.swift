@@ -174,7 +174,7 @@ final class ConnectionCore {
     func fail(_ error: AMQPError, notify: Bool = true) {
         guard failure == nil else { return }
         failure = error
-        for waiter in publishWaiters.values { waiter.continuation.resume(throwing: error) }
+        for waiter in publishWaiters.values { waiter.pending.resume(throwing: error) }
         publishWaiters.removeAll()
         heldBatches.removeAll()
         for consumer in consumers.values { consumer.finish(throwing: error) }
@@ -213,7 +213,7 @@ final class ConnectionCore {
         guard channels[number] != nil else { return }
         retire(number, because: error)
         for (id, waiter) in publishWaiters where waiter.channel == number {
-            waiter.continuation.resume(throwing: error)
+            waiter.pending.resume(throwing: error)
             publishWaiters[id] = nil
         }
         heldBatches.removeAll { $0.channel == number }
@@ -355,7 +355,7 @@ final class ConnectionCore {
     /// or returned) every one of them, or when `timeout` passes.
     func publish(
         _ messages: [AMQPOutboundMessage], channel reference: ChannelReference, timeout: Duration,
-        continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>
+        confirms: AMQPPendingConfirms
     ) {
         let number = reference.number
         do throws(AMQPError) {
@@ -364,14 +364,14 @@ final class ConnectionCore {
                 throw AMQPError(code: .invalidArgument, message: "channel \(number) is not in confirm mode; call enableConfirms() first")
             }
             guard !messages.isEmpty else {
-                continuation.resume(returning: [])
+                confirms.resume(returning: [])
                 return
             }
             let batchID = nextBatchID
             nextBatchID += 1
             publishWaiters[batchID] = PublishWaiter(
                 channel: number, outcomes: Array(repeating: nil, count: messages.count), remaining: messages.count,
-                deadline: .now + timeout, continuation: continuation
+                deadline: .now + timeout, pending: confirms
             )
             if isBlocked {
                 heldBatches.append(HeldBatch(batch: batchID, channel: number, messages: messages))
@@ -380,7 +380,7 @@ final class ConnectionCore {
             }
         } catch {
             // A send failure already failed the connection (and with it this waiter, if registered).
-            if failure == nil { continuation.resume(throwing: error) }
+            if failure == nil { confirms.resume(throwing: error) }
         }
     }
 
@@ -441,7 +441,7 @@ final class ConnectionCore {
             guard publishWaiters[resolution.batch]?.settle(resolution.index, with: resolution.outcome) == true,
                 let waiter = publishWaiters.removeValue(forKey: resolution.batch)
             else { continue }
-            waiter.continuation.resume(returning: waiter.outcomes.map { $0! })
+            waiter.pending.resume(returning: waiter.outcomes.map { $0! })
         }
     }
 
@@ -506,7 +506,7 @@ final class ConnectionCore {
             publishWaiters[id] = nil
             heldBatches.removeAll { $0.batch == id }
             channels[waiter.channel]?.confirms?.abandon(batch: id)
-            waiter.continuation.resume(throwing: AMQPError(
+            waiter.pending.resume(throwing: AMQPError(
                 code: .timeout, message: "\(waiter.remaining) of \(waiter.outcomes.count) publishes were not confirmed in time"
             ))
         }
@@ -662,7 +662,7 @@ struct PublishWaiter {
     var outcomes: [AMQPPublishOutcome?]
     var remaining: Int
     var deadline: ContinuousClock.Instant
-    var continuation: CheckedContinuation<[AMQPPublishOutcome], any Error>
+    var pending: AMQPPendingConfirms
 
     /// Records the outcome of the publish at `index` (the first one reported wins); true once all are settled.
     mutating func settle(_ index: Int, with outcome: AMQPPublishOutcome) -> Bool {
