@@ -148,6 +148,153 @@ import WalletRouting
         }
     }
 
+    /// The cards and histories kept between batches (`SQLiteStateCache`) never hide another writer's commits.
+    @Test func anotherWritersCommitsAreSeenByTheNextBatch() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let first = try Self.open(path)
+            let second = try Self.open(path)
+            let router = NotificationRouter()
+            // The first store reads (and keeps) both cards and DC-1's history.
+            _ = try await first.process(
+                [
+                    Messages.install("DC-1", id: "m1"), Messages.install("DC-2", id: "m2"),
+                    Messages.tns("DC-1", recordId: "T-1", date: "2026-11-20T10:15:00Z", id: "m3"),
+                    Messages.tns("DC-2", recordId: "T-9", id: "m4"),
+                ], router: router, now: Self.now)
+            // Another connection stores a newer record of DC-1 and deletes DC-2.
+            _ = try await second.process(
+                [
+                    Messages.tns("DC-1", recordId: "T-2", date: "2026-11-20T11:00:00Z", id: "m5"),
+                    Messages.cps("DC-2", code: "CBP.info.tokenDeleted", id: "m6"),
+                ], router: router, now: Self.now)
+
+            let decisions = try await first.process(
+                [
+                    Messages.tns("DC-1", recordId: "T-3", date: "2026-11-20T09:00:00Z", id: "m7"),
+                    Messages.tns("DC-2", recordId: "T-10", id: "m8"),
+                ], router: router, now: Self.now)
+            #expect(try Self.recordIDs(inTNSResultOf: decisions[0].decision) == ["T-2", "T-1", "T-3"])
+            #expect(decisions[1].decision.results.map(\.routingKey) == ["transactions.error"], "DC-2 was deleted")
+            await first.close()
+            await second.close()
+        }
+    }
+
+    /// A batch that rolls back takes back what it taught the cache: the next batch sees the file as it is.
+    @Test func aRolledBackBatchLeavesNoTraceInTheNextBatchsReads() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let store = try Self.open(path)
+            let other = try Self.otherConnection(path)
+            try await other.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER fail_on_boom BEFORE INSERT ON processed_messages
+                        WHEN NEW.message_id = 'boom' BEGIN SELECT RAISE(ABORT, 'injected failure'); END
+                        """)
+            }
+            try other.close()
+            let router = NotificationRouter()
+            _ = try await store.process(
+                [
+                    Messages.install("DC-1", id: "m1"),
+                    Messages.tns("DC-1", recordId: "T-1", date: "2026-11-20T10:15:00Z", id: "m2"),
+                ], router: router, now: Self.now)
+            // Stores T-2 and suspends the card, then fails on its last message: all rolled back.
+            await #expect(throws: StoreError.self) {
+                try await store.process(
+                    [
+                        Messages.tns("DC-1", recordId: "T-2", date: "2026-11-20T11:00:00Z", id: "m3"),
+                        Messages.suspend("DC-1", id: "m4"), Messages.ignored(id: "boom"),
+                    ], router: router, now: Self.now)
+            }
+            let decisions = try await store.process(
+                [
+                    // Same instant as T-1, stored later: before it.
+                    Messages.tns("DC-1", recordId: "T-3", date: "2026-11-20T10:15:00Z", id: "m5"),
+                    Messages.suspend("DC-1", id: "m6"),
+                ], router: router, now: Self.now)
+            #expect(try Self.recordIDs(inTNSResultOf: decisions[0].decision) == ["T-3", "T-1"])
+            let suspension = try #require(decisions[1].decision.results.first { $0.exchange == "wallet.events" })
+            let event = try #require(try JSONSerialization.jsonObject(with: Data(suspension.body)) as? [String: Any])
+            #expect(event["previousState"] as? String == "active", "the rolled-back suspension is forgotten")
+            #expect(event["state"] as? String == "suspended")
+            await store.close()
+        }
+    }
+
+    /// Many batches of mixed card traffic (ties between instants, auxiliary records, filtered histories, repeated
+    /// record ids, suspensions and deletions): SQLite, reading through its cache, decides exactly as the in-memory
+    /// store, including after another connection wrote to the file between two batches.
+    @Test func decisionsThroughTheCacheMatchTheInMemoryStore() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let sqlite = try Self.open(path)
+            let memory = InMemoryWalletStore()
+            let router = NotificationRouter()
+            var random = SplitMix64(seed: 0x5EED_CAC4E)
+            var sequence = 0
+            func nextMessage() -> InboundMessage {
+                sequence += 1
+                let id = "msg-\(sequence)"
+                let card = "DC-\(random.next(below: 12))"
+                switch random.next(below: 20) {
+                case 0: return Messages.install(card, id: id)
+                case 1: return Messages.suspend(card, id: id)
+                case 2: return Messages.resume(card, id: id)
+                case 3 where random.next(below: 4) == 0: return Messages.cps(card, code: "CBP.info.tokenDeleted", id: id)
+                case 4: return Messages.mg(card, id: id)
+                default:
+                    // Few distinct dates and record ids: ties between instants and repeated ids are common.
+                    let hour = String(format: "%02d", 8 + random.next(below: 4))
+                    let minute = ["00", "30"][random.next(below: 2)]
+                    let recordType = ["", #","transactionRecordType":"primary""#, #","transactionRecordType":"auxiliary""#][
+                        random.next(below: 3)]
+                    let auxiliary = random.next(below: 3) == 0
+                    return Messages.message(
+                        #"""
+                        {"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)"\#(recordType),
+                         "transaction":{"id":"T-\#(random.next(below: 400))","date":"2026-11-20T\#(hour):\#(minute):00Z",
+                                        "status":"approved","type":"purchase","currencyCode":"EUR","amount":1.5,
+                                        "isAuxiliaryTransaction":\#(auxiliary)}}
+                        """#, id: id)
+                }
+            }
+            func processBoth(_ batch: [InboundMessage]) async throws {
+                let expected = try await memory.process(batch, router: router, now: Self.now)
+                let actual = try await sqlite.process(batch, router: router, now: Self.now)
+                #expect(actual == expected, "batch ending with \(batch.last?.properties.messageID ?? "")")
+            }
+            // The cards exist before the traffic.
+            try await processBoth((0..<12).map { Messages.install("DC-\($0)", id: "install-\($0)") })
+            for round in 0..<60 {
+                try await processBoth((0..<(1 + random.next(below: 40))).map { _ in nextMessage() })
+                if round == 30 {
+                    // Another connection (a second store on the file) processes a batch; the in-memory store
+                    // gets the same batch, so both still hold the same state.
+                    let batch = (0..<20).map { _ in nextMessage() }
+                    let other = try Self.open(path)
+                    _ = try await other.process(batch, router: router, now: Self.now)
+                    await other.close()
+                    _ = try await memory.process(batch, router: router, now: Self.now)
+                }
+            }
+            await sqlite.close()
+        }
+    }
+
+    /// 2026-11-20T12:00:00Z, after every record the cache tests store.
+    private static let now = Date(timeIntervalSince1970: 1_795_176_000)
+
+    /// The ids of the records in a TNS result, in the order published (newest first).
+    private static func recordIDs(inTNSResultOf decision: Decision) throws -> [String] {
+        let result = try #require(decision.results.first { $0.routingKey == "transactions.records" })
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(result.body)) as? [String: Any])
+        let records = try #require(body["records"] as? [[String: Any]])
+        return records.compactMap { $0["id"] as? String }
+    }
+
     /// A file written by a build with schema v1 (one row per result) replays the same results after v2.
     @Test func recordsOfASchemaV1FileReplayUnchangedAfterTheMigration() async throws {
         try await withTemporaryDirectory { directory in
@@ -264,4 +411,21 @@ import WalletRouting
             await store.close()
         }
     }
+}
+
+/// A small deterministic generator (SplitMix64), so a failure replays.
+private struct SplitMix64 {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func next(below bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

@@ -6,18 +6,28 @@ import WalletRouting
 ///
 /// Lives only inside a GRDB access block, on the connection that holds the transaction. Every statement is a
 /// cached prepared statement of the connection, so a batch compiles no SQL after the first, bound and read
-/// directly (`DirectStatement`).
+/// directly (`DirectStatement`). With a cache (a batch's transaction), cards and histories are read from it when it
+/// has them and it is kept up to date with what the batch writes.
 final class SQLiteBatchTransaction: WalletStoreTransaction {
     private let db: Database
+    private let cache: SQLiteStateCache?
     private static let columns = StoredColumns(store: "SQLite store")
 
-    init(_ db: Database) {
+    init(_ db: Database, cache: SQLiteStateCache? = nil) {
         self.db = db
+        self.cache = cache
     }
 
     // MARK: - WalletStateReading
 
     func card(_ digitalCardId: String) throws -> CardRecord? {
+        if let cached = cache?.card(digitalCardId) { return cached }
+        let card = try readCard(digitalCardId)
+        cache?.remember(card: card, digitalCardId: digitalCardId)
+        return card
+    }
+
+    private func readCard(_ digitalCardId: String) throws -> CardRecord? {
         try db.withDirectStatement(
             sql: """
                 SELECT state, tokenized_card_id, key_type, payments_left, keys_expire_at
@@ -50,6 +60,17 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
 
     func newestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws -> [TransactionRecord] {
         guard limit > 0 else { return [] }
+        if let cached = cache?.newestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit) {
+            return cached
+        }
+        let records = try readNewestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
+        cache?.remember(newest: records, digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
+        return records
+    }
+
+    private func readNewestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws
+        -> [TransactionRecord]
+    {
         let select = """
             SELECT record_id, date, instant, status, type, currency_code, amount, display_amount, merchant_name,
                    merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary
@@ -128,6 +149,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             statement.bind(card.paymentKeys?.expiresAt)
             try statement.execute()
         }
+        cache?.remember(card: card, digitalCardId: card.digitalCardId)
     }
 
     private func store(_ record: TransactionRecord, digitalCardId: String) throws {
@@ -158,6 +180,8 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             statement.bind(record.isAuxiliaryTransaction)
             try statement.execute()
         }
+        // Not when the id was already stored (DO NOTHING): the history is unchanged.
+        if db.changesCount > 0 { cache?.stored(record, digitalCardId: digitalCardId) }
     }
 
     private func upsert(_ installation: Installation) throws {

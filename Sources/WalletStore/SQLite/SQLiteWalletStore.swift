@@ -28,6 +28,8 @@ public final class SQLiteWalletStore: WalletStore {
     private let fileName: String
     /// Nil once closed.
     private let database: Mutex<DatabaseQueue?>
+    /// Cards and histories between batches; locked by the batch that holds the write transaction.
+    private let cache = Mutex(SQLiteStateCache())
 
     /// Opens (creating when missing) and migrates the store.
     /// - Throws: a permanent `StoreError` when the file cannot be opened, is not a database, or was migrated by a
@@ -105,16 +107,25 @@ public final class SQLiteWalletStore: WalletStore {
         do {
             // Async access: the batch runs on GRDB's serial queue, not on a cooperative thread.
             return try await queue.writeWithoutTransaction { db in
-                var decisions: [StoredDecision] = []
-                // One IMMEDIATE transaction: it takes the write lock at BEGIN, where the busy timeout applies (a
-                // deferred one upgraded after its first reads fails at once when another writer got in first).
-                // Any throw rolls the whole batch back.
-                try db.inTransaction(.immediate) {
-                    decisions = try BatchRouting.process(
-                        messages, router: router, now: now, in: SQLiteBatchTransaction(db))
-                    return .commit
+                try self.cache.withLock { cache in
+                    var decisions: [StoredDecision] = []
+                    do {
+                        // One IMMEDIATE transaction: it takes the write lock at BEGIN, where the busy timeout
+                        // applies (a deferred one upgraded after its first reads fails at once when another writer
+                        // got in first). Any throw rolls the whole batch back, and with it what the cache learnt.
+                        try db.inTransaction(.immediate) {
+                            // Under the write lock: nobody else can commit until this batch ends.
+                            cache.validate(dataVersion: try Self.dataVersion(db))
+                            decisions = try BatchRouting.process(
+                                messages, router: router, now: now, in: SQLiteBatchTransaction(db, cache: cache))
+                            return .commit
+                        }
+                    } catch {
+                        cache.clear()
+                        throw error
+                    }
+                    return decisions
                 }
-                return decisions
             }
         } catch {
             throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
@@ -144,6 +155,14 @@ public final class SQLiteWalletStore: WalletStore {
     }
 
     // MARK: - Internals
+
+    /// Changes when another connection commits to the file (not with this connection's own commits).
+    private static func dataVersion(_ db: Database) throws -> Int {
+        try db.withDirectStatement(sql: "PRAGMA data_version") { statement in
+            _ = try statement.step()
+            return statement.int(0)
+        }
+    }
 
     private func openQueue() throws(StoreError) -> DatabaseQueue {
         guard let queue = database.withLock({ $0 }) else {
