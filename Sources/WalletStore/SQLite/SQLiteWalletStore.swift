@@ -48,6 +48,10 @@ public final class SQLiteWalletStore: WalletStore {
             // 64 MiB of page cache instead of SQLite's 2 MiB: the end-to-end profile showed the card, history and
             // processed-id indexes being read back from the file (pread64) on every batch.
             try db.execute(sql: "PRAGMA cache_size = -65536")
+            // Checkpoint every 10,000 WAL pages (40 MiB) instead of 1,000: a page that many batches touch (index
+            // leaves) is copied into the file once per checkpoint, not once per few batches. Measured end to end:
+            // about 10% less CPU per message; 30,000 gave no more.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 10000")
         }
 
         do {
