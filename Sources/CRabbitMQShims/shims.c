@@ -56,6 +56,75 @@ amqp_rpc_reply_t CRabbitMQShims_login(amqp_connection_state_t state,
                                       AMQP_SASL_METHOD_PLAIN, user, password);
 }
 
+// MARK: - Publish frames
+
+static void put_u16(uint8_t *at, uint16_t value) {
+    at[0] = (uint8_t)(value >> 8);
+    at[1] = (uint8_t)value;
+}
+
+static void put_u32(uint8_t *at, uint32_t value) {
+    put_u16(at, (uint16_t)(value >> 16));
+    put_u16(at + 2, (uint16_t)value);
+}
+
+static void put_u64(uint8_t *at, uint64_t value) {
+    put_u32(at, (uint32_t)(value >> 32));
+    put_u32(at + 4, (uint32_t)value);
+}
+
+// A frame: type (1 byte), channel (2), payload size (4), payload, AMQP_FRAME_END.
+enum { FRAME_HEADER_SIZE = 7, FRAME_FOOTER_SIZE = 1 };
+
+int CRabbitMQShims_encode_publish_head(amqp_channel_t channel,
+                                       amqp_bytes_t exchange,
+                                       amqp_bytes_t routing_key,
+                                       amqp_boolean_t mandatory,
+                                       amqp_basic_properties_t *properties,
+                                       uint64_t body_size,
+                                       size_t frame_max,
+                                       amqp_bytes_t out) {
+    uint8_t *start = out.bytes;
+    size_t frame_limit = frame_max < out.len ? frame_max : out.len;
+    // Method frame: the method number, then the arguments.
+    if (frame_limit < FRAME_HEADER_SIZE + 4 + FRAME_FOOTER_SIZE) return AMQP_STATUS_INVALID_PARAMETER;
+    amqp_basic_publish_t method;
+    memset(&method, 0, sizeof method);
+    method.exchange = exchange;
+    method.routing_key = routing_key;
+    method.mandatory = mandatory;
+    amqp_bytes_t arguments = {.len = frame_limit - FRAME_HEADER_SIZE - 4 - FRAME_FOOTER_SIZE,
+                              .bytes = start + FRAME_HEADER_SIZE + 4};
+    int arguments_size = amqp_encode_method(AMQP_BASIC_PUBLISH_METHOD, &method, arguments);
+    if (arguments_size < 0) return arguments_size;
+    uint32_t method_payload = 4 + (uint32_t)arguments_size;
+    start[0] = AMQP_FRAME_METHOD;
+    put_u16(start + 1, channel);
+    put_u32(start + 3, method_payload);
+    put_u32(start + FRAME_HEADER_SIZE, AMQP_BASIC_PUBLISH_METHOD);
+    start[FRAME_HEADER_SIZE + method_payload] = AMQP_FRAME_END;
+    size_t offset = FRAME_HEADER_SIZE + method_payload + FRAME_FOOTER_SIZE;
+
+    // Content header frame: class, weight (0), body size, then the property flags and values.
+    uint8_t *header = start + offset;
+    size_t room = out.len - offset;
+    size_t header_limit = frame_max < room ? frame_max : room;
+    if (header_limit < FRAME_HEADER_SIZE + 12 + FRAME_FOOTER_SIZE) return AMQP_STATUS_INVALID_PARAMETER;
+    amqp_bytes_t encoded_properties = {.len = header_limit - FRAME_HEADER_SIZE - 12 - FRAME_FOOTER_SIZE,
+                                       .bytes = header + FRAME_HEADER_SIZE + 12};
+    int properties_size = amqp_encode_properties(AMQP_BASIC_CLASS, properties, encoded_properties);
+    if (properties_size < 0) return properties_size;
+    uint32_t header_payload = 12 + (uint32_t)properties_size;
+    header[0] = AMQP_FRAME_HEADER;
+    put_u16(header + 1, channel);
+    put_u32(header + 3, header_payload);
+    put_u16(header + FRAME_HEADER_SIZE, AMQP_BASIC_CLASS);
+    put_u16(header + FRAME_HEADER_SIZE + 2, 0);
+    put_u64(header + FRAME_HEADER_SIZE + 4, body_size);
+    header[FRAME_HEADER_SIZE + header_payload] = AMQP_FRAME_END;
+    return (int)(offset + FRAME_HEADER_SIZE + header_payload + FRAME_FOOTER_SIZE);
+}
+
 // MARK: - Method numbers
 
 const amqp_method_number_t CRabbitMQShims_BASIC_DELIVER_METHOD = AMQP_BASIC_DELIVER_METHOD;

@@ -176,6 +176,34 @@ struct RoundTripTests {
         }
     }
 
+    @Test("bodies at the frame boundaries arrive intact and in order, several to a batch")
+    func bodiesAtFrameBoundariesRoundTrip() async throws {
+        try await withBrokerSession("frame boundaries") { session in
+            let channel = session.channel
+            let queue = try await session.declareOwnedQueue("frame-boundaries")
+            try await channel.enableConfirms()
+            // A body frame holds frame_max - 8 bytes (128 KiB asked for, as the broker grants by default).
+            let chunk = 131_072 - 8
+            let sizes = [0, 1, chunk - 1, chunk, chunk + 1, 2 * chunk, 2 * chunk + 1, 5]
+            let bodies = sizes.enumerated().map { index, size in (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) } }
+            let messages = bodies.enumerated().map { index, body in
+                AMQPOutboundMessage(
+                    exchange: "", routingKey: queue, body: body,
+                    properties: .init(headers: ["index": .int64(Int64(index))], messageID: "body-\(index)"), mandatory: true)
+            }
+            let outcomes = try await within(.seconds(10), "confirms of the boundary bodies") {
+                try await channel.publish(messages + messages)
+            }
+            #expect(outcomes == Array(repeating: .confirmed, count: 2 * messages.count))
+            let consumer = try await channel.consume(queue: queue)
+            let deliveries = try await receive(2 * messages.count, from: consumer)
+            try await channel.ack(deliveryTag: deliveries.last!.deliveryTag, multiple: true)
+            #expect(deliveries.map(\.body) == bodies + bodies)
+            #expect(deliveries.map(\.properties.messageID) == (messages + messages).map(\.properties.messageID))
+            #expect(deliveries.map { $0.properties.headers?["index"] } == (messages + messages).map { $0.properties.headers?["index"] })
+        }
+    }
+
     @Test("a body far larger than the frame size arrives intact")
     func bodySpanningManyFramesRoundTrips() async throws {
         try await withBrokerSession("large body") { session in

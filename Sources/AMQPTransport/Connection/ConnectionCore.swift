@@ -18,6 +18,9 @@ final class ConnectionCore {
     let heartbeat: Duration
     let events: AsyncStream<AMQPConnectionEvent>.Continuation
     let socketDescriptor: Int32
+    /// Plain TCP: batches of publishes are written with one `send` (`PublishFrames`); TLS goes through librabbitmq.
+    private let writesPublishFrames: Bool
+    private var publishFrames = PublishFrames()
 
     /// Set once: the connection is unusable from then on (lost, closed by the broker, or closed by us).
     private(set) var failure: AMQPError?
@@ -104,6 +107,7 @@ final class ConnectionCore {
         self.events = events
         self.heartbeat = .seconds(Int(amqp_get_heartbeat(state)))
         self.socketDescriptor = amqp_get_sockfd(state)
+        self.writesPublishFrames = !configuration.url.useTLS
         logger.info("AMQP connection open", metadata: [
             AMQPLoggingKeys.url: "\(url)", AMQPLoggingKeys.heartbeat: "\(amqp_get_heartbeat(state))",
             AMQPLoggingKeys.frameMax: "\(amqp_get_frame_max(state))",
@@ -387,8 +391,11 @@ final class ConnectionCore {
     /// Sends a batch registered with a waiter and records each message for confirm tracking.
     private func send(_ messages: [AMQPOutboundMessage], batch: Int, on channel: ChannelState) throws(AMQPError) {
         let pool = CMemoryPool(pageSize: 16_384)
+        if writesPublishFrames {
+            try sendInOneWrite(messages, channel: channel.number, pool: pool)
+        }
         for (index, message) in messages.enumerated() {
-            try send(message, channel: channel.number, pool: pool)
+            if !writesPublishFrames { try send(message, channel: channel.number, pool: pool) }
             channel.confirms!.published(
                 batch: batch, index: index, exchange: message.exchange, routingKey: message.routingKey,
                 body: message.body, properties: message.properties
@@ -419,6 +426,36 @@ final class ConnectionCore {
             batch: Self.unwatchedBatch, index: 0, exchange: message.exchange, routingKey: message.routingKey,
             body: message.body, properties: message.properties
         )
+    }
+
+    /// A batch's frames encoded into one buffer and written at once (`PublishFrames`).
+    private func sendInOneWrite(_ messages: [AMQPOutboundMessage], channel number: UInt16, pool: CMemoryPool)
+        throws(AMQPError)
+    {
+        publishFrames.removeAll()
+        let frameMax = Int(amqp_get_frame_max(state))
+        for message in messages {
+            var properties = message.properties.encoded(in: pool)
+            do throws(AMQPError) {
+                try publishFrames.append(
+                    channel: number, exchange: pool.bytes(message.exchange), routingKey: pool.bytes(message.routingKey),
+                    mandatory: message.mandatory, properties: &properties, body: message.body, frameMax: frameMax)
+            } catch {
+                // As amqp_basic_publish's failure would: nothing of the batch was written, but the caller's
+                // bookkeeping cannot tell, so the connection ends.
+                var error = error
+                error.message = "publishing to exchange '\(message.exchange)': \(error.message)"
+                fail(error)
+                throw error
+            }
+        }
+        do throws(AMQPError) {
+            // Two silent heartbeat intervals end a connection that reads nothing; the same bound for writing.
+            try publishFrames.write(to: socketDescriptor, stallLimit: heartbeat > .zero ? heartbeat * 2 : nil)
+        } catch {
+            fail(error)
+            throw error
+        }
     }
 
     /// Batch id of publishes nobody waits for; real batches start at 1.

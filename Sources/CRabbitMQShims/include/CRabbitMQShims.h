@@ -23,6 +23,27 @@ amqp_rpc_reply_t CRabbitMQShims_login(amqp_connection_state_t state,
                                       const char *connection_name,
                                       const char *product_version);
 
+// MARK: - Publish frames
+//
+// amqp_basic_publish writes each frame (method, content header, body) with a send() of its own. The transport
+// encodes a whole batch of publishes into one buffer instead and writes it at once (plain TCP only).
+
+/// The largest method frame of a basic.publish (two short strings of at most 255 bytes) plus its end byte.
+#define CRABBITMQSHIMS_PUBLISH_METHOD_FRAME_MAX 527
+
+/// Encodes the basic.publish method frame and the content header frame of one message for `channel` into `out`,
+/// exactly as amqp_basic_publish sends them; the caller appends the body frames. `out` should hold
+/// CRABBITMQSHIMS_PUBLISH_METHOD_FRAME_MAX + frame_max bytes (a content header never exceeds a frame).
+/// Returns the number of bytes written, or a negative amqp_status_enum (e.g. properties too large for a frame).
+int CRabbitMQShims_encode_publish_head(amqp_channel_t channel,
+                                       amqp_bytes_t exchange,
+                                       amqp_bytes_t routing_key,
+                                       amqp_boolean_t mandatory,
+                                       amqp_basic_properties_t *properties,
+                                       uint64_t body_size,
+                                       size_t frame_max,
+                                       amqp_bytes_t out);
+
 // MARK: - Method numbers
 //
 // librabbitmq defines method numbers as casting macros (`((amqp_method_number_t)0x003C003C)`), which
