@@ -14,6 +14,20 @@ import WalletRouting
         return try SQLiteWalletStore(configuration: configuration)
     }
 
+    /// A real failure at a known point: a trigger (created by another connection) aborts the statement that
+    /// records `messageID` as processed, with "injected failure".
+    private static func failRecording(messageID: String, in path: String) async throws {
+        let other = try otherConnection(path)
+        try await other.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER fail_on_\(messageID) BEFORE INSERT ON processed_messages
+                    WHEN NEW.message_id = '\(messageID)' BEGIN SELECT RAISE(ABORT, 'injected failure'); END
+                    """)
+        }
+        try other.close()
+    }
+
     /// A second connection to the same file, as another process (or the sqlite3 CLI) would have.
     private static func otherConnection(_ path: String) throws -> DatabaseQueue {
         var configuration = GRDB.Configuration()
@@ -118,15 +132,7 @@ import WalletRouting
             let path = directory.appendingPathComponent("wallet.sqlite").path
             let store = try Self.open(path)
             // A real failure at a known point: recording the third message aborts its statement.
-            let other = try Self.otherConnection(path)
-            try await other.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER fail_on_boom BEFORE INSERT ON processed_messages
-                        WHEN NEW.message_id = 'boom' BEGIN SELECT RAISE(ABORT, 'injected failure'); END
-                        """)
-            }
-            try other.close()
+            try await Self.failRecording(messageID: "boom", in: path)
 
             let error = await #expect(throws: StoreError.self) {
                 try await store.process(
@@ -186,15 +192,7 @@ import WalletRouting
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("wallet.sqlite").path
             let store = try Self.open(path)
-            let other = try Self.otherConnection(path)
-            try await other.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER fail_on_boom BEFORE INSERT ON processed_messages
-                        WHEN NEW.message_id = 'boom' BEGIN SELECT RAISE(ABORT, 'injected failure'); END
-                        """)
-            }
-            try other.close()
+            try await Self.failRecording(messageID: "boom", in: path)
             let router = NotificationRouter()
             _ = try await store.process(
                 [
