@@ -21,8 +21,14 @@ struct PublishFrames {
 
     var isEmpty: Bool { bytes.isEmpty }
 
+    /// Empties the buffer for the next batch, keeping its storage unless a batch of large bodies grew it past
+    /// 4 MiB (that much is not held for the connection's lifetime).
     mutating func removeAll() {
-        bytes.removeAll(keepingCapacity: true)
+        if bytes.capacity > 4 << 20 {
+            bytes = []
+        } else {
+            bytes.removeAll(keepingCapacity: true)
+        }
     }
 
     /// Appends one message's frames for `channel`; `frameMax` is the connection's negotiated frame size.
