@@ -76,6 +76,15 @@ static void put_u64(uint8_t *at, uint64_t value) {
 // A frame: type (1 byte), channel (2), payload size (4), payload, AMQP_FRAME_END.
 enum { FRAME_HEADER_SIZE = 7, FRAME_FOOTER_SIZE = 1 };
 
+// Writes the envelope around a payload already in place at frame + FRAME_HEADER_SIZE; returns the frame's size.
+static size_t close_frame(uint8_t *frame, uint8_t type, amqp_channel_t channel, uint32_t payload_size) {
+    frame[0] = type;
+    put_u16(frame + 1, channel);
+    put_u32(frame + 3, payload_size);
+    frame[FRAME_HEADER_SIZE + payload_size] = AMQP_FRAME_END;
+    return FRAME_HEADER_SIZE + payload_size + FRAME_FOOTER_SIZE;
+}
+
 int CRabbitMQShims_encode_publish_head(amqp_channel_t channel,
                                        amqp_bytes_t exchange,
                                        amqp_bytes_t routing_key,
@@ -97,13 +106,8 @@ int CRabbitMQShims_encode_publish_head(amqp_channel_t channel,
                               .bytes = start + FRAME_HEADER_SIZE + 4};
     int arguments_size = amqp_encode_method(AMQP_BASIC_PUBLISH_METHOD, &method, arguments);
     if (arguments_size < 0) return arguments_size;
-    uint32_t method_payload = 4 + (uint32_t)arguments_size;
-    start[0] = AMQP_FRAME_METHOD;
-    put_u16(start + 1, channel);
-    put_u32(start + 3, method_payload);
     put_u32(start + FRAME_HEADER_SIZE, AMQP_BASIC_PUBLISH_METHOD);
-    start[FRAME_HEADER_SIZE + method_payload] = AMQP_FRAME_END;
-    size_t offset = FRAME_HEADER_SIZE + method_payload + FRAME_FOOTER_SIZE;
+    size_t offset = close_frame(start, AMQP_FRAME_METHOD, channel, 4 + (uint32_t)arguments_size);
 
     // Content header frame: class, weight (0), body size, then the property flags and values.
     uint8_t *header = start + offset;
@@ -114,15 +118,10 @@ int CRabbitMQShims_encode_publish_head(amqp_channel_t channel,
                                        .bytes = header + FRAME_HEADER_SIZE + 12};
     int properties_size = amqp_encode_properties(AMQP_BASIC_CLASS, properties, encoded_properties);
     if (properties_size < 0) return properties_size;
-    uint32_t header_payload = 12 + (uint32_t)properties_size;
-    header[0] = AMQP_FRAME_HEADER;
-    put_u16(header + 1, channel);
-    put_u32(header + 3, header_payload);
     put_u16(header + FRAME_HEADER_SIZE, AMQP_BASIC_CLASS);
     put_u16(header + FRAME_HEADER_SIZE + 2, 0);
     put_u64(header + FRAME_HEADER_SIZE + 4, body_size);
-    header[FRAME_HEADER_SIZE + header_payload] = AMQP_FRAME_END;
-    return (int)(offset + FRAME_HEADER_SIZE + header_payload + FRAME_FOOTER_SIZE);
+    return (int)(offset + close_frame(header, AMQP_FRAME_HEADER, channel, 12 + (uint32_t)properties_size));
 }
 
 // MARK: - Method numbers
