@@ -147,12 +147,14 @@ public final class AMQPChannel: Sendable {
         }
     }
 
-    /// Starts a consumer with manual acknowledgement. Deliveries arrive in batches (all that were
-    /// available at once, at most the prefetch). The sequence ends when the consumer is cancelled by us,
+    /// Starts a consumer, with manual acknowledgement unless told otherwise. Deliveries arrive in batches (all
+    /// that were available at once, at most the prefetch). The sequence ends when the consumer is cancelled by us,
     /// and throws when the broker cancels it (`.consumerCancelled`) or the channel or connection fails.
     public func consume(
-        queue: String, consumerTag: String = "", exclusive: Bool = false, arguments: AMQPTable = [:]
+        queue: String, consumerTag: String = "", exclusive: Bool = false,
+        acknowledgement: AMQPConsumer.Acknowledgement = .manual, arguments: AMQPTable = [:]
     ) async throws(AMQPError) -> AMQPConsumer {
+        let automatic = acknowledgement == .automatic
         let reference = reference
         let number = reference.number
         let runtime = runtime
@@ -167,11 +169,13 @@ public final class AMQPChannel: Sendable {
             try core.checkTagIsFree(consumerTag, channel: number)
             let pool = CMemoryPool()
             let ok = try core.rpc(channel: reference, "consuming from '\(queue)'") {
-                amqp_basic_consume(core.state, number, pool.bytes(queue), pool.bytes(consumerTag), 0, 0, exclusive ? 1 : 0, arguments.encoded(in: pool))
+                amqp_basic_consume(
+                    core.state, number, pool.bytes(queue), pool.bytes(consumerTag), 0, automatic ? 1 : 0,
+                    exclusive ? 1 : 0, arguments.encoded(in: pool))
             }
             guard let ok else { throw AMQPError(code: .protocolError, message: "basic.consume-ok missing") }
             let tag = ok.consumer_tag.string
-            core.register(ConsumerSink(channel: number, tag: tag, deliveries: deliveries))
+            core.register(ConsumerSink(channel: number, tag: tag, automaticAcknowledgement: automatic, deliveries: deliveries))
             return tag
         }
         knownTag.withLock { $0 = tag }
@@ -202,6 +206,13 @@ public final class AMQPChannel: Sendable {
     }
 
     private func checkOwnership(of delivery: AMQPDelivery) throws(AMQPError) {
+        // Acknowledging it would close the channel (PRECONDITION_FAILED, unknown delivery tag).
+        guard !delivery.acknowledgedByBroker else {
+            throw AMQPError(
+                code: .invalidArgument,
+                message: "delivery \(delivery.deliveryTag) came from a consumer with automatic acknowledgement: the broker acknowledged it when it sent it"
+            )
+        }
         guard delivery.channel == reference else {
             throw AMQPError(
                 code: .invalidArgument,

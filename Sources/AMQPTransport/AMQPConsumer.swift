@@ -3,6 +3,15 @@
 public struct AMQPConsumer: AsyncSequence, Sendable {
     public typealias Element = [AMQPDelivery]
 
+    /// Who acknowledges the deliveries.
+    public enum Acknowledgement: Sendable, Hashable {
+        /// The application, with `ack`/`nack`/`reject` on the consuming channel; the prefetch applies.
+        case manual
+        /// The broker, as it sends each delivery (`no-ack`): nothing to acknowledge, no prefetch limit, and a
+        /// delivery lost with the connection is gone. Required by `amq.rabbitmq.reply-to` (direct reply-to).
+        case automatic
+    }
+
     /// The consumer tag the broker knows this consumer by.
     public let tag: String
     let lifetime: ConsumerLifetime

@@ -10,6 +10,8 @@ public struct AMQPDelivery: Sendable, Hashable {
     public var consumerTag: String
     /// The channel (incarnation) that delivered it: `ack(_:)` refuses a delivery of another channel.
     let channel: ChannelReference
+    /// Sent to a consumer with automatic acknowledgement: `ack(_:)` refuses it.
+    var acknowledgedByBroker = false
 }
 
 /// A message to publish.

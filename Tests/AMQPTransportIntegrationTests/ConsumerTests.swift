@@ -175,4 +175,66 @@ struct ConsumerTests {
             #expect(try await channel.queueStatus(queue).messageCount == 1)
         }
     }
+
+    @Test("direct reply-to: a no-ack consumer of amq.rabbitmq.reply-to receives the reply; its deliveries refuse ack")
+    func directReplyTo() async throws {
+        try await withBrokerSession("direct reply-to") { session in
+            let requests = try await session.declareOwnedQueue("direct-reply-to-requests")
+            // The requester consumes the pseudo-queue without acknowledgements and publishes on the same channel.
+            let requester = session.channel
+            let replies = try await requester.consume(queue: "amq.rabbitmq.reply-to", acknowledgement: .automatic)
+            try await requester.enableConfirms()
+            try await publishConfirmed(
+                [message(to: requests, "ping", properties: .init(replyTo: "amq.rabbitmq.reply-to"))], on: requester)
+
+            // The responder, on another channel: the broker rewrote reply_to into the requester's own name.
+            let responder = try await session.connection.openChannel()
+            try await responder.enableConfirms()
+            let request = try await receive(1, from: try await responder.consume(queue: requests))
+            try #require(request.count == 1)
+            let replyTo = try #require(request[0].properties.replyTo)
+            #expect(replyTo.hasPrefix("amq.rabbitmq.reply-to."), "reply_to as delivered: \(replyTo)")
+            // Not mandatory: RabbitMQ 3.10 returns a mandatory publish to a reply-to name (312 NO_ROUTE) even as
+            // it delivers it.
+            let reply = AMQPOutboundMessage(exchange: "", routingKey: replyTo, body: Array("pong".utf8))
+            try await publishConfirmed([reply], on: responder)
+            try await responder.ack(request[0])
+
+            let received = try await receive(1, from: replies)
+            #expect(received.map(\.text) == ["pong"])
+            let refusal = try await expectAMQPError("acknowledging a delivery the broker acknowledged") {
+                try await requester.ack(received[0])
+            }
+            #expect(refusal.code == .invalidArgument)
+            // Nothing reached the broker: the channel still works.
+            try await requester.cancel(consumerTag: replies.tag)
+            try await publishConfirmed([message(to: requests, "after")], on: requester)
+            #expect(try await requester.queueStatus(requests).messageCount == 1)
+        }
+    }
+
+    @Test("cancelling a no-ack consumer with deliveries in flight leaves the channel open")
+    func cancellingANoAckConsumerInFlight() async throws {
+        try await withBrokerSession("no-ack cancel") { session in
+            let channel = session.channel
+            let queue = try await session.declareOwnedQueue("no-ack-cancel")
+            try await channel.enableConfirms()
+            let count = 3_000
+            try await publishConfirmed((0..<count).map { message(to: queue, "m\($0)") }, on: channel)
+
+            // No prefetch limit: the broker streams the whole queue. Deliveries still arriving after the
+            // cancel must be dropped, not rejected (their tags are already acknowledged: 406 on the channel).
+            let consumer = try await channel.consume(queue: queue, acknowledgement: .automatic)
+            let first = try await receive(1, from: consumer)
+            try await channel.cancel(consumerTag: consumer.tag)
+            var received = first.count
+            for try await batch in consumer { received += batch.count }
+
+            try await publishConfirmed([message(to: queue, "after the cancel")], on: channel)
+            let left = Int(try await channel.queueStatus(queue).messageCount)
+            #expect(left >= 1, "the message published after the cancel is in the queue")
+            #expect(received + left - 1 <= count, "nothing came back: the broker acknowledged what it sent")
+        }
+    }
 }
+

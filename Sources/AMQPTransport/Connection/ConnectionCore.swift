@@ -329,6 +329,9 @@ final class ConnectionCore {
 
     func register(_ consumer: ConsumerSink) {
         consumers[ConsumerKey(channel: consumer.channel, tag: consumer.tag)] = consumer
+        if consumer.automaticAcknowledgement {
+            channels[consumer.channel]?.automaticAcknowledgementTags.insert(consumer.tag)
+        }
     }
 
     /// Cancels on the broker, then ends the consumer's sequence: normally on success, with the error otherwise
@@ -569,7 +572,12 @@ final class ConnectionCore {
             guard let (body, properties) = readContent(channel: number, context: "reading a delivery") else { return }
             guard let channel = channels[number], let consumer = consumers[ConsumerKey(channel: number, tag: tag)] else {
                 // In flight while its consumer was being cancelled: give it back now rather than hold a
-                // prefetch slot until the channel closes.
+                // prefetch slot until the channel closes. The broker acknowledged it already if the consumer
+                // was a `no-ack` one: rejecting that tag would close the channel, so it is dropped.
+                if channels[number]?.automaticAcknowledgementTags.contains(tag) == true {
+                    logger.debug("dropped a delivery for a cancelled no-ack consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
+                    return
+                }
                 _ = amqp_basic_reject(state, number, deliver.delivery_tag, 1)
                 logger.debug("requeued a delivery for a cancelled consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
                 return
@@ -577,7 +585,8 @@ final class ConnectionCore {
             consumer.pending.append(AMQPDelivery(
                 body: body, properties: properties, deliveryTag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
                 exchange: exchange, routingKey: routingKey, consumerTag: tag,
-                channel: ChannelReference(number: number, id: channel.id)
+                channel: ChannelReference(number: number, id: channel.id),
+                acknowledgedByBroker: consumer.automaticAcknowledgement
             ))
 
         case CRabbitMQShims_BASIC_RETURN_METHOD:
@@ -673,6 +682,9 @@ final class ChannelState {
     let id: Int
     /// Non-nil once `confirm.select` succeeded.
     var confirms: PublisherConfirms?
+    /// Tags of the channel's `no-ack` consumers, kept after they are cancelled (a few strings per channel): a
+    /// delivery in flight during the cancel must not be rejected.
+    var automaticAcknowledgementTags: Set<String> = []
 
     init(number: UInt16, id: Int) {
         self.number = number
@@ -715,13 +727,16 @@ struct PublishWaiter {
 final class ConsumerSink {
     let channel: UInt16
     let tag: String
+    /// A `no-ack` consumer: the broker acknowledged its deliveries as it sent them.
+    let automaticAcknowledgement: Bool
     let deliveries: DeliveryBuffer
     /// What the current pump read for this consumer; handed over in one piece by `flush()`.
     var pending: [AMQPDelivery] = []
 
-    init(channel: UInt16, tag: String, deliveries: DeliveryBuffer) {
+    init(channel: UInt16, tag: String, automaticAcknowledgement: Bool, deliveries: DeliveryBuffer) {
         self.channel = channel
         self.tag = tag
+        self.automaticAcknowledgement = automaticAcknowledgement
         self.deliveries = deliveries
     }
 
