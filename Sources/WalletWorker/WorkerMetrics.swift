@@ -75,7 +75,8 @@ public final class WorkerMetrics: Sendable {
             descriptor: Self.name("reconnects", unit: "total", help: "Broker sessions started again after a failure"))
         unroutableReplyCopies = registry.makeCounter(
             descriptor: Self.name(
-                "reply_copies_unroutable", unit: "total", help: "reply_to copies the broker returned (no such queue)"))
+                "reply_copies_unroutable", unit: "total",
+                help: "reply_to copies the broker returned (no such reply queue; direct reply-to copies are not mandatory)"))
         consumingPipelines = registry.makeGauge(
             descriptor: Self.name("consuming_pipelines", unit: "", help: "Pipelines consuming the work queue now"))
         blockedConnections = registry.makeGauge(

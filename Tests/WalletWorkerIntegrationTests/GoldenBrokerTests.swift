@@ -53,6 +53,7 @@ enum GoldenBrokerCorpus {
 
 /// A step rewritten for the broker: its `reply_to` replaced by a queue of the test (so `amq.rabbitmq.reply-to`
 /// and fixed names like `r` cannot collide between cases), as a `route` input line and as the inbound message.
+/// A real direct reply-to requester is in `DirectReplyToTests`.
 private struct PreparedStep {
     var line: [UInt8]
     var message: InboundMessage

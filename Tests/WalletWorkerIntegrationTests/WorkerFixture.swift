@@ -180,8 +180,10 @@ final class WorkerEnvironment: @unchecked Sendable {
     }
 
     /// Consumes `queue` in the background on a channel of its own, acknowledging what it collects.
-    func collect(queue: String) async throws -> QueueCollector {
-        let collector = try await QueueCollector.start(queue: queue, on: connection)
+    func collect(
+        queue: String, acknowledgement: AMQPConsumer.Acknowledgement = .manual
+    ) async throws -> QueueCollector {
+        let collector = try await QueueCollector.start(queue: queue, on: connection, acknowledgement: acknowledgement)
         owned.withLock { $0.collectors.append(collector) }
         return collector
     }
@@ -354,17 +356,21 @@ final class QueueCollector: Sendable {
     private let received = Mutex<[CapturedMessage]>([])
     private let failure = Mutex<String?>(nil)
     private let task = Mutex<Task<Void, Never>?>(nil)
-    private let channel: AMQPChannel
+    /// The collector's own channel: a direct reply-to requester publishes its requests on it.
+    let channel: AMQPChannel
 
     private init(queue: String, channel: AMQPChannel) {
         self.queue = queue
         self.channel = channel
     }
 
-    static func start(queue: String, on connection: AMQPConnection) async throws -> QueueCollector {
+    /// With `.automatic` (needed for `amq.rabbitmq.reply-to`) the broker acknowledges, the collector does not.
+    static func start(
+        queue: String, on connection: AMQPConnection, acknowledgement: AMQPConsumer.Acknowledgement = .manual
+    ) async throws -> QueueCollector {
         let channel = try await connection.openChannel()
         try await channel.setPrefetch(count: 2_000)
-        let consumer = try await channel.consume(queue: queue)
+        let consumer = try await channel.consume(queue: queue, acknowledgement: acknowledgement)
         let collector = QueueCollector(queue: queue, channel: channel)
         let task = Task { [collector] in
             do {
@@ -375,7 +381,7 @@ final class QueueCollector: Sendable {
                                         properties: $0.properties, body: $0.body, redelivered: $0.redelivered)
                     }
                     collector.received.withLock { $0.append(contentsOf: captured) }
-                    try await channel.ack(last, multiple: true)
+                    if acknowledgement == .manual { try await channel.ack(last, multiple: true) }
                 }
             } catch {
                 collector.failure.withLock { $0 = "\(error)" }

@@ -141,6 +141,28 @@ import WalletStore
         #expect(plan.undeliveredResult(in: [returned, .confirmed]) == nil, "every message decides this delivery")
     }
 
+    /// Found against the broker: RabbitMQ 3.10 returns a mandatory publish to a direct reply-to name as
+    /// unroutable even when it delivers it, so those copies are not mandatory; copies to ordinary queues are.
+    @Test func directReplyToCopiesAreNotMandatory() throws {
+        let direct = "amq.rabbitmq.reply-to.g1h2AA5yZXBseUAyODc1NjAzMQAAAAAAAAAB.Kk3ykWgdwCSMa1pSWTJrSQ=="
+        let plan = DeliveryPlan(
+            original: original(replyTo: direct), stored: decision(disposition: .acknowledge, replyTo: direct),
+            topology: topology)
+        try #require(plan.messages.count == 2)
+        #expect(plan.messages[0].mandatory, "the primary result")
+        #expect(!plan.messages[1].mandatory, "the direct reply-to copy")
+        #expect(plan.messages[1].routingKey == direct)
+
+        let queue = DeliveryPlan(
+            original: original(replyTo: "rpc.replies"), stored: decision(disposition: .acknowledge, replyTo: "rpc.replies"),
+            topology: topology)
+        #expect(queue.messages.map(\.mandatory) == [true, true])
+        // Only the default exchange's reply-to names: a result exchange's routing key is never special.
+        #expect(AMQPOutboundMessage(OutboundResult(
+            exchange: "wallet.actions", routingKey: "amq.rabbitmq.reply-to.x", body: [],
+            properties: OutboundProperties(messageID: nil, correlationID: nil, type: "t", traceparent: nil))).mandatory)
+    }
+
     /// Found in review: when nothing was bound to `notification.rejected`, every attempt published another dead
     /// letter before the retries ran out (CONTRACT.md §8: exactly one dead letter per rejected delivery).
     @Test func aRejectedDeliveryDependsOnlyOnItsDeadLetter() throws {
