@@ -35,9 +35,5 @@ import WalletWorker
 
 /// `wallet_reconnects_total` from the worker's Prometheus exposition.
 private func reconnects(_ worker: RunningWorker) -> Double {
-    let text = String(decoding: worker.application.metrics.exposition(), as: UTF8.self)
-    for line in text.split(separator: "\n") where line.hasPrefix("wallet_reconnects_total ") {
-        return Double(line.split(separator: " ").last ?? "") ?? 0
-    }
-    return 0
+    worker.metric("wallet_reconnects_total")
 }

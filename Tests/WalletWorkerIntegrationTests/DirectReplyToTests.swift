@@ -36,7 +36,7 @@ struct DirectReplyToTests {
             #expect(try await environment.messageCount(environment.topology.workQueue) == 0)
             // RabbitMQ 3.10 returns a mandatory publish to a direct reply-to name even when it delivers it: the
             // copy goes without `mandatory`, so a delivered copy is not counted as unroutable.
-            #expect(metric("wallet_reply_copies_unroutable_total", of: worker) == 0)
+            #expect(worker.metric("wallet_reply_copies_unroutable_total") == 0)
         }
     }
 
@@ -74,16 +74,7 @@ struct DirectReplyToTests {
             #expect(try await environment.messageCount(environment.topology.retryQueue) == 0)
             #expect(dead.count == 0, "dead-lettered: \(dead.messages.map(\.summary))")
             // The broker drops a copy for a requester that has gone (direct reply-to is not fault-tolerant).
-            #expect(metric("wallet_reply_copies_unroutable_total", of: worker) == 0)
+            #expect(worker.metric("wallet_reply_copies_unroutable_total") == 0)
         }
     }
-}
-
-/// A counter or gauge without labels from the worker's Prometheus exposition.
-private func metric(_ name: String, of worker: RunningWorker) -> Double? {
-    let text = String(decoding: worker.application.metrics.exposition(), as: UTF8.self)
-    for line in text.split(separator: "\n") where line.hasPrefix("\(name) ") {
-        return Double(line.split(separator: " ").last ?? "")
-    }
-    return nil
 }

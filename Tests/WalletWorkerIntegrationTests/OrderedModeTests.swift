@@ -93,8 +93,7 @@ private func replyCode(
 
 /// Messages the worker has routed (`wallet_messages_total`, every sender and outcome).
 private func processed(_ worker: RunningWorker) -> Int {
-    let exposition = String(decoding: worker.application.metrics.exposition(), as: UTF8.self)
-    return Int(WorkerProcess.metricValue(in: exposition, "wallet_messages_total"))
+    Int(worker.metric("wallet_messages_total"))
 }
 
 /// Polls `condition` every 20 ms until it holds; throws naming `what` at the deadline.

@@ -66,10 +66,8 @@ struct StoreRefusedInputTests {
                 let reason = letter.stringHeader("x-worker-error") ?? ""
                 #expect(reason.hasPrefix("the store refused this message: ") && reason.contains("SQLSTATE 22021"),
                         "x-worker-error: \(reason)")
-                let metrics = String(decoding: worker.application.metrics.exposition(), as: UTF8.self)
-                #expect(WorkerProcess.metricValue(
-                    in: metrics, "wallet_dead_letters_total", labels: [#"reason="store_refused""#]) == 1)
-                #expect(WorkerProcess.metricValue(in: metrics, "wallet_retries_total") == 0)
+                #expect(worker.metric("wallet_dead_letters_total", labels: [#"reason="store_refused""#]) == 1)
+                #expect(worker.metric("wallet_retries_total") == 0)
 
                 // Nothing left unacknowledged (stopped, the worker would have handed it back), nothing retried.
                 try await worker.stop()

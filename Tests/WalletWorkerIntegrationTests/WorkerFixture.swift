@@ -295,6 +295,12 @@ final class RunningWorker: Sendable {
 
     var health: WorkerHealth { application.health }
 
+    /// A metric's value in the worker's Prometheus exposition, summed over the series matching `labels`.
+    func metric(_ name: String, labels: [String] = []) -> Double {
+        WorkerProcess.metricValue(
+            in: String(decoding: application.metrics.exposition(), as: UTF8.self), name, labels: labels)
+    }
+
     func waitUntilReady(within limit: Duration) async throws {
         let deadline = ContinuousClock.now + limit
         while !application.health.isReady {
