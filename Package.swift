@@ -92,6 +92,8 @@ let package = Package(
         ),
 
         // MARK: - Tests
+        // Helpers shared by the test targets (a deterministic random generator).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "WalletRoutingTests",
             dependencies: ["WalletRouting", .product(name: "PropertyBased", package: "swift-property-based")],
@@ -100,13 +102,13 @@ let package = Package(
         .testTarget(
             name: "WalletStoreTests",
             dependencies: [
-                "WalletStore", "WalletRouting", .product(name: "GRDB", package: "GRDB.swift"),
+                "WalletStore", "WalletRouting", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(
             name: "WalletWorkerTests",
-            dependencies: ["WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport"]
+            dependencies: ["WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport"]
         ),
         .testTarget(
             name: "WalletWorkerIntegrationTests",
@@ -116,6 +118,7 @@ let package = Package(
                 "WalletRouting",
                 "AMQPTransport",
                 "wallet-worker",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The multi-replica tests create a database each and read the store's tables.

@@ -2,21 +2,10 @@
 import AMQPTransport
 import Foundation
 import Testing
+import TestSupport
 import WalletRouting
 import WalletStore
 import WalletWorker
-
-/// A deterministic generator, so a failing mix can be reproduced.
-private struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The mix, and what the contract says it must publish, per result exchange (a model of §3's card table).
 private struct VolumeMix {
@@ -32,7 +21,7 @@ private struct VolumeMix {
     var expectedResultIDs: Set<String> = []
 
     init(count: Int, cards: Int, seed: UInt64) {
-        var random = SplitMix64(state: seed)
+        var random = SplitMix64(seed: seed)
         var states: [String: CardState] = [:]
         for index in 0..<count {
             let id = "vol-\(index)"
