@@ -12,7 +12,8 @@ struct BatchPlanner: Sendable {
     var retryAttempts: Int
     var logger: Logger
 
-    /// One store transaction for the batch. A transient failure plans a retry for every delivery; a permanent one
+    /// One store transaction for the batch. A transient failure plans a retry for every delivery (unless the task
+    /// is cancelled: then it throws `CancellationError` and the batch is left unacknowledged); a permanent one
     /// throws `FatalStoreError`. Data the store refuses (`refusedInput`) belongs to some message of the batch: the
     /// batch is stored again one message at a time, so one poison message is dead-lettered instead of stopping
     /// every replica that receives the batch.
@@ -25,6 +26,9 @@ struct BatchPlanner: Sendable {
             switch error.kind {
             case .permanent:
                 throw BatchProcessor.FatalStoreError(underlying: error)
+            case .transient where Task.isCancelled:
+                // The worker is being cancelled, the store is fine: no retry attempt spent, the broker redelivers.
+                throw CancellationError()
             case .transient:
                 logger.warning("store unavailable; the batch goes to the retry queue",
                                metadata: ["error": "\(error)", "batch": "\(originals.count)"])
@@ -58,6 +62,8 @@ struct BatchPlanner: Sendable {
                 case .refusedInput:
                     plans.append(
                         DeliveryPlan(original: originals[index], storeRefusal: error.message, topology: topology))
+                case .transient where Task.isCancelled:
+                    throw CancellationError()
                 case .transient:
                     let rest = originals[index...]
                     logger.warning("store unavailable; the rest of the batch goes to the retry queue",

@@ -53,26 +53,17 @@ public final class NotificationWorker: Service {
                           metadata: ["shards": "\(sharded.count)"])
         }
         do {
-            try await withGracefulShutdownHandler {
-                try await self.prepareStore()
-                guard !self.stop.isStopped else { return }
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for pipeline in pipelines {
-                        group.addTask { try await pipeline.run() }
-                    }
-                    group.addTask { await self.expireProcessedMessages() }
-                    // A pipeline only throws what reconnecting cannot fix: stop the others and fail.
-                    // (`next()` rethrows at once; `waitForAll()` would first wait for every other task.)
-                    do {
-                        while try await group.next() != nil {}
-                    } catch {
-                        stop.stop()
-                        while (try? await group.next()) != nil {}
-                        throw error
-                    }
+            // Cancellation (ServiceLifecycle's, once the grace period is over) stops the loops too; the batches
+            // it interrupts are left unacknowledged for the broker to redeliver (see `BatchPlanner`).
+            try await withTaskCancellationHandler {
+                try await withGracefulShutdownHandler {
+                    try await self.runUntilStopped(pipelines)
+                } onGracefulShutdown: {
+                    self.logger.info("shutting down: finishing the batches in hand")
+                    self.health.stopping()
+                    self.stop.stop()
                 }
-            } onGracefulShutdown: {
-                self.logger.info("shutting down: finishing the batches in hand")
+            } onCancel: {
                 self.health.stopping()
                 self.stop.stop()
             }
@@ -83,7 +74,32 @@ public final class NotificationWorker: Service {
             throw error
         }
         await store.close()
-        logger.info("stopped: every batch in hand acknowledged")
+        if Task.isCancelled {
+            logger.warning("stopped by cancellation: the deliveries not yet acknowledged are redelivered by the broker")
+        } else {
+            logger.info("stopped: every batch in hand acknowledged")
+        }
+    }
+
+    /// The pipelines and the retention sweep, once the store is ready, until the stop signal fires.
+    private func runUntilStopped(_ pipelines: [Pipeline]) async throws {
+        try await prepareStore()
+        guard !stop.isStopped else { return }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for pipeline in pipelines {
+                group.addTask { try await pipeline.run() }
+            }
+            group.addTask { await self.expireProcessedMessages() }
+            // A pipeline only throws what reconnecting cannot fix: stop the others and fail.
+            // (`next()` rethrows at once; `waitForAll()` would first wait for every other task.)
+            do {
+                while try await group.next() != nil {}
+            } catch {
+                stop.stop()
+                while (try? await group.next()) != nil {}
+                throw error
+            }
+        }
     }
 
     /// Waits until the store can be used before consuming anything: a permanent failure (credentials, a missing
@@ -118,6 +134,7 @@ public final class NotificationWorker: Service {
                     logger.info("expired processed message ids", metadata: ["count": "\(expired)"])
                 }
             } catch {
+                if stop.isStopped { return }  // cancelled by the stop, not a store problem
                 logger.warning("could not expire processed message ids", metadata: ["error": "\(error)"])
             }
             await stop.sleep(for: period)

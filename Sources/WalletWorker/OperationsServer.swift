@@ -38,16 +38,23 @@ public final class OperationsServer: Service {
     public func run() async throws {
         let health = health
         let metrics = metrics
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.backlog, value: 64)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(OperationsHandler(health: health, metrics: metrics))
+        let channel: any Channel
+        do {
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(.backlog, value: 64)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.pipeline.configureHTTPServerPipeline().flatMap {
+                        channel.pipeline.addHandler(OperationsHandler(health: health, metrics: metrics))
+                    }
                 }
-            }
-            .bind(host: host, port: port)
-            .get()
+                .bind(host: host, port: port)
+                .get()
+        } catch {
+            // Typically the port is taken (another worker, a sidecar): say which setting to change.
+            throw ConfigurationError(
+                "the operations endpoint cannot listen on \(host):\(port) (--http-host, --http-port): \(error)")
+        }
         let port = channel.localAddress?.port ?? port
         let waiters = listening.withLock { listening in
             listening.port = port

@@ -30,6 +30,10 @@ struct Pipeline: Sendable {
                 logger.warning("the consumer ended without a shutdown; starting a new session")
             } catch let failure as SessionFailure {
                 // Anything else (a topology conflict, a permanent store error) is not fixed by reconnecting.
+                if Task.isCancelled {
+                    logger.warning("cancelled: the deliveries not yet acknowledged are redelivered by the broker")
+                    return
+                }
                 consumed = failure.consumed
                 if stop.isStopped, failure.consumed {
                     // The drain after SIGTERM lost its connection: what was not acknowledged is redelivered.

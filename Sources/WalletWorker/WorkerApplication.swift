@@ -43,7 +43,10 @@ public struct WorkerApplication: Sendable {
     public func serviceGroup(signals: [UnixSignal]) -> ServiceGroup {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let operations {
-            services.append(.init(service: operations))
+            // A failure (its port taken) stops the worker the graceful way, finishing the batches in hand, and is
+            // what `run()` throws; the default would cancel the worker mid-batch.
+            services.append(.init(service: operations, successTerminationBehavior: .gracefullyShutdownGroup,
+                                  failureTerminationBehavior: .gracefullyShutdownGroup))
         }
         services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup,
                               failureTerminationBehavior: .gracefullyShutdownGroup))

@@ -1,5 +1,8 @@
 import AMQPTransport
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 
 extension Resilience {
@@ -54,6 +57,42 @@ extension Resilience {
             }
         }
 
+        @Test("an operations port already in use: exits 1 naming --http-port, after a clean stop; nothing retried or lost")
+        func operationsPortInUse() async throws {
+            let database = temporarySQLitePath("busy-port")
+            defer { removeSQLite(database) }
+            let listener = try ListeningSocket()
+            defer { listener.close() }
+            try await withResilienceTopology("busy-port") { topology, connection, channel in
+                let inbound = (0..<400).map { InboundNotification.action("busy-\($0)", action: "ops.refresh") }
+                try await channel.enableConfirms()
+                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+
+                let worker = try WorkerProcess(
+                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 50,
+                                       extra: ["--http-port", "\(listener.port)"]),
+                    amqpURL: ResilienceBroker.url, label: "busy-port-worker")
+                defer { worker.kill(); worker.process.removeLog() }
+                let ended = await worker.waitForExit(timeout: .seconds(40))
+                let (exit, _) = try #require(ended, "still running\n\(worker.logTail())")
+                // Not a crash (ServiceLifecycle's fatal error when cancellation outlasts its limit is SIGILL).
+                #expect(exit == .exited(1), "\(exit)\n\(worker.logTail())")
+                #expect(worker.log.contains("--http-port") && worker.log.contains("\(listener.port)"),
+                        "the message does not name the setting and the port\n\(worker.logTail())")
+                #expect(!worker.log.contains("retry queue"), "\(worker.logTail())")
+
+                // Whatever it took before stopping was acknowledged with its result; the rest is still queued.
+                #expect(try await readyCount(topology.retry, on: connection) == 0)
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                let waiting = try await readyCount(topology.work, on: connection)
+                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let accounting = ResultAccounting(results: results, inbound: inbound)
+                #expect(accounting.unexpected.isEmpty && accounting.differingDuplicates.isEmpty)
+                #expect(accounting.distinctByInbound.count + waiting == inbound.count,
+                        "results for \(accounting.distinctByInbound.count), \(waiting) waiting\n\(worker.logTail())")
+            }
+        }
+
         @Test("an invalid setting stops the process at start-up with a non-zero status and a message naming the setting", arguments: [
             (["--prefetch", "0"], "--prefetch"),
             (["--prefetch", "70000"], "--prefetch"),
@@ -74,4 +113,34 @@ extension Resilience {
             #expect(flags[1].count < 2 || worker.log.contains(flags[1]), "\(flags): the message does not quote the value\n\(worker.logTail())")
         }
     }
+}
+
+/// A TCP socket listening on an ephemeral loopback port: a port some other process already holds.
+private final class ListeningSocket: Sendable {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw ChildProcessError("socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && listen(descriptor, 1) == 0
+                    && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            Glibc.close(descriptor)
+            throw ChildProcessError("bind/listen on 127.0.0.1: errno \(errno)")
+        }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { Glibc.close(descriptor) }
 }

@@ -65,6 +65,26 @@ import WalletStore
         #expect(plans.map(\.route) == [.storeRefused(reason: "the store refused this message: poison refused")])
     }
 
+    @Test func aStoreFailureUnderCancellationLeavesTheBatchToTheBrokerInsteadOfSpendingARetry() async throws {
+        // A cancelled store call fails as transient ("access cancelled"); the store is fine, the worker is stopping.
+        let store = ScriptedStore(failing: ["busy": .transient, "poison": .refusedInput])
+        let planner = planner(store)
+        let now = now
+        for batch in [[Self.replenish("DC-1", id: "busy")],
+                      [Self.replenish("DC-X", id: "poison"), Self.replenish("DC-1", id: "busy")]] {
+            let planning = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await planner.plan(batch, now: now)
+            }
+            await #expect(throws: CancellationError.self, "\(batch.map(\.properties.messageID))") {
+                try await planning.value
+            }
+        }
+        // Not cancelled: the same failure plans a retry.
+        let plans = try await planner.plan([Self.replenish("DC-1", id: "busy")], now: now)
+        #expect(plans.map(\.route) == [.retry(attempt: 1, error: "store unavailable: busy failed")])
+    }
+
     @Test func aTransientFailureDuringTheOneAtATimePassRetriesThatMessageAndTheRest() async throws {
         let store = ScriptedStore(failing: ["poison": .refusedInput, "busy": .transient])
         let batch = [Self.install("DC-1"), Self.replenish("DC-X", id: "poison"), Self.replenish("DC-1", id: "busy"),
