@@ -1,8 +1,8 @@
 // The end-to-end benchmark's helper (scripts/benchmark-worker.sh, README.md "End-to-end benchmark"):
 //
-//   worker-load prepare                    sink queue bound to the five result exchanges; purges the work, retry,
-//                                          dead-letter and sink queues (the worker's topology must exist:
-//                                          `wallet-worker declare`)
+//   worker-load prepare                    sink queue bound to the five result exchanges (one per exchange with
+//                                          BENCH_SINK_PER_EXCHANGE=1); purges the work, retry, dead-letter and sink
+//                                          queues (the worker's topology must exist: `wallet-worker declare`)
 //   worker-load preload --messages N       publishes the setup phase (card installs, states, histories), then N
 //                                          notifications of the mix: persistent, message_id, publisher confirms
 //   worker-load result-size --messages N   what the worker publishes for the mix (routing core + in-memory state):
@@ -62,15 +62,25 @@ func prepare() async throws {
     let connection = try await connect("worker-load prepare")
     let channel = try await connection.openChannel()
     // Durable, like a downstream consumer's queue: the results are persistent and written to disk as they would be.
-    try await channel.declareQueue(sinkQueue, durable: true)
-    for exchange in resultExchanges {
-        try await channel.bindQueue(sinkQueue, exchange: exchange, routingKey: "#")
+    // BENCH_SINK_PER_EXCHANGE=1: one queue per result exchange, as separate downstream consumers would have.
+    let perExchange = environment["BENCH_SINK_PER_EXCHANGE"] == "1"
+    let single = [sinkQueue]
+    let split = resultExchanges.map { "\(sinkQueue).\($0)" }
+    // The other layout's queues would receive copies too (the broker would do twice the work): delete them.
+    for queue in perExchange ? single : split {
+        _ = try await channel.deleteQueue(queue)
+    }
+    let sinks = perExchange ? split : single
+    for (index, exchange) in resultExchanges.enumerated() {
+        let sink = sinks[perExchange ? index : 0]
+        try await channel.declareQueue(sink, durable: true)
+        try await channel.bindQueue(sink, exchange: exchange, routingKey: "#")
     }
     var purged: [String] = []
-    for queue in [workQueue, retryQueue, deadLetterQueue, sinkQueue] {
+    for queue in [workQueue, retryQueue, deadLetterQueue] + sinks {
         purged.append("\(queue) \(try await channel.purgeQueue(queue))")
     }
-    print("prepared: sink '\(sinkQueue)' bound to \(resultExchanges.joined(separator: ", ")); purged: \(purged.joined(separator: ", "))")
+    print("prepared: sinks \(sinks.joined(separator: ", ")) bound to \(resultExchanges.joined(separator: ", ")); purged: \(purged.joined(separator: ", "))")
     await connection.close()
 }
 
