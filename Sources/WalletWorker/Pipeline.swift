@@ -74,6 +74,11 @@ struct Pipeline: Sendable {
             try await consume.setPrefetch(count: configuration.prefetch)
             let publish = try await publishConnection.openChannel()
             try await publish.enableConfirms()
+            // Stopped while connecting (SIGTERM, or the operations endpoint failing at start): take nothing.
+            guard !stop.isStopped else {
+                await close(connections)
+                return false
+            }
             let consumer = try await consume.consume(queue: queue.name, consumerTag: consumerTag)
 
             consuming = true
