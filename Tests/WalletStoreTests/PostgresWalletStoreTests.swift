@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import TestSupport
 import Testing
 import WalletRouting
 
@@ -471,20 +472,9 @@ struct PostgresWalletStoreTests {
 
     /// A loopback port nothing listens on: what a stopped server looks like.
     private static func unusedPort() throws -> Int {
-        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
-            }
-        }
-        guard bound else { throw PostgresTestError("could not find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        let socket = try LoopbackSocket(listening: false)
+        socket.close()
+        return socket.port
     }
 }
 

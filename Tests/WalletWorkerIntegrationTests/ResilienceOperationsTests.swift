@@ -1,8 +1,6 @@
 import AMQPTransport
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
+import TestSupport
 import Testing
 
 extension Resilience {
@@ -61,7 +59,7 @@ extension Resilience {
         func operationsPortInUse() async throws {
             let database = temporarySQLitePath("busy-port")
             defer { removeSQLite(database) }
-            let listener = try ListeningSocket()
+            let listener = try LoopbackSocket(listening: true)
             defer { listener.close() }
             try await withResilienceTopology("busy-port") { topology, connection, channel in
                 let inbound = (0..<400).map { InboundNotification.action("busy-\($0)", action: "ops.refresh") }
@@ -113,34 +111,4 @@ extension Resilience {
             #expect(flags[1].count < 2 || worker.log.contains(flags[1]), "\(flags): the message does not quote the value\n\(worker.logTail())")
         }
     }
-}
-
-/// A TCP socket listening on an ephemeral loopback port: a port some other process already holds.
-private final class ListeningSocket: Sendable {
-    let descriptor: Int32
-    let port: Int
-
-    init() throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw ChildProcessError("socket: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(descriptor, pointer, length) == 0 && listen(descriptor, 1) == 0
-                    && getsockname(descriptor, pointer, &length) == 0
-            }
-        }
-        guard bound else {
-            Glibc.close(descriptor)
-            throw ChildProcessError("bind/listen on 127.0.0.1: errno \(errno)")
-        }
-        self.descriptor = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    func close() { Glibc.close(descriptor) }
 }

@@ -1,0 +1,39 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP socket bound to an ephemeral port on 127.0.0.1. Listening, it holds the port (a port some other process
+/// has taken); closed at once, it names a port nothing listens on (a server that is down).
+public final class LoopbackSocket: Sendable {
+    public let port: Int
+    private let descriptor: Int32
+
+    public init(listening: Bool) throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw LoopbackSocketError(description: "socket: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(descriptor, pointer, length) == 0 && (!listening || listen(descriptor, 1) == 0)
+                    && getsockname(descriptor, pointer, &length) == 0
+            }
+        }
+        guard bound else {
+            Glibc.close(descriptor)
+            throw LoopbackSocketError(description: "bind\(listening ? "/listen" : "") on 127.0.0.1: errno \(errno)")
+        }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    public func close() { Glibc.close(descriptor) }
+}
+
+public struct LoopbackSocketError: Error, CustomStringConvertible {
+    public var description: String
+}
