@@ -148,11 +148,13 @@ public final class AMQPChannel: Sendable {
     }
 
     /// Starts a consumer, with manual acknowledgement unless told otherwise. Deliveries arrive in batches (all
-    /// that were available at once, at most the prefetch). The sequence ends when the consumer is cancelled by us,
+    /// that were available at once, at most the prefetch). A body over `maximumBodyBytes` is not kept: the
+    /// delivery arrives with an empty body and `withheldBodySize` set. The sequence ends when the consumer is cancelled by us,
     /// and throws when the broker cancels it (`.consumerCancelled`) or the channel or connection fails.
     public func consume(
         queue: String, consumerTag: String = "", exclusive: Bool = false,
-        acknowledgement: AMQPConsumer.Acknowledgement = .manual, arguments: AMQPTable = [:]
+        acknowledgement: AMQPConsumer.Acknowledgement = .manual, arguments: AMQPTable = [:],
+        maximumBodyBytes: Int? = nil
     ) async throws(AMQPError) -> AMQPConsumer {
         let automatic = acknowledgement == .automatic
         let reference = reference
@@ -175,7 +177,9 @@ public final class AMQPChannel: Sendable {
             }
             guard let ok else { throw AMQPError(code: .protocolError, message: "basic.consume-ok missing") }
             let tag = ok.consumer_tag.string
-            core.register(ConsumerSink(channel: number, tag: tag, automaticAcknowledgement: automatic, deliveries: deliveries))
+            core.register(ConsumerSink(
+                channel: number, tag: tag, automaticAcknowledgement: automatic, maximumBodyBytes: maximumBodyBytes,
+                deliveries: deliveries))
             return tag
         }
         knownTag.withLock { $0 = tag }

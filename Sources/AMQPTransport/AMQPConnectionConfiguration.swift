@@ -22,7 +22,9 @@ public struct AMQPConnectionConfiguration: Sendable {
     /// Heartbeat interval asked of the broker; zero disables heartbeats. Default: 10 s.
     public var heartbeat: Duration = .seconds(10)
     /// Largest frame size asked of the broker. Default: `131072`.
-    public var frameMax = 131_072
+    public var frameMax = Self.defaultFrameMax
+    /// RabbitMQ's own default `frame_max`.
+    public static let defaultFrameMax = 131_072
     /// Channels asked of the broker (0 means the broker's limit). Default: `0`.
     public var channelMax = 0
     /// Time allowed for one synchronous method (declare, bind, qos, ...). Default: 30 s.

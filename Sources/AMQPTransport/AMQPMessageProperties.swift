@@ -20,6 +20,15 @@ public struct AMQPMessageProperties: Sendable, Hashable {
     public var userID: String?
     public var appID: String?
     public var clusterID: String?
+    /// Short-string properties that arrived as bytes that are not UTF-8, exactly as received. Their `String` field
+    /// holds a repaired text; while that text is unchanged, encoding sends these bytes instead, so a message
+    /// forwarded as it came (a dead letter, a retry) keeps them byte for byte. Empty for ordinary messages.
+    public var undecodedStrings: [StringProperty: [UInt8]] = [:]
+
+    /// The short-string properties.
+    public enum StringProperty: Sendable, Hashable, CaseIterable {
+        case contentType, contentEncoding, correlationID, replyTo, expiration, messageID, type, userID, appID, clusterID
+    }
 
     public init(
         contentType: String? = nil, contentEncoding: String? = nil, headers: AMQPTable? = nil,

@@ -1,7 +1,12 @@
 /// A message delivered to a consumer, copied out of librabbitmq's buffers.
 public struct AMQPDelivery: Sendable, Hashable {
+    /// Empty when the body was withheld (see `withheldBodySize`).
     public var body: [UInt8]
     public var properties: AMQPMessageProperties
+    /// Set when the body was larger than the consumer's `maximumBodyBytes`: its size as the broker announced it.
+    /// The body was read off the socket and dropped, never held in memory; the message can only be settled
+    /// (rejected to the queue's dead-letter exchange, which still has it whole, or acknowledged).
+    public var withheldBodySize: UInt64?
     /// Valid only on the channel (and connection) that delivered it.
     public var deliveryTag: UInt64
     public var redelivered: Bool

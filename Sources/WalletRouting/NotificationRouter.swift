@@ -21,8 +21,17 @@ public struct NotificationRouter: Sendable {
     public func route(_ message: InboundMessage, state: some WalletStateReading, now: Date) throws -> Decision {
         var envelope = ResultEnvelope(inbound: message.properties, now: now)
 
-        guard message.body.count <= settings.maximumBodyBytes else {
-            let rejection = Rejection.bodyTooLarge(byteCount: message.body.count, limit: settings.maximumBodyBytes)
+        // The envelope first: ids that cannot name results, then the size (a body over it may not even be here).
+        if message.properties.messageIDIsInvalidUTF8 {
+            return rejected(.messageIDNotUTF8, envelope: envelope)
+        }
+        if let id = message.properties.messageID, id.utf8.count > RoutingSettings.maximumMessageIDBytes {
+            return rejected(
+                .messageIDTooLong(byteCount: id.utf8.count, limit: RoutingSettings.maximumMessageIDBytes),
+                envelope: envelope)
+        }
+        guard message.bodyByteCount <= UInt64(settings.maximumBodyBytes) else {
+            let rejection = Rejection.bodyTooLarge(byteCount: message.bodyByteCount, limit: settings.maximumBodyBytes)
             return rejected(rejection, envelope: envelope)
         }
         let body: JSONValue

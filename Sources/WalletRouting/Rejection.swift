@@ -8,9 +8,17 @@ struct Rejection: Error, Hashable {
         self.reason = reason
     }
 
-    static func bodyTooLarge(byteCount: Int, limit: Int) -> Rejection {
+    static func bodyTooLarge(byteCount: UInt64, limit: Int) -> Rejection {
         Rejection("body is \(byteCount) bytes, over the limit of \(limit) bytes")
     }
+
+    static func messageIDTooLong(byteCount: Int, limit: Int) -> Rejection {
+        Rejection(
+            "message_id is \(byteCount) bytes, over the limit of \(limit) bytes (result ids <message_id>/<n> must fit "
+                + "an AMQP short string of 255 bytes)")
+    }
+
+    static let messageIDNotUTF8 = Rejection("message_id is not valid UTF-8 (ids are compared byte for byte)")
 
     /// The parser stops at the first problem; a body that is not UTF-8 is reported as such even when the
     /// parser tripped over something else first (this costs a pass only on the error path).

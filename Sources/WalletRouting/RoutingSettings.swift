@@ -21,6 +21,12 @@ public struct RoutingSettings: Sendable, Hashable {
     public var paymentKeyBatchSize = 10
     /// Validity of replenished keys. Default: 7 days.
     public var paymentKeyValiditySeconds: Double = 7 * 86_400
+    /// Longest accepted `message_id`, in UTF-8 bytes: a result's `message_id` is `<message_id>/<n>`, and AMQP short
+    /// strings hold 255 bytes. 240 leaves room for 14 digits of `n`.
+    public static let maximumMessageIDBytes = 240
+    /// Longest `traceparent` header copied onto results, in bytes (a W3C version-00 value is 55): a longer one is
+    /// no trace context, and copied it could make a result's properties too large for a frame.
+    public static let maximumTraceparentBytes = 512
     /// Longest accepted non-SDK `action`, in UTF-8 bytes. Default: `200`.
     public var maximumActionBytes = 200
     public var exchanges = ResultExchanges()

@@ -17,6 +17,8 @@ struct BatchProcessor: Sendable {
     var confirmTimeout: Duration
     var metrics: WorkerMetrics
     var logger: Logger
+    /// Grows while second publishes keep failing, so a refusing broker is not asked again at full speed.
+    var requeueBackoff = RequeueBackoff()
 
     /// A store failure that retrying cannot fix and no single message explains (a corrupt or newer database): the
     /// worker stops without acknowledging, so the messages stay in the queue for a fixed deployment.
@@ -82,7 +84,18 @@ struct BatchProcessor: Sendable {
             }
         }
 
-        try await acknowledge(deliveries, requeue: requeue, last: last, on: consumeChannel)
+        if !requeue.isEmpty {
+            // The retry queue or the dead-letter exchange is refusing too: requeued at once, the delivery would
+            // come straight back and fail again at full speed.
+            metrics.delayedRequeues.increment(by: Int64(requeue.count))
+            let delay = requeueBackoff.next()
+            logger.warning("retry and dead-letter publishes failed; requeueing after a delay",
+                           metadata: ["deliveries": "\(requeue.count)", "delay": "\(delay)"])
+            try await Task.sleep(for: delay)
+        } else {
+            requeueBackoff.reset()
+        }
+        try await acknowledge(deliveries, plans: plans, requeue: requeue, last: last, on: consumeChannel)
         let elapsed = ContinuousClock.now - batch.started
         for (index, plan) in plans.enumerated() where !requeue.contains(index) {
             record(plan, of: deliveries[index], elapsed: elapsed)
@@ -134,17 +147,22 @@ struct BatchProcessor: Sendable {
         return failures
     }
 
-    /// One `basic.ack` with `multiple` for the whole batch when nothing is requeued, else one per delivery.
+    /// One `basic.ack` with `multiple` for the whole batch when every delivery is acknowledged, else one
+    /// settlement per delivery: requeued, rejected to the broker's dead-lettering (`basic.nack` without requeue:
+    /// the work queue's dead-letter exchange gets it whole, with `x-death`), or acknowledged.
     private func acknowledge(
-        _ deliveries: [AMQPDelivery], requeue: Set<Int>, last: AMQPDelivery, on channel: AMQPChannel
+        _ deliveries: [AMQPDelivery], plans: [DeliveryPlan], requeue: Set<Int>, last: AMQPDelivery,
+        on channel: AMQPChannel
     ) async throws {
-        if requeue.isEmpty {
+        if requeue.isEmpty && !plans.contains(where: \.isRejectedToBroker) {
             try await channel.ack(last, multiple: true)
             return
         }
         for (index, delivery) in deliveries.enumerated() {
             if requeue.contains(index) {
                 try await channel.nack(delivery, requeue: true)
+            } else if plans[index].isRejectedToBroker {
+                try await channel.nack(delivery, requeue: false)
             } else {
                 try await channel.ack(delivery)
             }
@@ -168,6 +186,11 @@ struct BatchProcessor: Sendable {
     /// Metrics and a log line for a delivery that has left the work queue.
     private func record(_ plan: DeliveryPlan, of delivery: AMQPDelivery, elapsed: Duration) {
         metrics.processingTime.record(elapsed)
+        if plan.skippedReplyCopies > 0 {
+            metrics.skippedReplyCopies.increment(by: Int64(plan.skippedReplyCopies))
+            logger.warning("reply_to is a malformed direct reply-to address; its copies were not published",
+                           metadata: delivery.logMetadata(["reply_to": "\(delivery.properties.replyTo ?? "")"]))
+        }
         if delivery.redelivered { metrics.redeliveries.increment() }
         if let timestamp = delivery.properties.timestamp {
             let lag = Date().timeIntervalSince1970 - Double(timestamp)
@@ -189,6 +212,15 @@ struct BatchProcessor: Sendable {
             logger.error("dead-lettered: the store refused it",
                          metadata: delivery.logMetadata(["reason": "\(reason)"]))
             return
+        case .poison(let reason):
+            metrics.countDeadLetter(reason: .poison)
+            logger.error("dead-lettered unprocessed: it failed too often",
+                         metadata: delivery.logMetadata(["reason": "\(reason)"]))
+            return
+        case .rejectedToBroker(let reason):
+            metrics.countDeadLetter(reason: .rejectedToBroker)
+            logger.warning("rejected to the broker's dead-lettering",
+                           metadata: delivery.logMetadata(["reason": "\(reason)"]))
         case .deadLetter, .results:
             break
         }
@@ -204,6 +236,7 @@ struct BatchProcessor: Sendable {
         default: level = decision.outcome == .domainError ? .info : .debug
         }
         if case .deadLetter = plan.route { metrics.countDeadLetter(reason: .rejected) }
+        if case .rejectedToBroker = plan.route { return }
         // Built only when it will be written: this runs for every message.
         guard logger.logLevel <= level else { return }
         var metadata = delivery.logMetadata(["outcome": "\(decision.outcome.rawValue)"])

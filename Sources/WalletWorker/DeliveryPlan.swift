@@ -12,6 +12,8 @@ struct DeliveryPlan: Sendable {
     var route: Route
     /// The store's decision, when it made one (not on a store failure).
     var stored: StoredDecision?
+    /// `reply_to` copies not published: the address is a direct reply-to RabbitMQ could not decode.
+    var skippedReplyCopies = 0
 
     enum Route: Sendable, Equatable {
         /// Results only; acknowledged when they are confirmed.
@@ -25,24 +27,56 @@ struct DeliveryPlan: Sendable {
         /// The store refused the message's data (stored alone, it still failed): the original goes to the
         /// dead-letter exchange. No `rejected` result: the router accepted the message.
         case storeRefused(reason: String)
+        /// Processing this delivery failed the same way too many times in a row (`PoisonGuard`): the original goes
+        /// to the dead-letter exchange with the error, unprocessed.
+        case poison(reason: String)
+        /// The worker cannot publish the original itself (its body was over the limit and never kept, or its copy
+        /// with the worker's headers no longer fits a frame): after its results, the delivery is rejected without
+        /// requeue, and the broker dead-letters it whole through the work queue's dead-letter exchange (with
+        /// `x-death`, not `x-worker-error`; the reason is in the `rejected` result, the log and the metrics).
+        case rejectedToBroker(reason: String)
     }
+
+    /// The frame size the worker's connections ask for (RabbitMQ's default): a content header must fit in one.
+    static let frameMax = AMQPConnectionConfiguration.defaultFrameMax
 
     /// The plan for a delivery the store routed (or replayed).
     init(original: OriginalMessage, stored: StoredDecision, topology: Topology) {
         self.original = original
         self.stored = stored
-        var messages = stored.decision.results.map(AMQPOutboundMessage.init)
+        var messages: [AMQPOutboundMessage] = []
+        messages.reserveCapacity(stored.decision.results.count + 1)
+        for result in stored.decision.results {
+            // Publishing to a malformed direct reply-to address would close the publish connection (541).
+            if result.exchange.isEmpty && !DirectReplyToAddress.isPublishable(result.routingKey) {
+                skippedReplyCopies += 1
+                continue
+            }
+            messages.append(AMQPOutboundMessage(result))
+        }
         switch stored.decision.disposition {
         case .acknowledge:
             route = .results
         case .deadLetter(let reason):
-            route = .deadLetter(reason: reason)
-            messages.append(
-                original.copy(
-                    exchange: topology.deadLetterExchange, routingKey: original.routingKey,
-                    addingHeaders: [(WorkerHeaders.workerError, .string(reason))]))
+            let (route, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
+            self.route = route == nil ? .deadLetter(reason: reason) : route!
+            messages += deadLetter
         }
         self.messages = messages
+    }
+
+    /// The dead letter the worker publishes (no route), or, when it cannot, the route that leaves it to the broker.
+    private static func deadLettering(_ original: OriginalMessage, reason: String, topology: Topology)
+        -> (Route?, [AMQPOutboundMessage])
+    {
+        if original.withheldBodySize != nil {
+            return (.rejectedToBroker(reason: reason), [])
+        }
+        let deadLetter = original.deadLetter(exchange: topology.deadLetterExchange, reason: reason)
+        if let problem = deadLetter.properties.encodingProblem(frameMax: frameMax) {
+            return (.rejectedToBroker(reason: "\(reason); its dead letter cannot be published: \(problem)"), [])
+        }
+        return (nil, [deadLetter])
     }
 
     /// The plan for a delivery whose processing failed transiently: retry it, or dead-letter it after the last attempt.
@@ -50,24 +84,26 @@ struct DeliveryPlan: Sendable {
         self.original = original
         self.stored = nil
         let attempt = original.failedAttempts + 1
-        if attempt >= retryAttempts {
+        if let size = original.withheldBodySize {
+            // Its body was never kept, so it cannot go to the retry queue: it was bad input anyway.
+            route = .rejectedToBroker(reason: "body is \(size) bytes, over the size limit")
+            messages = []
+            return
+        }
+        let retry = original.copy(
+            exchange: "", routingKey: topology.retryQueue,
+            addingHeaders: [
+                (WorkerHeaders.retryCount, .int32(Int32(clamping: attempt))),
+                (WorkerHeaders.lastError, .string(error)),
+            ])
+        if attempt >= retryAttempts || retry.properties.encodingProblem(frameMax: Self.frameMax) != nil {
             let reason = "transient failure, gave up after \(attempt) attempts: \(error)"
-            route = .retriesExhausted(attempts: attempt, error: error)
-            messages = [
-                original.copy(
-                    exchange: topology.deadLetterExchange, routingKey: original.routingKey,
-                    addingHeaders: [(WorkerHeaders.workerError, .string(reason))])
-            ]
+            let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
+            route = brokerRoute ?? .retriesExhausted(attempts: attempt, error: error)
+            messages = deadLetter
         } else {
             route = .retry(attempt: attempt, error: error)
-            messages = [
-                original.copy(
-                    exchange: "", routingKey: topology.retryQueue,
-                    addingHeaders: [
-                        (WorkerHeaders.retryCount, .int32(Int32(clamping: attempt))),
-                        (WorkerHeaders.lastError, .string(error)),
-                    ])
-            ]
+            messages = [retry]
         }
     }
 
@@ -77,12 +113,26 @@ struct DeliveryPlan: Sendable {
         self.original = original
         self.stored = nil
         let reason = "the store refused this message: \(error)"
-        route = .storeRefused(reason: reason)
-        messages = [
-            original.copy(
-                exchange: topology.deadLetterExchange, routingKey: original.routingKey,
-                addingHeaders: [(WorkerHeaders.workerError, .string(reason))])
-        ]
+        let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
+        route = brokerRoute ?? .storeRefused(reason: reason)
+        messages = deadLetter
+    }
+
+    /// The plan for a delivery that failed alone, the same way, too often (`PoisonGuard`): whatever it is, it
+    /// would stop the queue again, so it is dead-lettered with the error instead of being processed.
+    init(original: OriginalMessage, poison error: String, failures: Int, topology: Topology) {
+        self.original = original
+        self.stored = nil
+        let reason = "processing failed \(failures) times in a row on this message: \(error)"
+        let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
+        route = brokerRoute ?? .poison(reason: reason)
+        messages = deadLetter
+    }
+
+    /// Whether the delivery is settled by rejecting it to the broker's dead-lettering instead of acknowledging it.
+    var isRejectedToBroker: Bool {
+        if case .rejectedToBroker = route { return true }
+        return false
     }
 
     /// How many of the plan's `reply_to` copies the broker returned (the requester's queue is gone).
@@ -116,7 +166,8 @@ struct DeliveryPlan: Sendable {
         let decidingCount: Int
         switch route {
         case .deadLetter: decidingCount = 1  // the dead letter, published last
-        case .results, .retry, .retriesExhausted, .storeRefused: decidingCount = messages.count
+        case .rejectedToBroker: decidingCount = 0  // settled by the reject: its `rejected` result is logged if lost
+        case .results, .retry, .retriesExhausted, .storeRefused, .poison: decidingCount = messages.count
         }
         // Runs for every delivery of every batch: offsets into both, no array of pairs.
         let firstDeciding = messages.count - decidingCount

@@ -11,6 +11,10 @@ enum WorkerHeaders {
     static let lastError = "x-worker-last-error"
     /// Why the worker dead-lettered a message (CONTRACT.md §8).
     static let workerError = "x-worker-error"
+    /// The `expiration` of a dead-lettered message: the dead letter itself carries none, as when RabbitMQ
+    /// dead-letters (it keeps the value in `x-death`'s `original-expiration`), so it cannot expire out of the
+    /// dead-letter queue.
+    static let originalExpiration = "x-original-expiration"
 }
 
 extension InboundMessage {
@@ -22,16 +26,19 @@ extension InboundMessage {
     /// The routing core's view of a delivery's original.
     init(_ original: OriginalMessage) {
         let properties = original.properties
+        let messageIDIsInvalidUTF8 = properties.undecodedStrings[.messageID] != nil
         self.init(
             body: original.body,
             properties: InboundProperties(
-                messageID: properties.messageID,
+                messageID: messageIDIsInvalidUTF8 ? nil : properties.messageID,
                 correlationID: properties.correlationID,
                 replyTo: properties.replyTo,
                 type: properties.type,
                 timestamp: properties.timestamp.map { Int64(clamping: $0) },
-                traceparent: properties.headers?[WorkerHeaders.traceparent]?.text
-            )
+                traceparent: properties.headers?[WorkerHeaders.traceparent]?.text,
+                messageIDIsInvalidUTF8: messageIDIsInvalidUTF8
+            ),
+            omittedBodyByteCount: original.withheldBodySize
         )
     }
 }
@@ -42,30 +49,57 @@ struct OriginalMessage: Sendable, Hashable {
     var properties: AMQPMessageProperties
     /// The routing key it was published with, kept on its dead letter.
     var routingKey: String
+    /// The body's size when the transport did not keep it (over `--max-body-bytes`): `body` is empty, and only
+    /// the broker can dead-letter the message whole.
+    var withheldBodySize: UInt64?
 
-    init(body: [UInt8], properties: AMQPMessageProperties, routingKey: String) {
+    init(body: [UInt8], properties: AMQPMessageProperties, routingKey: String, withheldBodySize: UInt64? = nil) {
         self.body = body
         self.properties = properties
         self.routingKey = routingKey
+        self.withheldBodySize = withheldBodySize
     }
 
     init(_ delivery: AMQPDelivery) {
-        self.init(body: delivery.body, properties: delivery.properties, routingKey: delivery.routingKey)
+        self.init(
+            body: delivery.body, properties: delivery.properties, routingKey: delivery.routingKey,
+            withheldBodySize: delivery.withheldBodySize)
     }
 
-    /// Failed attempts recorded on this delivery by earlier trips through the retry queue.
+    /// Failed attempts recorded on this delivery by earlier trips through the retry queue. The header comes with
+    /// the message, so anyone can set it: a value out of range counts as 0 below and as the cap above, so it can
+    /// neither overflow the next attempt's count nor buy extra attempts.
     var failedAttempts: Int {
-        switch properties.headers?[WorkerHeaders.retryCount] {
-        case .int8(let value)?: Int(value)
-        case .int16(let value)?: Int(value)
-        case .int32(let value)?: Int(value)
-        case .int64(let value)?: Int(clamping: value)
-        case .uint8(let value)?: Int(value)
-        case .uint16(let value)?: Int(value)
-        case .uint32(let value)?: Int(value)
-        case .uint64(let value)?: Int(clamping: value)
-        default: 0
+        let recorded: Int64 =
+            switch properties.headers?[WorkerHeaders.retryCount] {
+            case .int8(let value)?: Int64(value)
+            case .int16(let value)?: Int64(value)
+            case .int32(let value)?: Int64(value)
+            case .int64(let value)?: value
+            case .uint8(let value)?: Int64(value)
+            case .uint16(let value)?: Int64(value)
+            case .uint32(let value)?: Int64(value)
+            case .uint64(let value)?: Int64(clamping: value)
+            default: 0
+            }
+        return Int(min(max(recorded, 0), Self.maximumRecordedAttempts))
+    }
+
+    /// Above any sensible `--retry-attempts`, far below overflow.
+    static let maximumRecordedAttempts: Int64 = 1_000_000
+
+    /// The original for the dead-letter exchange: untouched but for `x-worker-error`, and its `expiration` moved
+    /// into `x-original-expiration` so the dead letter does not expire out of the dead-letter queue.
+    func deadLetter(exchange: String, reason: String) -> AMQPOutboundMessage {
+        var added: [(String, AMQPFieldValue)] = [(WorkerHeaders.workerError, .string(reason))]
+        var message = self
+        if let expiration = properties.expiration {
+            let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.bytes) ?? .string(expiration)
+            added.append((WorkerHeaders.originalExpiration, exact))
+            message.properties.expiration = nil
+            message.properties.undecodedStrings[.expiration] = nil
         }
+        return message.copy(exchange: exchange, routingKey: routingKey, addingHeaders: added)
     }
 
     /// The original message, untouched but for the given headers: for the dead-letter exchange and the retry queue.

@@ -66,9 +66,8 @@ struct Pipeline: Sendable {
             let publishConnection = try await connect(role: "publish")
             connections.append(publishConnection)
 
-            let setup = try await consumeConnection.openChannel()
-            try await configuration.topology.declare(on: setup, retryDelay: configuration.retryDelay)
-            try await setup.close()
+            try await configuration.topology.declare(
+                on: consumeConnection, retryDelay: configuration.retryDelay, logger: logger, metrics: metrics)
 
             let consume = try await consumeConnection.openChannel()
             try await consume.setPrefetch(count: configuration.prefetch)
@@ -79,7 +78,11 @@ struct Pipeline: Sendable {
                 await close(connections)
                 return false
             }
-            let consumer = try await consume.consume(queue: queue.name, consumerTag: consumerTag)
+            // The content header's body size is checked before the body is read: a body over the limit is never
+            // buffered (see `DeliveryPlan`'s `rejectedToBroker`).
+            let consumer = try await consume.consume(
+                queue: queue.name, consumerTag: consumerTag,
+                maximumBodyBytes: configuration.routing.maximumBodyBytes)
 
             consuming = true
             health.pipelineStartedConsuming()

@@ -53,33 +53,33 @@ public struct ShardedTopology: Sendable, Hashable {
         return arguments
     }
 
-    /// Like the plain retry queue, but dead-lettering back to its own shard.
+    /// Like the plain retry queue (quorum in quorum mode), but dead-lettering back to its own shard.
     public func retryQueueArguments(_ index: Int, retryDelay: Duration) -> AMQPTable {
-        [
-            "x-message-ttl": .int64(Int64(retryDelay.milliseconds)),
-            "x-dead-letter-exchange": .string(""),
-            "x-dead-letter-routing-key": .string(queue(index)),
-        ]
+        topology.retryQueueArguments(retryDelay: retryDelay, deadLetterTo: queue(index))
     }
 
-    /// Declares the exchange, its binding from the inbound exchange, and every shard with its retry queue.
-    /// Idempotent: re-binding an existing binding adds no weight to the hash ring.
-    func declare(on channel: AMQPChannel, retryDelay: Duration) async throws {
-        do {
-            try await channel.declareExchange(hashExchange, type: Self.exchangeType, arguments: hashExchangeArguments)
-        } catch {
-            // 503 COMMAND_INVALID "unknown exchange type": reconnecting will not install the plugin.
-            guard error.replyCode == 503 else { throw error }
-            throw TopologyError(underlying: error, explanation: Self.missingPluginExplanation)
-        }
+    /// The exchange, every shard and its binding, and the exchange's binding from the inbound exchange: what the
+    /// shard pipelines consume. Idempotent: re-binding an existing binding adds no weight to the hash ring.
+    var essentialOperations: [TopologyOperation] {
+        var operations: [TopologyOperation] = [
+            .declareExchange(hashExchange, type: Self.exchangeType, arguments: hashExchangeArguments)
+        ]
         for index in 0..<count {
-            try await channel.declareQueue(queue(index), arguments: queueArguments)
+            operations.append(.declareQueue(queue(index), arguments: queueArguments))
             // Equal weights: every shard owns one bucket of the ring.
-            try await channel.bindQueue(queue(index), exchange: hashExchange, routingKey: "1")
-            try await channel.declareQueue(
-                retryQueue(index), arguments: retryQueueArguments(index, retryDelay: retryDelay))
+            operations.append(.bindQueue(queue(index), exchange: hashExchange, routingKey: "1"))
         }
-        try await channel.bindExchange(hashExchange, to: topology.inboundExchange, routingKey: "#")
+        operations.append(.bindExchange(hashExchange, to: topology.inboundExchange, routingKey: "#"))
+        return operations
+    }
+
+    /// Each shard's retry queue, a secondary step of its own: one the broker cannot declare now is skipped.
+    func retryQueueSteps(retryDelay: Duration) -> [TopologyStep] {
+        (0..<count).map { index in
+            TopologyStep(
+                operations: [.declareQueue(retryQueue(index), arguments: retryQueueArguments(index, retryDelay: retryDelay))],
+                secondaryQueue: retryQueue(index), isRetryQueue: true)
+        }
     }
 
     static let missingPluginExplanation =

@@ -1,4 +1,5 @@
 import AMQPTransport
+import Logging
 import WalletRouting
 
 /// The broker objects of CONTRACT.md §1, by name, and how the work queue is declared.
@@ -20,7 +21,8 @@ public struct Topology: Sendable, Hashable {
     public var deadLetterExchange = "wallet.notifications.dlx"
     /// Default: `wallet.notifications.dead`.
     public var deadLetterQueue = "wallet.notifications.dead"
-    /// Default: `classic`.
+    /// The type of every queue the worker declares: the work queue, the shards, the retry queues and the
+    /// dead-letter queue. Default: `classic`.
     public var workQueueType = QueueType.classic
     /// Quorum queues only: deliveries of one message before the broker dead-letters it (a message that crashes
     /// the worker every time). Default: `20`.
@@ -34,34 +36,129 @@ public struct Topology: Sendable, Hashable {
 
     public init() {}
 
-    /// Declares everything, idempotently: at start-up, after every reconnect, and by `wallet-worker declare`.
-    /// A queue that exists with other arguments (another retry delay, another queue type) fails with the broker's
-    /// 406 PRECONDITION_FAILED, which `TopologyError` explains.
+    /// Declares everything on one channel, idempotently, stopping at the first failure (the broker closes the
+    /// channel on a 404 or 406, so nothing can follow on it). A queue that exists with other arguments (another
+    /// retry delay, another queue type) fails with the broker's 406 PRECONDITION_FAILED, which `TopologyError`
+    /// explains. `declare(on:retryDelay:logger:metrics:)` (on a connection) goes on past a secondary queue
+    /// it cannot declare.
     func declare(on channel: AMQPChannel, retryDelay: Duration) async throws {
-        do {
-            try await channel.declareExchange(inboundExchange, type: "topic")
-            try await channel.declareExchange(deadLetterExchange, type: "fanout")
-            for exchange in resultExchangeNames {
-                try await channel.declareExchange(exchange, type: "topic")
+        for step in declarationPlan(retryDelay: retryDelay) {
+            do throws(AMQPError) {
+                try await step.perform(on: channel)
+            } catch {
+                switch failureDecision(step: step, replyCode: error.replyCode) {
+                case .stop(let explanation): throw TopologyError(underlying: error, explanation: explanation)
+                case .skip, .reconnect: throw error
+                }
             }
-            try await channel.declareQueue(workQueue, arguments: workQueueArguments)
-            if let sharded {
-                // The shards are bound before the work queue is unbound: a message published in between reaches
-                // both (deduplicated by its message_id) rather than neither.
-                try await sharded.declare(on: channel, retryDelay: retryDelay)
-                try await channel.unbindQueue(workQueue, exchange: inboundExchange, routingKey: "#")
-            } else {
-                try await channel.bindQueue(workQueue, exchange: inboundExchange, routingKey: "#")
-            }
-            try await channel.declareQueue(retryQueue, arguments: retryQueueArguments(retryDelay: retryDelay))
-            try await channel.declareQueue(deadLetterQueue, arguments: deadLetterQueueArguments)
-            try await channel.bindQueue(deadLetterQueue, exchange: deadLetterExchange, routingKey: "")
-        } catch {
-            // 406 PRECONDITION_FAILED: declared before with other arguments.
-            guard let refused = error as? AMQPError, refused.replyCode == 406 else { throw error }
-            throw TopologyError(underlying: refused)
         }
     }
+
+    /// Declares everything, idempotently: at start-up, after every reconnect, and by `wallet-worker declare`.
+    /// The essential step (exchanges, the work queue or the shards, their bindings) comes first; a secondary
+    /// queue (a retry queue, the dead-letter queue) the broker cannot declare now (404 NOT_FOUND: its home node
+    /// is down) is logged, counted and skipped, on a fresh channel, so the worker consumes what is available;
+    /// the next declaration (the next reconnect) tries it again. Returns the queues skipped.
+    /// Throws `TopologyError` for what reconnecting cannot fix (406 PRECONDITION_FAILED, a missing plugin), and
+    /// the transport's error for anything else (the caller reconnects).
+    @discardableResult
+    func declare(
+        on connection: AMQPConnection, retryDelay: Duration, logger: Logger, metrics: WorkerMetrics? = nil
+    ) async throws -> [String] {
+        var channel = try await connection.openChannel()
+        var skipped: [String] = []
+        for step in declarationPlan(retryDelay: retryDelay) {
+            do throws(AMQPError) {
+                try await step.perform(on: channel)
+            } catch {
+                switch failureDecision(step: step, replyCode: error.replyCode) {
+                case .stop(let explanation):
+                    throw TopologyError(underlying: error, explanation: explanation)
+                case .reconnect:
+                    throw error
+                case .skip:
+                    let queue = step.secondaryQueue ?? "?"
+                    logger.warning(
+                        "could not declare \(queue); consuming without it, declared again at the next reconnect",
+                        metadata: [
+                            "queue": "\(queue)", "reply_code": "\(error.replyCode.map(String.init) ?? "none")",
+                            "error": "\(error.replyText ?? error.message)",
+                        ])
+                    metrics?.topologySkips.increment()
+                    skipped.append(queue)
+                    // The broker closed the channel with the 404: the next steps need a new one.
+                    channel = try await connection.openChannel()
+                }
+            }
+        }
+        try await channel.close()
+        return skipped
+    }
+
+    /// The declaration in order: one essential step, then one step per secondary queue.
+    func declarationPlan(retryDelay: Duration) -> [TopologyStep] {
+        var essential: [TopologyOperation] = [
+            .declareExchange(inboundExchange, type: "topic", arguments: [:]),
+            .declareExchange(deadLetterExchange, type: "fanout", arguments: [:]),
+        ]
+        essential += resultExchangeNames.map { .declareExchange($0, type: "topic", arguments: [:]) }
+        essential.append(.declareQueue(workQueue, arguments: workQueueArguments))
+        var secondary: [TopologyStep] = []
+        if let sharded {
+            // The shards are bound before the work queue is unbound: a message published in between reaches
+            // both (deduplicated by its message_id) rather than neither.
+            essential += sharded.essentialOperations
+            essential.append(.unbindQueue(workQueue, exchange: inboundExchange, routingKey: "#"))
+            secondary.append(retryQueueStep(retryDelay: retryDelay))
+            secondary += sharded.retryQueueSteps(retryDelay: retryDelay)
+        } else {
+            essential.append(.bindQueue(workQueue, exchange: inboundExchange, routingKey: "#"))
+            secondary.append(retryQueueStep(retryDelay: retryDelay))
+        }
+        secondary.append(TopologyStep(
+            operations: [
+                .declareQueue(deadLetterQueue, arguments: deadLetterQueueArguments),
+                .bindQueue(deadLetterQueue, exchange: deadLetterExchange, routingKey: ""),
+            ],
+            secondaryQueue: deadLetterQueue, isRetryQueue: false))
+        return [TopologyStep(operations: essential, secondaryQueue: nil, isRetryQueue: false)] + secondary
+    }
+
+    private func retryQueueStep(retryDelay: Duration) -> TopologyStep {
+        TopologyStep(
+            operations: [.declareQueue(retryQueue, arguments: retryQueueArguments(retryDelay: retryDelay))],
+            secondaryQueue: retryQueue, isRetryQueue: true)
+    }
+
+    /// What a failed step means: a 406 or a missing plugin stops the worker with an explanation; a 404 on a
+    /// secondary queue (its home node is down, or similar) is skipped; anything else ends the session.
+    func failureDecision(step: TopologyStep, replyCode: UInt16?) -> TopologyFailureDecision {
+        switch replyCode {
+        case 406:
+            if step.isRetryQueue && workQueueType == .quorum {
+                return .stop(explanation: Self.retryQueueMigration)
+            }
+            return .stop(explanation: TopologyError.conflictingArguments)
+        case 503 where step.operations.contains(where: \.declaresConsistentHashExchange):
+            // 503 COMMAND_INVALID "unknown exchange type": reconnecting will not install the plugin.
+            return .stop(explanation: ShardedTopology.missingPluginExplanation)
+        case 404 where step.secondaryQueue != nil:
+            return .skip
+        default:
+            return .reconnect
+        }
+    }
+
+    /// A 406 on the retry queue in quorum mode: most likely a classic retry queue declared by an earlier version
+    /// (which declared only the work, shard and dead-letter queues as quorum).
+    static let retryQueueMigration =
+        "the retry queue exists with other arguments. With --queue-type quorum every queue is quorum, the retry "
+        + "queues too; one declared by an earlier version is classic (or it has another retry delay: see the "
+        + "broker's text). Either give the retry queue a new name (--retry-queue, e.g. wallet.notifications.retry.q): "
+        + "the old one keeps dead-lettering its messages to the work queue as their delay ends, delete it once "
+        + "empty; or scale the workers to 0, wait the retry delay until the retry queue is empty "
+        + "(rabbitmqctl list_queues name messages), delete it (rabbitmqctl delete_queue <name> --if-empty) and start "
+        + "the workers, which declare it as a quorum queue"
 
     var resultExchangeNames: [String] {
         [
@@ -80,13 +177,23 @@ public struct Topology: Sendable, Hashable {
     }
 
     /// Messages wait out the delay, then the broker dead-letters them back to the work queue through the
-    /// default exchange.
+    /// default exchange. Quorum in quorum mode (RabbitMQ 3.10+ expires and dead-letters quorum queue messages):
+    /// a classic retry queue would stop every reconnect while its one node is down.
     func retryQueueArguments(retryDelay: Duration) -> AMQPTable {
-        [
+        retryQueueArguments(retryDelay: retryDelay, deadLetterTo: workQueue)
+    }
+
+    /// A retry queue dead-lettering to `queue` after the delay (the work queue, or a shard).
+    func retryQueueArguments(retryDelay: Duration, deadLetterTo queue: String) -> AMQPTable {
+        var arguments: AMQPTable = [
             "x-message-ttl": .int64(Int64(retryDelay.milliseconds)),
             "x-dead-letter-exchange": .string(""),
-            "x-dead-letter-routing-key": .string(workQueue),
+            "x-dead-letter-routing-key": .string(queue),
         ]
+        if workQueueType == .quorum {
+            arguments["x-queue-type"] = .string("quorum")
+        }
+        return arguments
     }
 
     /// Same queue type as the work queue, so a quorum deployment keeps its dead letters replicated too.

@@ -15,6 +15,9 @@ public final class WorkerMetrics: Sendable {
     let retries: Counter
     let reconnects: Counter
     let unroutableReplyCopies: Counter
+    let topologySkips: Counter
+    let skippedReplyCopies: Counter
+    let delayedRequeues: Counter
     let consumingPipelines: Gauge
     let blockedConnections: Gauge
     private let messages: [SenderLabel: [Outcome: Counter]]
@@ -33,7 +36,7 @@ public final class WorkerMetrics: Sendable {
             }))
         })
         deadLetters = Self.labelled(
-            registry, "dead_letters", label: "reason", help: "Messages the worker published to the dead-letter exchange",
+            registry, "dead_letters", label: "reason", help: "Messages dead-lettered: published to the dead-letter exchange, or (rejected_to_broker) rejected for the broker to dead-letter",
             DeadLetterReason.self)
         confirms = Self.labelled(
             registry, "publish_confirms", label: "outcome",
@@ -77,6 +80,18 @@ public final class WorkerMetrics: Sendable {
             descriptor: Self.name(
                 "reply_copies_unroutable", unit: "total",
                 help: "reply_to copies the broker returned (no such reply queue; direct reply-to copies are not mandatory)"))
+        topologySkips = registry.makeCounter(
+            descriptor: Self.name(
+                "topology_skipped_queues", unit: "total",
+                help: "Retry or dead-letter queues the broker could not declare (404: home node down), skipped until the next reconnect"))
+        skippedReplyCopies = registry.makeCounter(
+            descriptor: Self.name(
+                "reply_copies_skipped", unit: "total",
+                help: "reply_to copies not published: a direct reply-to address RabbitMQ could not decode"))
+        delayedRequeues = registry.makeCounter(
+            descriptor: Self.name(
+                "requeues_delayed", unit: "total",
+                help: "Deliveries requeued after a delay because their retry or dead-letter publish failed too"))
         consumingPipelines = registry.makeGauge(
             descriptor: Self.name("consuming_pipelines", unit: "", help: "Pipelines consuming the work queue now"))
         blockedConnections = registry.makeGauge(
@@ -122,6 +137,8 @@ public final class WorkerMetrics: Sendable {
         case rejected
         case retriesExhausted = "retries_exhausted"
         case storeRefused = "store_refused"
+        case poison
+        case rejectedToBroker = "rejected_to_broker"
     }
 
     enum ConfirmOutcome: String, CaseIterable {

@@ -7,33 +7,45 @@ extension AMQPMessageProperties {
         self.init()
         let flags = properties._flags
         func has(_ flag: amqp_flags_t) -> Bool { flags & flag != 0 }
-        if has(CRabbitMQShims_CONTENT_TYPE_FLAG) { contentType = properties.content_type.string }
-        if has(CRabbitMQShims_CONTENT_ENCODING_FLAG) { contentEncoding = properties.content_encoding.string }
+        var undecoded: [StringProperty: [UInt8]] = [:]
+        func text(_ bytes: amqp_bytes_t, _ field: StringProperty) -> String {
+            let array = bytes.array
+            if let valid = String(validating: array, as: UTF8.self) { return valid }
+            undecoded[field] = array
+            return String(decoding: array, as: UTF8.self)
+        }
+        defer { undecodedStrings = undecoded }
+        if has(CRabbitMQShims_CONTENT_TYPE_FLAG) { contentType = text(properties.content_type, .contentType) }
+        if has(CRabbitMQShims_CONTENT_ENCODING_FLAG) { contentEncoding = text(properties.content_encoding, .contentEncoding) }
         if has(CRabbitMQShims_HEADERS_FLAG) { headers = AMQPTable(copying: properties.headers) }
         if has(CRabbitMQShims_DELIVERY_MODE_FLAG) { deliveryMode = DeliveryMode(rawValue: properties.delivery_mode) }
         if has(CRabbitMQShims_PRIORITY_FLAG) { priority = properties.priority }
-        if has(CRabbitMQShims_CORRELATION_ID_FLAG) { correlationID = properties.correlation_id.string }
-        if has(CRabbitMQShims_REPLY_TO_FLAG) { replyTo = properties.reply_to.string }
-        if has(CRabbitMQShims_EXPIRATION_FLAG) { expiration = properties.expiration.string }
-        if has(CRabbitMQShims_MESSAGE_ID_FLAG) { messageID = properties.message_id.string }
+        if has(CRabbitMQShims_CORRELATION_ID_FLAG) { correlationID = text(properties.correlation_id, .correlationID) }
+        if has(CRabbitMQShims_REPLY_TO_FLAG) { replyTo = text(properties.reply_to, .replyTo) }
+        if has(CRabbitMQShims_EXPIRATION_FLAG) { expiration = text(properties.expiration, .expiration) }
+        if has(CRabbitMQShims_MESSAGE_ID_FLAG) { messageID = text(properties.message_id, .messageID) }
         if has(CRabbitMQShims_TIMESTAMP_FLAG) { timestamp = properties.timestamp }
-        if has(CRabbitMQShims_TYPE_FLAG) { type = properties.type.string }
-        if has(CRabbitMQShims_USER_ID_FLAG) { userID = properties.user_id.string }
-        if has(CRabbitMQShims_APP_ID_FLAG) { appID = properties.app_id.string }
-        if has(CRabbitMQShims_CLUSTER_ID_FLAG) { clusterID = properties.cluster_id.string }
+        if has(CRabbitMQShims_TYPE_FLAG) { type = text(properties.type, .type) }
+        if has(CRabbitMQShims_USER_ID_FLAG) { userID = text(properties.user_id, .userID) }
+        if has(CRabbitMQShims_APP_ID_FLAG) { appID = text(properties.app_id, .appID) }
+        if has(CRabbitMQShims_CLUSTER_ID_FLAG) { clusterID = text(properties.cluster_id, .clusterID) }
     }
 
     /// Builds the C properties inside `pool`.
     func encoded(in pool: CMemoryPool) -> amqp_basic_properties_t {
         var properties = amqp_basic_properties_t()
         var flags: amqp_flags_t = 0
+        func exact(_ value: String, _ field: StringProperty) -> amqp_bytes_t {
+            if let raw = undecodedStrings[field], String(decoding: raw, as: UTF8.self) == value { return pool.bytes(raw) }
+            return pool.bytes(value)
+        }
         if let contentType {
             flags |= CRabbitMQShims_CONTENT_TYPE_FLAG
-            properties.content_type = pool.bytes(contentType)
+            properties.content_type = exact(contentType, .contentType)
         }
         if let contentEncoding {
             flags |= CRabbitMQShims_CONTENT_ENCODING_FLAG
-            properties.content_encoding = pool.bytes(contentEncoding)
+            properties.content_encoding = exact(contentEncoding, .contentEncoding)
         }
         if let headers {
             flags |= CRabbitMQShims_HEADERS_FLAG
@@ -49,19 +61,19 @@ extension AMQPMessageProperties {
         }
         if let correlationID {
             flags |= CRabbitMQShims_CORRELATION_ID_FLAG
-            properties.correlation_id = pool.bytes(correlationID)
+            properties.correlation_id = exact(correlationID, .correlationID)
         }
         if let replyTo {
             flags |= CRabbitMQShims_REPLY_TO_FLAG
-            properties.reply_to = pool.bytes(replyTo)
+            properties.reply_to = exact(replyTo, .replyTo)
         }
         if let expiration {
             flags |= CRabbitMQShims_EXPIRATION_FLAG
-            properties.expiration = pool.bytes(expiration)
+            properties.expiration = exact(expiration, .expiration)
         }
         if let messageID {
             flags |= CRabbitMQShims_MESSAGE_ID_FLAG
-            properties.message_id = pool.bytes(messageID)
+            properties.message_id = exact(messageID, .messageID)
         }
         if let timestamp {
             flags |= CRabbitMQShims_TIMESTAMP_FLAG
@@ -69,19 +81,19 @@ extension AMQPMessageProperties {
         }
         if let type {
             flags |= CRabbitMQShims_TYPE_FLAG
-            properties.type = pool.bytes(type)
+            properties.type = exact(type, .type)
         }
         if let userID {
             flags |= CRabbitMQShims_USER_ID_FLAG
-            properties.user_id = pool.bytes(userID)
+            properties.user_id = exact(userID, .userID)
         }
         if let appID {
             flags |= CRabbitMQShims_APP_ID_FLAG
-            properties.app_id = pool.bytes(appID)
+            properties.app_id = exact(appID, .appID)
         }
         if let clusterID {
             flags |= CRabbitMQShims_CLUSTER_ID_FLAG
-            properties.cluster_id = pool.bytes(clusterID)
+            properties.cluster_id = exact(clusterID, .clusterID)
         }
         properties._flags = flags
         return properties

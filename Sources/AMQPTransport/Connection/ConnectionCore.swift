@@ -569,8 +569,30 @@ final class ConnectionCore {
             let tag = deliver.consumer_tag.string
             let exchange = deliver.exchange.string
             let routingKey = deliver.routing_key.string
-            guard let (body, properties) = readContent(channel: number, context: "reading a delivery") else { return }
-            guard let channel = channels[number], let consumer = consumers[ConsumerKey(channel: number, tag: tag)] else {
+            let consumer = consumers[ConsumerKey(channel: number, tag: tag)]
+            let content = readContent(channel: number, bodyLimit: consumer?.maximumBodyBytes, context: "reading a delivery")
+            let body: [UInt8], properties: AMQPMessageProperties, withheldBodySize: UInt64?
+            switch content {
+            case nil:
+                return
+            case .read(let read, let readProperties)?:
+                (body, properties, withheldBodySize) = (read, readProperties, nil)
+            case .withheld(let byteCount, let readProperties)?:
+                (body, properties, withheldBodySize) = ([], readProperties, byteCount)
+            case .undecodableHeader(let error)?:
+                // Redelivered, it would end every session the same way: the broker dead-letters it instead (the
+                // queue's dead-letter exchange, with x-death), and this connection ends.
+                if consumer?.automaticAcknowledgement != true {
+                    _ = amqp_basic_reject(state, number, deliver.delivery_tag, 0)
+                }
+                logger.error("a delivery's content header could not be decoded: rejected without requeue", metadata: [
+                    AMQPLoggingKeys.consumerTag: "\(tag)", AMQPLoggingKeys.routingKey: "\(routingKey)",
+                    AMQPLoggingKeys.error: "\(error)",
+                ])
+                fail(error)
+                return
+            }
+            guard let channel = channels[number], let consumer else {
                 // In flight while its consumer was being cancelled: give it back now rather than hold a
                 // prefetch slot until the channel closes. The broker acknowledged it already if the consumer
                 // was a `no-ack` one: rejecting that tag would close the channel, so it is dropped.
@@ -583,7 +605,8 @@ final class ConnectionCore {
                 return
             }
             consumer.pending.append(AMQPDelivery(
-                body: body, properties: properties, deliveryTag: deliver.delivery_tag, redelivered: deliver.redelivered != 0,
+                body: body, properties: properties, withheldBodySize: withheldBodySize, deliveryTag: deliver.delivery_tag,
+                redelivered: deliver.redelivered != 0,
                 exchange: exchange, routingKey: routingKey, consumerTag: tag,
                 channel: ChannelReference(number: number, id: channel.id),
                 acknowledgedByBroker: consumer.automaticAcknowledgement
@@ -594,7 +617,17 @@ final class ConnectionCore {
             let replyText = returned.reply_text.string
             let exchange = returned.exchange.string
             let routingKey = returned.routing_key.string
-            guard let (body, properties) = readContent(channel: number, context: "reading a returned message") else { return }
+            // A returned message is one of ours: its size is bounded by what we publish.
+            let body: [UInt8], properties: AMQPMessageProperties
+            switch readContent(channel: number, bodyLimit: nil, context: "reading a returned message") {
+            case .read(let read, let readProperties)?:
+                (body, properties) = (read, readProperties)
+            case .undecodableHeader(let error)?:
+                fail(error)
+                return
+            case .withheld?, nil:
+                return
+            }
             channels[number]?.confirms?.returned(
                 exchange: exchange, routingKey: routingKey, body: body, properties: properties,
                 replyCode: returned.reply_code, replyText: replyText
@@ -652,20 +685,104 @@ final class ConnectionCore {
         }
     }
 
-    /// Reads the header and body frames that follow a deliver or return, copying them out of C memory.
+    /// What followed a deliver or return on its channel.
+    enum Content {
+        /// The whole body, copied out of C memory.
+        case read(body: [UInt8], properties: AMQPMessageProperties)
+        /// A body over the consumer's limit: its frames were read and dropped, never held in memory.
+        case withheld(byteCount: UInt64, properties: AMQPMessageProperties)
+        /// librabbitmq could not decode the content header. The connection cannot read on (the library keeps
+        /// the frame), but it can still send: the caller settles the message, then fails the connection.
+        case undecodableHeader(AMQPError)
+    }
+
+    /// Reads the content header and body frames that follow a deliver or return, one frame at a time.
     ///
-    /// librabbitmq 0.11's `amqp_read_message` drops queued frames of other channels that precede the ones it
-    /// wants; that is harmless only because RabbitMQ writes a message's method, header and body frames
-    /// back to back, and frames are dispatched in order here.
-    private func readContent(channel: UInt16, context: String) -> ([UInt8], AMQPMessageProperties)? {
-        var message = amqp_message_t()
-        let reply = amqp_read_message(state, channel, &message, 0)
-        guard reply.reply_type == AMQP_RESPONSE_NORMAL else {
-            _ = handleFailedReply(reply, channel: channel, context: context)
+    /// Not `amqp_read_message`: it copies the properties with `amqp_basic_properties_clone`, which refuses a header
+    /// table with an empty key (a legal table the broker forwards) and then leaves the body frames unread, so the
+    /// connection could only end, and the message came back first in the queue. It also buffers the whole body
+    /// before anyone can look at its size. Here the properties are copied to Swift straight from the frame, and a
+    /// body over `bodyLimit` is read frame by frame and dropped, so memory per delivery is bounded in bytes.
+    ///
+    /// Frames of other channels that arrive meanwhile are queued by librabbitmq and dispatched by the next pump.
+    /// Nil when the connection failed (it is failed here, with a reason).
+    private func readContent(channel: UInt16, bodyLimit: Int?, context: String) -> Content? {
+        var frame = amqp_frame_t()
+        let status = nextFrame(&frame, channel: channel)
+        if Self.decodingFailures.contains(status) {
+            return .undecodableHeader(LibraryReply.error(status: status, context: "\(context): decoding its content header"))
+        }
+        guard let header = checkedFrame(&frame, status: status, type: AMQP_FRAME_HEADER, context: context) else { return nil }
+        let bodySize = header.payload.properties.body_size
+        guard let decoded = header.payload.properties.decoded else {
+            fail(AMQPError(code: .protocolError, message: "\(context): a content header without properties"))
             return nil
         }
-        defer { amqp_destroy_message(&message) }
-        return (message.body.array, AMQPMessageProperties(copying: message.properties))
+        // Copied before the channel's pool is recycled below.
+        let properties = AMQPMessageProperties(copying: decoded.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee)
+        let withheld = bodyLimit.map { bodySize > UInt64(max($0, 0)) } ?? false
+        var body: [UInt8] = []
+        if !withheld { body.reserveCapacity(Int(bodySize)) }
+        var received: UInt64 = 0
+        while received < bodySize {
+            amqp_maybe_release_buffers_on_channel(state, channel)
+            guard let fragment = waitFrame(&frame, channel: channel, type: AMQP_FRAME_BODY, context: context) else { return nil }
+            let bytes = fragment.payload.body_fragment
+            received += UInt64(bytes.len)
+            if !withheld, bytes.len > 0, let start = bytes.bytes {
+                body.append(contentsOf: UnsafeRawBufferPointer(start: start, count: bytes.len))
+            }
+        }
+        amqp_maybe_release_buffers_on_channel(state, channel)
+        guard received == bodySize else {
+            fail(AMQPError(code: .protocolError, message: "\(context): \(received) body bytes where the header announced \(bodySize)"))
+            return nil
+        }
+        return withheld ? .withheld(byteCount: bodySize, properties: properties) : .read(body: body, properties: properties)
+    }
+
+    /// Statuses of a frame librabbitmq read but could not decode (as opposed to a socket failure).
+    private static let decodingFailures: Set<Int32> = [
+        AMQP_STATUS_BAD_AMQP_DATA.rawValue, AMQP_STATUS_UNKNOWN_CLASS.rawValue, AMQP_STATUS_INVALID_PARAMETER.rawValue,
+        AMQP_STATUS_TABLE_TOO_BIG.rawValue,
+    ]
+
+    /// Waits for the next frame on `channel`, which must be of `type`; fails the connection otherwise.
+    private func waitFrame(_ frame: inout amqp_frame_t, channel: UInt16, type: Int32, context: String) -> amqp_frame_t? {
+        checkedFrame(&frame, status: nextFrame(&frame, channel: channel), type: type, context: context)
+    }
+
+    /// The next frame of `channel` (librabbitmq's own per-channel wait is not public). RabbitMQ writes a message's
+    /// frames back to back, so another channel's frame here is rare; it is dispatched in turn. A broker silent for
+    /// two heartbeat intervals in the middle of a message times out (AMQP_STATUS_TIMEOUT).
+    private func nextFrame(_ frame: inout amqp_frame_t, channel: UInt16) -> Int32 {
+        let deadline = ContinuousClock.now + (heartbeat > .zero ? heartbeat * 2 : .seconds(60))
+        while failure == nil {
+            var timeout = timeval(max(.zero, min(deadline - .now, .seconds(1))))
+            let status = amqp_simple_wait_frame_noblock(state, &frame, &timeout)
+            if status == AMQP_STATUS_TIMEOUT.rawValue {
+                if ContinuousClock.now < deadline { continue }
+                return status
+            }
+            guard status == AMQP_STATUS_OK.rawValue else { return status }
+            lastInbound = .now
+            if frame.channel == channel { return status }
+            dispatch(frame)
+        }
+        return AMQP_STATUS_CONNECTION_CLOSED.rawValue
+    }
+
+    private func checkedFrame(_ frame: inout amqp_frame_t, status: Int32, type: Int32, context: String) -> amqp_frame_t? {
+        guard status == AMQP_STATUS_OK.rawValue else {
+            fail(LibraryReply.error(status: status, context: context))
+            return nil
+        }
+        lastInbound = .now
+        guard frame.frame_type == UInt8(type) else {
+            fail(AMQPError(code: .protocolError, message: "\(context): frame type \(frame.frame_type) where \(type) was expected"))
+            return nil
+        }
+        return frame
     }
 }
 
@@ -729,14 +846,17 @@ final class ConsumerSink {
     let tag: String
     /// A `no-ack` consumer: the broker acknowledged its deliveries as it sent them.
     let automaticAcknowledgement: Bool
+    /// Bodies larger than this are read and dropped instead of held (`AMQPDelivery.withheldBodySize`).
+    let maximumBodyBytes: Int?
     let deliveries: DeliveryBuffer
     /// What the current pump read for this consumer; handed over in one piece by `flush()`.
     var pending: [AMQPDelivery] = []
 
-    init(channel: UInt16, tag: String, automaticAcknowledgement: Bool, deliveries: DeliveryBuffer) {
+    init(channel: UInt16, tag: String, automaticAcknowledgement: Bool, maximumBodyBytes: Int?, deliveries: DeliveryBuffer) {
         self.channel = channel
         self.tag = tag
         self.automaticAcknowledgement = automaticAcknowledgement
+        self.maximumBodyBytes = maximumBodyBytes
         self.deliveries = deliveries
     }
 

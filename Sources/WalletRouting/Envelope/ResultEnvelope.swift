@@ -9,6 +9,8 @@ import Foundation
 /// the default exchange and takes no index.
 struct ResultEnvelope {
     private let inboundMessageID: String?
+    /// False when the inbound id is too long to number results with: they carry no `message_id` property.
+    private let numbersResults: Bool
     private let correlationID: String?
     private let traceparent: String?
     private let replyTo: String?
@@ -29,8 +31,9 @@ struct ResultEnvelope {
     init(inbound: InboundProperties, now: Date) {
         // An empty AMQP short string is no id: deduplicating every id-less message under "" would lose messages.
         inboundMessageID = inbound.messageID.flatMap { $0.isEmpty ? nil : $0 }
+        numbersResults = (inboundMessageID?.utf8.count ?? 0) <= RoutingSettings.maximumMessageIDBytes
         correlationID = inbound.correlationID.flatMap { $0.isEmpty ? nil : $0 } ?? inboundMessageID
-        traceparent = inbound.traceparent
+        traceparent = inbound.traceparent.flatMap { $0.utf8.count <= RoutingSettings.maximumTraceparentBytes ? $0 : nil }
         replyTo = inbound.replyTo.flatMap { $0.isEmpty ? nil : $0 }
         processedAtEpochSeconds = now.timeIntervalSince1970
     }
@@ -51,7 +54,7 @@ struct ResultEnvelope {
         writer.endObject()
 
         let properties = OutboundProperties(
-            messageID: inboundMessageID.map { "\($0)/\(nextIndex)" },
+            messageID: numbersResults ? inboundMessageID.map { "\($0)/\(nextIndex)" } : nil,
             correlationID: correlationID,
             type: kind.rawValue,
             traceparent: traceparent

@@ -1,0 +1,70 @@
+/// The size of a message's content header as librabbitmq encodes it, computed in Swift so a caller can tell
+/// before publishing whether a message can be sent at all: a content header must fit in one frame, and every
+/// short string (message id, reply-to, ...) in 255 bytes.
+extension AMQPMessageProperties {
+    /// Content-header frame overhead: frame header (7) and end (1), class, weight and body size (12).
+    public static let contentHeaderOverhead = 20
+
+    /// Why these properties cannot be encoded into a content header within `frameMax`, or nil when they can.
+    public func encodingProblem(frameMax: Int) -> String? {
+        var size = 2  // property flags
+        for (name, value) in shortStrings {
+            guard let value else { continue }
+            let length = undecodedByteCount(value.field) ?? value.text.utf8.count
+            if length > 255 { return "\(name) is \(length) bytes, over AMQP's 255-byte short string" }
+            size += 1 + length
+        }
+        if let headers { size += headers.encodedByteCount }
+        if deliveryMode != nil { size += 1 }
+        if priority != nil { size += 1 }
+        if timestamp != nil { size += 8 }
+        if size + Self.contentHeaderOverhead > frameMax {
+            return "its properties take \(size) bytes, more than a frame of \(frameMax) bytes holds"
+        }
+        return nil
+    }
+
+    private var shortStrings: KeyValuePairs<String, (field: StringProperty, text: String)?> {
+        [
+            "content_type": contentType.map { (.contentType, $0) },
+            "content_encoding": contentEncoding.map { (.contentEncoding, $0) },
+            "correlation_id": correlationID.map { (.correlationID, $0) },
+            "reply_to": replyTo.map { (.replyTo, $0) },
+            "expiration": expiration.map { (.expiration, $0) },
+            "message_id": messageID.map { (.messageID, $0) },
+            "type": type.map { (.type, $0) },
+            "user_id": userID.map { (.userID, $0) },
+            "app_id": appID.map { (.appID, $0) },
+            "cluster_id": clusterID.map { (.clusterID, $0) },
+        ]
+    }
+
+    private func undecodedByteCount(_ field: StringProperty) -> Int? {
+        undecodedStrings[field]?.count
+    }
+}
+
+extension AMQPTable {
+    /// Bytes of the encoded table, its 4-byte length included.
+    var encodedByteCount: Int {
+        storage.reduce(4) { $0 + 1 + $1.key.utf8.count + $1.value.encodedByteCount }
+    }
+}
+
+extension AMQPFieldValue {
+    /// Bytes of the encoded value, its 1-byte kind included.
+    var encodedByteCount: Int {
+        switch self {
+        case .bool, .int8, .uint8: 2
+        case .int16, .uint16: 3
+        case .int32, .uint32, .float: 5
+        case .int64, .uint64, .double, .timestamp: 9
+        case .decimal: 6
+        case .string(let text): 5 + text.utf8.count
+        case .bytes(let bytes): 5 + bytes.count
+        case .array(let values): values.reduce(5) { $0 + $1.encodedByteCount }
+        case .table(let table): 1 + table.encodedByteCount
+        case .void: 1
+        }
+    }
+}
