@@ -46,14 +46,14 @@ extension AMQPMessageProperties {
 
 extension AMQPTable {
     /// Bytes of the encoded table, its 4-byte length included.
-    var encodedByteCount: Int {
+    public var encodedByteCount: Int {
         storage.reduce(4) { $0 + 1 + $1.key.utf8.count + $1.value.encodedByteCount }
     }
 }
 
 extension AMQPFieldValue {
     /// Bytes of the encoded value, its 1-byte kind included.
-    var encodedByteCount: Int {
+    public var encodedByteCount: Int {
         switch self {
         case .bool, .int8, .uint8: 2
         case .int16, .uint16: 3

@@ -72,7 +72,7 @@ struct DeliveryPlan: Sendable {
         if original.withheldBodySize != nil {
             return (.rejectedToBroker(reason: reason), [])
         }
-        let deadLetter = original.deadLetter(exchange: topology.deadLetterExchange, reason: reason)
+        let deadLetter = original.deadLetter(exchange: topology.deadLetterExchange, reason: reason, frameMax: frameMax)
         if let problem = deadLetter.properties.encodingProblem(frameMax: frameMax) {
             return (.rejectedToBroker(reason: "\(reason); its dead letter cannot be published: \(problem)"), [])
         }
@@ -96,8 +96,13 @@ struct DeliveryPlan: Sendable {
                 (WorkerHeaders.retryCount, .int32(Int32(clamping: attempt))),
                 (WorkerHeaders.lastError, .string(error)),
             ])
-        if attempt >= retryAttempts || retry.properties.encodingProblem(frameMax: Self.frameMax) != nil {
-            let reason = "transient failure, gave up after \(attempt) attempts: \(error)"
+        // A retry copy that would not fit a frame with the broker's `x-death` cannot come back: dead-lettered now.
+        let retryFits = retry.properties.encodingProblem(
+            frameMax: Self.frameMax - OriginalMessage.brokerHeaderAllowance) == nil
+        if attempt >= retryAttempts || !retryFits {
+            let reason = retryFits
+                ? "transient failure, gave up after \(attempt) attempts: \(error)"
+                : "transient failure (\(error)); its headers are too large for a retry copy"
             let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
             route = brokerRoute ?? .retriesExhausted(attempts: attempt, error: error)
             messages = deadLetter

@@ -15,6 +15,8 @@ enum WorkerHeaders {
     /// dead-letters (it keeps the value in `x-death`'s `original-expiration`), so it cannot expire out of the
     /// dead-letter queue.
     static let originalExpiration = "x-original-expiration"
+    /// The original's headers a dead letter leaves out because the copy would not fit a frame, with their sizes.
+    static let droppedHeaders = "x-worker-dropped-headers"
 }
 
 extension InboundMessage {
@@ -90,17 +92,45 @@ struct OriginalMessage: Sendable, Hashable {
 
     /// The original for the dead-letter exchange: untouched but for `x-worker-error`, and its `expiration` moved
     /// into `x-original-expiration` so the dead letter does not expire out of the dead-letter queue.
-    func deadLetter(exchange: String, reason: String) -> AMQPOutboundMessage {
-        var added: [(String, AMQPFieldValue)] = [(WorkerHeaders.workerError, .string(reason))]
+    /// When the copy would not fit `frameMax` (less room for the `x-death` the broker adds if it dead-letters the
+    /// copy again), the original's largest headers are left out, named with their sizes in
+    /// `x-worker-dropped-headers` and in the reason: RabbitMQ delivers a content header larger than the frame size
+    /// it negotiated (it does not split them), which librabbitmq consumers cannot read.
+    func deadLetter(exchange: String, reason: String, frameMax: Int) -> AMQPOutboundMessage {
         var message = self
+        var extra: [(String, AMQPFieldValue)] = []
         if let expiration = properties.expiration {
             let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.bytes) ?? .string(expiration)
-            added.append((WorkerHeaders.originalExpiration, exact))
+            extra.append((WorkerHeaders.originalExpiration, exact))
             message.properties.expiration = nil
             message.properties.undecodedStrings[.expiration] = nil
         }
-        return message.copy(exchange: exchange, routingKey: routingKey, addingHeaders: added)
+        var copy = message.copy(
+            exchange: exchange, routingKey: routingKey, addingHeaders: [(WorkerHeaders.workerError, .string(reason))] + extra)
+        let limit = frameMax - Self.brokerHeaderAllowance
+        guard copy.properties.encodingProblem(frameMax: limit) != nil else { return copy }
+
+        var kept = (properties.headers?.entries ?? []).map { (key: $0.key, value: $0.value) }
+        var dropped: [String] = []
+        while copy.properties.encodingProblem(frameMax: limit) != nil,
+              let largest = kept.indices.max(by: { kept[$0].value.encodedByteCount < kept[$1].value.encodedByteCount })
+        {
+            let entry = kept.remove(at: largest)
+            dropped.append("\(entry.key.isEmpty ? "\"\"" : entry.key) (\(entry.value.encodedByteCount) bytes)")
+            message.properties.headers = AMQPTable(kept)
+            let list = dropped.joined(separator: ", ")
+            copy = message.copy(
+                exchange: exchange, routingKey: routingKey,
+                addingHeaders: [
+                    (WorkerHeaders.workerError, .string("\(reason); headers dropped to fit a frame: \(list)")),
+                    (WorkerHeaders.droppedHeaders, .string(list)),
+                ] + extra)
+        }
+        return copy
     }
+
+    /// Room kept free in a copy's content header for the `x-death` entry the broker adds when it dead-letters it.
+    static let brokerHeaderAllowance = 1_024
 
     /// The original message, untouched but for the given headers: for the dead-letter exchange and the retry queue.
     func copy(exchange: String, routingKey: String, addingHeaders added: [(String, AMQPFieldValue)])

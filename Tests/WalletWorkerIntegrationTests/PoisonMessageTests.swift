@@ -1,0 +1,207 @@
+// Issue 13's poison messages, each published alone against the real broker and followed by a valid message that
+// must still be processed, without the worker restarting a session. Each one stopped the queue before.
+import AMQPTransport
+import Foundation
+import Testing
+import WalletRouting
+import WalletWorker
+
+@Suite("Poison messages through the broker", .timeLimit(.minutes(3)))
+struct PoisonMessageTests {
+    @Test("a header with an empty key: decoded and processed; a bad body with one is dead-lettered with the key kept")
+    func emptyHeaderKey() async throws {
+        try await withPoisonEnvironment("empty-key") { environment, capture, deadLetters, worker in
+            let headers: [(String, AMQPFieldValue)] = [("", .string("empty key"))]
+            try await environment.publish(InboundSpec(
+                body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).good", headers: headers))
+            try await environment.publish(InboundSpec(
+                body: Array("not json".utf8), messageID: "\(environment.prefix).bad", headers: headers))
+            try await expectStillMoving(environment, capture, worker)
+
+            let results = capture.results.messages
+            #expect(results.contains { $0.properties.messageID == "\(environment.prefix).good/0" && $0.string("kind") == "actionTriggered" })
+            let letter = try #require(try await deadLetters.waitFor(1).first)
+            #expect(letter.properties.messageID == "\(environment.prefix).bad")
+            #expect(letter.properties.headers?[""] == .string("empty key"))
+            #expect(!(letter.stringHeader("x-worker-error") ?? "").isEmpty, "a dead letter says why")
+        }
+    }
+
+    @Test("a message_id over 240 bytes is rejected (results could not be numbered); 240 bytes is processed")
+    func overLongMessageID() async throws {
+        try await withPoisonEnvironment("long-id") { environment, capture, deadLetters, worker in
+            let longest = String(repeating: "a", count: 240)
+            let tooLong = String(repeating: "b", count: 254)
+            try await environment.publish(InboundSpec(json: #"{"action":"refresh"}"#, messageID: tooLong))
+            try await environment.publish(InboundSpec(json: #"{"action":"refresh"}"#, messageID: longest))
+            try await expectStillMoving(environment, capture, worker)
+
+            let results = capture.results.messages
+            let rejected = try #require(results.first { $0.properties.correlationID == tooLong })
+            #expect(rejected.string("kind") == "rejected")
+            #expect(rejected.properties.messageID == nil, "no result id: <message_id>/<n> would not fit 255 bytes")
+            #expect(rejected.string("reason")?.hasPrefix("message_id is 254 bytes, over the limit of 240 bytes") ?? false)
+            #expect(results.contains { $0.properties.messageID == "\(longest)/0" })
+            let letter = try #require(try await deadLetters.waitFor(1).first)
+            #expect(letter.properties.messageID == tooLong)
+            #expect(letter.stringHeader("x-worker-error")?.hasPrefix("message_id is 254 bytes") ?? false)
+        }
+    }
+
+    @Test("headers filling the frame: results drop the oversized traceparent; a bad one's dead letter names the header it leaves out")
+    func headersNearTheFrameLimit() async throws {
+        try await withPoisonEnvironment("frame-limit") { environment, capture, deadLetters, worker in
+            // The largest traceparent the inbound content header can carry in one frame: the worker's dead-letter
+            // copy (plus `x-worker-error`) would not fit.
+            var spec = InboundSpec(json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).big-good")
+            var length = 130_000
+            spec.traceparent = String(repeating: "t", count: length)
+            while spec.amqpProperties.encodingProblem(frameMax: AMQPConnectionConfiguration.defaultFrameMax) == nil {
+                length += 8
+                spec.traceparent = String(repeating: "t", count: length)
+            }
+            spec.traceparent = String(repeating: "t", count: length - 8)
+            var bad = spec
+            bad.messageID = "\(environment.prefix).big-bad"
+            bad.body = Array("not json".utf8)
+            try await environment.publish(spec)
+            try await environment.publish(bad)
+            try await expectStillMoving(environment, capture, worker)
+
+            let results = capture.results.messages
+            let good = try #require(results.first { $0.properties.messageID == "\(environment.prefix).big-good/0" })
+            #expect(good.properties.headers?["traceparent"] == nil, "a traceparent over 512 bytes is not copied")
+            let rejected = try #require(results.first { $0.properties.messageID == "\(environment.prefix).big-bad/0" })
+            #expect(rejected.string("kind") == "rejected")
+
+            // The dead letter keeps body and properties; the header that no longer fits is named, not kept.
+            let letter = try #require(try await deadLetters.waitFor(1).first)
+            #expect(letter.properties.messageID == "\(environment.prefix).big-bad")
+            #expect(letter.body == bad.body)
+            #expect(letter.properties.headers?["traceparent"] == nil)
+            #expect(letter.stringHeader("x-worker-dropped-headers") == "traceparent (\(length - 8 + 5) bytes)")
+            let reason = letter.stringHeader("x-worker-error") ?? ""
+            #expect(reason.contains("headers dropped to fit a frame: traceparent"), "x-worker-error: \(reason)")
+            #expect(worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1)
+        }
+    }
+
+    @Test("a malformed direct reply-to address: the results are published, the copy is skipped and counted")
+    func malformedDirectReplyTo() async throws {
+        try await withPoisonEnvironment("bad-reply-to") { environment, capture, deadLetters, worker in
+            try await environment.publish(InboundSpec(
+                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).reply",
+                replyTo: "amq.rabbitmq.reply-to.g2gCZA==.AAAAAA=="))
+            try await expectStillMoving(environment, capture, worker)
+            #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
+            #expect(worker.metric("wallet_reply_copies_skipped_total") == 1)
+            #expect(deadLetters.count == 0)
+        }
+    }
+
+    @Test("x-retry-count of Int64.max or below zero neither traps nor buys attempts")
+    func hostileRetryCount() async throws {
+        // No capture: nothing is bound to the result exchanges, so every result comes back unroutable and the
+        // delivery takes the transient-failure path that adds one to its recorded attempts.
+        try await withWorkerEnvironment("retry-count") { environment in
+            try await environment.declareTopology()
+            let deadLetters = try await environment.deadLetterReader()
+            let retries = try await environment.collect(queue: environment.topology.retryQueue)
+            let worker = try await environment.startWorker()
+            try await environment.publish(InboundSpec(
+                body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).max",
+                headers: [("x-retry-count", .int64(.max))]))
+            try await environment.publish(InboundSpec(
+                body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).negative",
+                headers: [("x-retry-count", .int64(-5))]))
+
+            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            #expect(letter.properties.messageID == "\(environment.prefix).max")
+            #expect(letter.stringHeader("x-worker-error")?.hasPrefix("transient failure, gave up after") ?? false)
+            let retry = try #require(try await retries.waitFor(1, within: .seconds(10)).first)
+            #expect(retry.properties.messageID == "\(environment.prefix).negative")
+            #expect(retry.properties.headers?["x-retry-count"] == .int32(1), "a negative count counts as none")
+            #expect(worker.health.isLive)
+            #expect(worker.metric("wallet_reconnects_total") == 0)
+        }
+    }
+
+    @Test("ids differing only in invalid UTF-8 are two messages, each rejected; dead letters keep the id bytes and expire never")
+    func invalidUTF8MessageIDs() async throws {
+        try await withPoisonEnvironment("utf8-ids") { environment, capture, deadLetters, worker in
+            let ids: [[UInt8]] = [[0xFF, 0x20, 0x41], [0xFE, 0x20, 0x41]]
+            for id in ids {
+                var properties = InboundSpec(json: #"{"action":"refresh"}"#).amqpProperties
+                properties.messageID = String(decoding: id, as: UTF8.self)
+                properties.undecodedStrings[.messageID] = id
+                properties.expiration = "600000"
+                let outcomes = try await environment.publishChannel.publish(
+                    [AMQPOutboundMessage(
+                        exchange: environment.topology.inboundExchange, routingKey: "wallet.notification",
+                        body: Array(#"{"action":"refresh"}"#.utf8), properties: properties, mandatory: true)],
+                    confirmTimeout: .seconds(10))
+                let confirmed = outcomes.allSatisfy { $0.isConfirmed }
+                try #require(confirmed)
+            }
+            try await expectStillMoving(environment, capture, worker)
+
+            let rejected = capture.results.messages.filter { $0.string("kind") == "rejected" }
+            #expect(rejected.count == 2)
+            #expect(rejected.allSatisfy { $0.string("reason")?.hasPrefix("message_id is not valid UTF-8") ?? false })
+            let letters = try await deadLetters.waitFor(2)
+            #expect(letters.map { $0.properties.undecodedStrings[.messageID] } == ids)
+            for letter in letters {
+                #expect(letter.properties.expiration == nil, "a dead letter must not expire out of the dead-letter queue")
+                #expect(letter.stringHeader("x-original-expiration") == "600000")
+            }
+        }
+    }
+
+    @Test("a body far over --max-body-bytes is rejected without being buffered, and dead-lettered whole by the broker")
+    func bodyFarOverTheLimit() async throws {
+        try await withPoisonEnvironment("huge-body") { environment, capture, deadLetters, worker in
+            let size = 5_000_000
+            try await environment.publish(InboundSpec(
+                body: [UInt8](repeating: UInt8(ascii: " "), count: size), messageID: "\(environment.prefix).huge"))
+            try await expectStillMoving(environment, capture, worker)
+
+            let rejected = try #require(
+                capture.results.messages.first { $0.properties.messageID == "\(environment.prefix).huge/0" })
+            #expect(rejected.string("reason") == "body is \(size) bytes, over the limit of 65536 bytes")
+            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(20)).first)
+            #expect(letter.properties.messageID == "\(environment.prefix).huge")
+            #expect(letter.body.count == size)
+            #expect(letter.properties.headers?["x-death"] != nil)
+            #expect(worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1)
+            try await worker.stop()
+            #expect(try await environment.messageCount(environment.topology.workQueue) == 0)
+        }
+    }
+}
+
+/// A worker consuming a fresh topology, with the result and dead-letter queues collected.
+private func withPoisonEnvironment(
+    _ purpose: String,
+    _ body: (WorkerEnvironment, ResultCapture, QueueCollector, RunningWorker) async throws -> Void
+) async throws {
+    try await withWorkerEnvironment("poison-\(purpose)") { environment in
+        try await environment.declareTopology()
+        let capture = try await environment.resultCapture()
+        let deadLetters = try await environment.deadLetterReader()
+        let worker = try await environment.startWorker()
+        try await body(environment, capture, deadLetters, worker)
+    }
+}
+
+/// A valid message published after the poison is processed promptly, and no session was restarted for it.
+private func expectStillMoving(
+    _ environment: WorkerEnvironment, _ capture: ResultCapture, _ worker: RunningWorker,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let started = ContinuousClock.now
+    _ = try await resultsBeforeSentinel(environment, capture)
+    let waited = ContinuousClock.now - started
+    #expect(waited < .seconds(5), "the valid message after the poison took \(waited)", sourceLocation: sourceLocation)
+    #expect(worker.metric("wallet_reconnects_total") == 0, "a session restarted", sourceLocation: sourceLocation)
+    #expect(worker.health.isLive && worker.health.isReady, sourceLocation: sourceLocation)
+}
