@@ -36,20 +36,28 @@ struct BatchProcessor: Sendable {
     }
 
     /// The whole batch, then the next: store, publish, wait for the confirms, acknowledge.
-    func process(_ deliveries: [AMQPDelivery], consumeChannel: AMQPChannel, publishChannel: AMQPChannel) async throws {
+    func process(
+        _ deliveries: [AMQPDelivery], consumeChannel: AMQPChannel, publishChannel: AMQPChannel,
+        replies: DirectReplyPublisher
+    ) async throws {
         guard !deliveries.isEmpty else { return }
-        let published = try await storeAndPublish(deliveries, on: publishChannel)
+        let published = try await storeAndPublish(deliveries, on: publishChannel, replies: replies)
         try await acknowledge(published, consumeChannel: consumeChannel, publishChannel: publishChannel)
     }
 
     /// The first stage: the batch's store transaction, then its results sent without waiting for the confirms.
     /// Batches leave here in order, and their results go out in that order.
-    func storeAndPublish(_ deliveries: [AMQPDelivery], on publishChannel: AMQPChannel) async throws -> PublishedBatch {
+    func storeAndPublish(
+        _ deliveries: [AMQPDelivery], on publishChannel: AMQPChannel, replies: DirectReplyPublisher
+    ) async throws -> PublishedBatch {
         let started = ContinuousClock.now
         metrics.batchSize.record(Double(deliveries.count))
         let plans = try await plan(deliveries)
-        return PublishedBatch(
-            deliveries: deliveries, plans: plans, confirms: startPublishing(plans, on: publishChannel), started: started)
+        let confirms = startPublishing(plans, on: publishChannel)
+        if plans.contains(where: { !$0.directReplies.isEmpty }) {
+            await replies.send(plans.flatMap(\.directReplies))
+        }
+        return PublishedBatch(deliveries: deliveries, plans: plans, confirms: confirms, started: started)
     }
 
     /// The second stage: waits for the batch's confirms, sends what was not taken to the retry queue, then

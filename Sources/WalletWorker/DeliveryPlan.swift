@@ -12,6 +12,9 @@ struct DeliveryPlan: Sendable {
     var route: Route
     /// The store's decision, when it made one (not on a store failure).
     var stored: StoredDecision?
+    /// `reply_to` copies for a direct reply-to requester: sent apart from `messages`, on a connection of their
+    /// own, unconfirmed (`DirectReplyPublisher`).
+    var directReplies: [AMQPOutboundMessage] = []
     /// `reply_to` copies not published: the address is a direct reply-to RabbitMQ could not decode.
     var skippedReplyCopies = 0
 
@@ -47,9 +50,14 @@ struct DeliveryPlan: Sendable {
         var messages: [AMQPOutboundMessage] = []
         messages.reserveCapacity(stored.decision.results.count + 1)
         for result in stored.decision.results {
-            // Publishing to a malformed direct reply-to address would close the publish connection (541).
-            if result.exchange.isEmpty && !DirectReplyToAddress.isPublishable(result.routingKey) {
-                skippedReplyCopies += 1
+            // An address RabbitMQ cannot resolve closes the connection that publishes to it (541): direct reply-to
+            // copies go on their own connection, and malformed addresses nowhere.
+            if result.exchange.isEmpty && result.routingKey.hasPrefix(DirectReplyToAddress.prefix) {
+                if DirectReplyToAddress.isPublishable(result.routingKey) {
+                    directReplies.append(AMQPOutboundMessage(result))
+                } else {
+                    skippedReplyCopies += 1
+                }
                 continue
             }
             messages.append(AMQPOutboundMessage(result))

@@ -5,9 +5,9 @@ import Foundation
 /// RabbitMQ decodes `<pid>` (base64 of an Erlang term) with `binary_to_term` when a message is published to the
 /// address; a malformed one (`amq.rabbitmq.reply-to.g2gCZA==.AAAAAA==`, a truncated tuple) crashes the publishing
 /// channel and closes the whole connection with 541 INTERNAL_ERROR. The address comes from the inbound message's
-/// `reply_to`, so anyone can send one: the worker publishes a copy only to an address whose `<pid>` is a complete
-/// Erlang pid (as RabbitMQ 3.x issues them, e.g. `g1h2AA5yZXBseUA2NjYy...`) or a map of atoms and integers (as
-/// newer versions encode a pid's parts), and whose `<key>` is base64.
+/// `reply_to`, so anyone can send one: the worker publishes a copy only to an address whose `<pid>` is exactly one
+/// complete Erlang pid term (`NEW_PID_EXT` as RabbitMQ 3.10 to 4.x issue them, e.g. `g1h2AA5yZXBseUA2NjYy...`, or
+/// the older `PID_EXT`) and whose `<key>` is base64.
 enum DirectReplyToAddress {
     static let prefix = "amq.rabbitmq.reply-to."
 
@@ -23,7 +23,7 @@ enum DirectReplyToAddress {
     }
 }
 
-/// Just enough of Erlang's external term format to tell a complete pid (or pid map) from anything else.
+/// Just enough of Erlang's external term format to tell a complete pid from anything else.
 private struct ExternalTermReader {
     private let bytes: [UInt8]
     private var offset = 0
@@ -35,7 +35,6 @@ private struct ExternalTermReader {
         let valid: Bool
         switch tag {
         case 88, 103: valid = readPid(new: tag == 88)  // NEW_PID_EXT, PID_EXT
-        case 116: valid = readMap()  // MAP_EXT
         default: valid = false
         }
         return valid && offset == bytes.count
@@ -44,14 +43,6 @@ private struct ExternalTermReader {
     private mutating func readPid(new: Bool) -> Bool {
         // Node atom, then id, serial (4 bytes each) and creation (4 bytes new, 1 byte old).
         readAtom() && take(new ? 12 : 9) != nil
-    }
-
-    private mutating func readMap() -> Bool {
-        guard let count = readLength(4), count <= 8 else { return false }
-        for _ in 0..<count {
-            guard readAtom(), readScalar() else { return false }
-        }
-        return true
     }
 
     private mutating func readAtom() -> Bool {
@@ -63,17 +54,6 @@ private struct ExternalTermReader {
         }
     }
 
-    /// An atom or an integer (a map value).
-    private mutating func readScalar() -> Bool {
-        guard let tag = bytes[safe: offset] else { return false }
-        switch tag {
-        case 97: offset += 1; return take(1) != nil  // SMALL_INTEGER_EXT
-        case 98: offset += 1; return take(4) != nil  // INTEGER_EXT
-        case 110: offset += 1; return readLength(1).flatMap { take($0 + 1) } != nil  // SMALL_BIG_EXT: n, sign, digits
-        default: return readAtom()
-        }
-    }
-
     private mutating func readLength(_ width: Int) -> Int? {
         take(width)?.reduce(0) { $0 << 8 | Int($1) }
     }
@@ -82,11 +62,5 @@ private struct ExternalTermReader {
         guard count >= 0, bytes.count - offset >= count else { return nil }
         defer { offset += count }
         return bytes[offset..<offset + count]
-    }
-}
-
-extension Array {
-    fileprivate subscript(safe index: Int) -> Element? {
-        indices.contains(index) ? self[index] : nil
     }
 }

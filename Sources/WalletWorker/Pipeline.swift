@@ -60,6 +60,7 @@ struct Pipeline: Sendable {
     private func runSession() async throws -> Bool {
         var connections: [AMQPConnection] = []
         var consuming = false
+        let replies = DirectReplyPublisher(metrics: metrics, logger: logger) { try await connect(role: "reply") }
         do {
             let consumeConnection = try await connect(role: "consume")
             connections.append(consumeConnection)
@@ -75,7 +76,7 @@ struct Pipeline: Sendable {
             try await publish.enableConfirms()
             // Stopped while connecting (SIGTERM, or the operations endpoint failing at start): take nothing.
             guard !stop.isStopped else {
-                await close(connections)
+                await close(connections, replies: replies)
                 return false
             }
             // The content header's body size is checked before the body is read: a body over the limit is never
@@ -110,11 +111,12 @@ struct Pipeline: Sendable {
                     if let handover {
                         for try await batch in consumer {
                             guard handover.beginBatch() else { break }
-                            try await processor.process(batch, consumeChannel: consume, publishChannel: publish)
+                            try await processor.process(
+                                batch, consumeChannel: consume, publishChannel: publish, replies: replies)
                             if handover.endBatch() { break }
                         }
                     } else {
-                        try await processOverlapped(consumer, consume: consume, publish: publish)
+                        try await processOverlapped(consumer, consume: consume, publish: publish, replies: replies)
                     }
                 }
                 group.addTask {
@@ -136,11 +138,11 @@ struct Pipeline: Sendable {
                 group.cancelAll()
             }
         } catch {
-            await close(connections)
+            await close(connections, replies: replies)
             if error is TopologyError || error is BatchProcessor.FatalStoreError { throw error }
             throw SessionFailure(error: error, consumed: consuming)
         }
-        await close(connections)
+        await close(connections, replies: replies)
         return consuming
     }
 
@@ -150,13 +152,15 @@ struct Pipeline: Sendable {
     /// order. The prefetch bounds what is in flight. A failure of either stage ends both; after the consumer ends
     /// (a drain), every batch in flight is finished. A shard pipeline does not overlap: its handover finishes
     /// exactly the batch in hand.
-    private func processOverlapped(_ consumer: AMQPConsumer, consume: AMQPChannel, publish: AMQPChannel) async throws {
+    private func processOverlapped(
+        _ consumer: AMQPConsumer, consume: AMQPChannel, publish: AMQPChannel, replies: DirectReplyPublisher
+    ) async throws {
         let (published, publishedInput) = AsyncStream<BatchProcessor.PublishedBatch>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { stages in
             stages.addTask {
                 defer { publishedInput.finish() }
                 for try await deliveries in consumer where !deliveries.isEmpty {
-                    publishedInput.yield(try await processor.storeAndPublish(deliveries, on: publish))
+                    publishedInput.yield(try await processor.storeAndPublish(deliveries, on: publish, replies: replies))
                 }
             }
             stages.addTask {
@@ -195,7 +199,8 @@ struct Pipeline: Sendable {
         return try await AMQPConnection.connect(configuration: configuration, logger: logger)
     }
 
-    private func close(_ connections: [AMQPConnection]) async {
+    private func close(_ connections: [AMQPConnection], replies: DirectReplyPublisher) async {
+        await replies.close()
         for connection in connections {
             await connection.close(timeout: .seconds(5))
         }

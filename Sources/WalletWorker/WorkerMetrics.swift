@@ -17,6 +17,7 @@ public final class WorkerMetrics: Sendable {
     let unroutableReplyCopies: Counter
     let topologySkips: Counter
     let skippedReplyCopies: Counter
+    let lostReplyCopies: Counter
     let delayedRequeues: Counter
     let consumingPipelines: Gauge
     let blockedConnections: Gauge
@@ -88,6 +89,10 @@ public final class WorkerMetrics: Sendable {
             descriptor: Self.name(
                 "reply_copies_skipped", unit: "total",
                 help: "reply_to copies not published: a direct reply-to address RabbitMQ could not decode"))
+        lostReplyCopies = registry.makeCounter(
+            descriptor: Self.name(
+                "reply_copies_lost", unit: "total",
+                help: "Direct reply-to copies lost with their connection (the broker closed it, e.g. 541 on an unknown address)"))
         delayedRequeues = registry.makeCounter(
             descriptor: Self.name(
                 "requeues_delayed", unit: "total",

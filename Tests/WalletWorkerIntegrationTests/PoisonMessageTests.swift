@@ -99,6 +99,35 @@ struct PoisonMessageTests {
         }
     }
 
+    @Test("a well-formed direct reply-to address of a node the broker does not know costs only the reply connection")
+    func directReplyToUnknownNode() async throws {
+        try await withPoisonEnvironment("foreign-reply-to") { environment, capture, deadLetters, worker in
+            // NEW_PID_EXT for node 'reply@12345': RabbitMQ 3.10 closes the publishing connection with 541.
+            var term: [UInt8] = [131, 88, 118, 0, 11] + Array("reply@12345".utf8)
+            term += [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+            let address = "amq.rabbitmq.reply-to.\(Data(term).base64EncodedString()).\(Data(count: 16).base64EncodedString())"
+            try await environment.publish(InboundSpec(
+                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
+            try await expectStillMoving(environment, capture, worker)
+            #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).foreign/0" })
+            #expect(deadLetters.count == 0)
+
+            // A real requester after the reply connection reopens (at most once a second) gets its copy.
+            try await Task.sleep(for: Duration.seconds(1) + .milliseconds(200))
+            let requester = try await environment.collect(queue: "amq.rabbitmq.reply-to", acknowledgement: .automatic)
+            try await requester.channel.enableConfirms()
+            let request = InboundSpec(
+                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).requester",
+                replyTo: "amq.rabbitmq.reply-to")
+            let outcome = try await requester.channel.publish(
+                request.outbound(exchange: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
+            #expect(outcome.isConfirmed)
+            let copies = try await requester.waitFor(1, within: .seconds(5), "the requester's copy")
+            #expect(copies.first?.properties.messageID == "\(environment.prefix).requester/0")
+            #expect(worker.metric("wallet_reconnects_total") == 0)
+        }
+    }
+
     @Test("x-retry-count of Int64.max or below zero neither traps nor buys attempts")
     func hostileRetryCount() async throws {
         // No capture: nothing is bound to the result exchanges, so every result comes back unroutable and the
