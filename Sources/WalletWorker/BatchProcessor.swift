@@ -17,6 +17,8 @@ struct BatchProcessor: Sendable {
     var confirmTimeout: Duration
     var metrics: WorkerMetrics
     var logger: Logger
+    /// Shared by every pipeline of the process: messages that failed their sessions (see `PoisonGuard`).
+    var poisonGuard = PoisonGuard()
     /// Grows while second publishes keep failing, so a refusing broker is not asked again at full speed.
     var requeueBackoff = RequeueBackoff()
 
@@ -29,7 +31,7 @@ struct BatchProcessor: Sendable {
 
     /// A batch whose store transaction is committed and whose results are on their way to the broker.
     struct PublishedBatch: Sendable {
-        fileprivate var deliveries: [AMQPDelivery]
+        var deliveries: [AMQPDelivery]
         fileprivate var plans: [DeliveryPlan]
         fileprivate var confirms: AMQPPendingConfirms?
         fileprivate var started: ContinuousClock.Instant
@@ -104,6 +106,7 @@ struct BatchProcessor: Sendable {
             requeueBackoff.reset()
         }
         try await acknowledge(deliveries, plans: plans, requeue: requeue, last: last, on: consumeChannel)
+        poisonGuard.recordSettled(deliveries)
         let elapsed = ContinuousClock.now - batch.started
         for (index, plan) in plans.enumerated() where !requeue.contains(index) {
             record(plan, of: deliveries[index], elapsed: elapsed)
@@ -114,7 +117,17 @@ struct BatchProcessor: Sendable {
     private func plan(_ deliveries: [AMQPDelivery]) async throws -> [DeliveryPlan] {
         let planner = BatchPlanner(
             store: store, router: router, topology: topology, retryAttempts: retryAttempts, logger: logger)
-        return try await planner.plan(deliveries.map(OriginalMessage.init), now: Date())
+        let originals = deliveries.map(OriginalMessage.init)
+        // Deliveries that failed their sessions too often are dead-lettered, not processed again.
+        let condemned = poisonGuard.isEmpty ? [] : deliveries.map(poisonGuard.condemned)
+        guard condemned.contains(where: { $0 != nil }) else { return try await planner.plan(originals, now: Date()) }
+        let processed = originals.indices.filter { condemned[$0] == nil }
+        var plans = try await planner.plan(processed.map { originals[$0] }, now: Date())[...]
+        return originals.indices.map { index in
+            guard let record = condemned[index] else { return plans.popFirst()! }
+            return DeliveryPlan(
+                original: originals[index], poison: record.error, failures: record.failures, topology: topology)
+        }
     }
 
     /// Sends every plan's messages as one confirmed batch; nil when there is nothing to send.

@@ -15,6 +15,8 @@ enum WorkerHeaders {
     /// dead-letters (it keeps the value in `x-death`'s `original-expiration`), so it cannot expire out of the
     /// dead-letter queue.
     static let originalExpiration = "x-original-expiration"
+    /// The `user_id` of a retried or dead-lettered message: the copy cannot carry it (see `OriginalMessage.copy`).
+    static let originalUserID = "x-original-user-id"
     /// The original's headers a dead letter leaves out because the copy would not fit a frame, with their sizes.
     static let droppedHeaders = "x-worker-dropped-headers"
 }
@@ -132,7 +134,8 @@ struct OriginalMessage: Sendable, Hashable {
     /// Room kept free in a copy's content header for the `x-death` entry the broker adds when it dead-letters it.
     static let brokerHeaderAllowance = 1_024
 
-    /// The original message, untouched but for the given headers: for the dead-letter exchange and the retry queue.
+    /// The original message, untouched but for the given headers and `user_id` (moved to `x-original-user-id`):
+    /// for the dead-letter exchange and the retry queue.
     func copy(exchange: String, routingKey: String, addingHeaders added: [(String, AMQPFieldValue)])
         -> AMQPOutboundMessage
     {
@@ -140,6 +143,14 @@ struct OriginalMessage: Sendable, Hashable {
         var headers = properties.headers ?? [:]
         for (key, value) in added {
             headers[key] = value
+        }
+        // RabbitMQ refuses a publish whose `user_id` is not the publishing connection's user (406, closing the
+        // channel): a message the backend sent with its own `user_id` could never be retried or dead-lettered.
+        if let userID = properties.userID {
+            headers[WorkerHeaders.originalUserID] =
+                properties.undecodedStrings[.userID].map(AMQPFieldValue.bytes) ?? .string(userID)
+            properties.userID = nil
+            properties.undecodedStrings[.userID] = nil
         }
         properties.headers = headers
         return AMQPOutboundMessage(

@@ -34,6 +34,8 @@ public final class NotificationWorker: Service {
 
     public func run() async throws {
         let router = NotificationRouter(settings: configuration.routingSettings)
+        // One for the process: a redelivered message may reach another pipeline.
+        let poisonGuard = PoisonGuard()
         let pipelines = configuration.consumedQueues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
@@ -42,7 +44,8 @@ public final class NotificationWorker: Service {
             topology.retryQueue = queue.retryQueue
             let processor = BatchProcessor(
                 store: store, router: router, topology: topology, retryAttempts: configuration.retryAttempts,
-                confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger)
+                confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger,
+                poisonGuard: poisonGuard)
             return Pipeline(
                 index: index, queue: queue, configuration: configuration,
                 connectionConfiguration: connectionConfiguration, processor: processor, health: health,

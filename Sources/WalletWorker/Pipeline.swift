@@ -61,6 +61,7 @@ struct Pipeline: Sendable {
         var connections: [AMQPConnection] = []
         var consuming = false
         let replies = DirectReplyPublisher(metrics: metrics, logger: logger) { try await connect(role: "reply") }
+        let inFlight = InFlightBatches()
         do {
             let consumeConnection = try await connect(role: "consume")
             connections.append(consumeConnection)
@@ -111,12 +112,19 @@ struct Pipeline: Sendable {
                     if let handover {
                         for try await batch in consumer {
                             guard handover.beginBatch() else { break }
-                            try await processor.process(
-                                batch, consumeChannel: consume, publishChannel: publish, replies: replies)
+                            // One batch at a time here: a suspect segment is alone in flight as it is.
+                            for segment in processor.poisonGuard.segments(batch) {
+                                inFlight.begin(segment.deliveries)
+                                try await processor.process(
+                                    segment.deliveries, consumeChannel: consume, publishChannel: publish,
+                                    replies: replies)
+                                inFlight.end(segment.deliveries)
+                            }
                             if handover.endBatch() { break }
                         }
                     } else {
-                        try await processOverlapped(consumer, consume: consume, publish: publish, replies: replies)
+                        try await processOverlapped(
+                            consumer, consume: consume, publish: publish, replies: replies, inFlight: inFlight)
                     }
                 }
                 group.addTask {
@@ -138,6 +146,7 @@ struct Pipeline: Sendable {
                 group.cancelAll()
             }
         } catch {
+            processor.poisonGuard.recordFailure(inFlight: inFlight.all, error: error)
             await close(connections, replies: replies)
             if error is TopologyError || error is BatchProcessor.FatalStoreError { throw error }
             throw SessionFailure(error: error, consumed: consuming)
@@ -153,19 +162,28 @@ struct Pipeline: Sendable {
     /// (a drain), every batch in flight is finished. A shard pipeline does not overlap: its handover finishes
     /// exactly the batch in hand.
     private func processOverlapped(
-        _ consumer: AMQPConsumer, consume: AMQPChannel, publish: AMQPChannel, replies: DirectReplyPublisher
+        _ consumer: AMQPConsumer, consume: AMQPChannel, publish: AMQPChannel, replies: DirectReplyPublisher,
+        inFlight: InFlightBatches
     ) async throws {
         let (published, publishedInput) = AsyncStream<BatchProcessor.PublishedBatch>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { stages in
             stages.addTask {
                 defer { publishedInput.finish() }
                 for try await deliveries in consumer where !deliveries.isEmpty {
-                    publishedInput.yield(try await processor.storeAndPublish(deliveries, on: publish, replies: replies))
+                    for segment in processor.poisonGuard.segments(deliveries) {
+                        // A suspect is processed with nothing else in flight, so a failure meanwhile is its own.
+                        if segment.isSuspect { try await inFlight.waitUntilEmpty() }
+                        inFlight.begin(segment.deliveries)
+                        publishedInput.yield(
+                            try await processor.storeAndPublish(segment.deliveries, on: publish, replies: replies))
+                        if segment.isSuspect { try await inFlight.waitUntilEmpty() }
+                    }
                 }
             }
             stages.addTask {
                 for await batch in published {
                     try await processor.acknowledge(batch, consumeChannel: consume, publishChannel: publish)
+                    inFlight.end(batch.deliveries)
                 }
             }
             while try await stages.next() != nil {}

@@ -1,0 +1,122 @@
+import AMQPTransport
+import Foundation
+import Testing
+import WalletRouting
+import WalletStore
+
+@testable import WalletWorker
+
+/// Issue 13's hostile inputs, at the level of the pure plan (the broker-side proof is PoisonMessageTests).
+@Suite struct HostileInputPlanTests {
+    let topology = Topology()
+
+    func original(headers: AMQPTable? = nil, expiration: String? = nil, userID: String? = nil) -> OriginalMessage {
+        OriginalMessage(
+            body: Array("not json".utf8),
+            properties: AMQPMessageProperties(
+                contentType: "application/json", headers: headers, deliveryMode: .persistent,
+                expiration: expiration, messageID: "m1", userID: userID),
+            routingKey: "backend.x")
+    }
+
+    @Test(arguments: [
+        (AMQPFieldValue.int64(.max), 1_000_000), (.int64(.min), 0), (.int32(-5), 0), (.uint64(.max), 1_000_000),
+        (.int8(3), 3), (.string("7"), 0),
+    ])
+    func recordedAttemptsAreClamped(header: AMQPFieldValue, expected: Int) {
+        #expect(original(headers: ["x-retry-count": header]).failedAttempts == expected)
+    }
+
+    @Test func aHugeRetryCountIsDeadLetteredInsteadOfTrapping() {
+        let plan = DeliveryPlan(
+            original: original(headers: ["x-retry-count": .int64(.max)]), transientFailure: "store down",
+            retryAttempts: 5, topology: topology)
+        #expect(plan.route == .retriesExhausted(attempts: 1_000_001, error: "store down"))
+        #expect(plan.messages.map(\.exchange) == [topology.deadLetterExchange])
+    }
+
+    @Test func aDeadLetterDoesNotInheritTheTTLOrTheUserID() throws {
+        let letter = original(expiration: "60000", userID: "backend")
+            .deadLetter(exchange: "dlx", reason: "bad", frameMax: 131_072)
+        #expect(letter.properties.expiration == nil)
+        #expect(letter.properties.userID == nil)
+        #expect(letter.properties.headers?["x-original-expiration"] == .string("60000"))
+        #expect(letter.properties.headers?["x-original-user-id"] == .string("backend"))
+        #expect(letter.properties.headers?["x-worker-error"] == .string("bad"))
+        #expect(letter.properties.messageID == "m1")
+    }
+
+    @Test func aDeadLetterThatWouldNotFitAFrameLeavesOutTheLargestHeaders() throws {
+        let big = String(repeating: "t", count: 130_000)
+        let letter = original(headers: ["traceparent": .string(big), "x-small": .int32(1)])
+            .deadLetter(exchange: "dlx", reason: "bad", frameMax: 131_072)
+        #expect(letter.properties.encodingProblem(frameMax: 131_072 - OriginalMessage.brokerHeaderAllowance) == nil)
+        #expect(letter.properties.headers?["traceparent"] == nil)
+        #expect(letter.properties.headers?["x-small"] == .int32(1))
+        #expect(letter.properties.headers?["x-worker-dropped-headers"] == .string("traceparent (130005 bytes)"))
+        #expect(letter.properties.headers?["x-worker-error"]?.text?.hasPrefix("bad; headers dropped to fit a frame") == true)
+        // One that fits is untouched.
+        let small = original(headers: ["traceparent": .string("00-a-b-01")])
+            .deadLetter(exchange: "dlx", reason: "bad", frameMax: 131_072)
+        #expect(small.properties.headers?["traceparent"] == .string("00-a-b-01"))
+        #expect(small.properties.headers?["x-worker-dropped-headers"] == nil)
+    }
+
+    @Test func aBodyThatWasNeverReadIsRejectedToTheBroker() {
+        var withheld = original()
+        withheld.body = []
+        withheld.withheldBodySize = 100_000_000
+        let decision = StoredDecision(
+            decision: Decision(effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
+                               outcome: .rejected, sender: nil, digitalCardId: nil),
+            isReplay: false)
+        let plan = DeliveryPlan(original: withheld, stored: decision, topology: topology)
+        #expect(plan.isRejectedToBroker)
+        #expect(plan.messages.isEmpty)
+        let retry = DeliveryPlan(original: withheld, transientFailure: "x", retryAttempts: 5, topology: topology)
+        #expect(retry.isRejectedToBroker, "a body never kept cannot go to the retry queue")
+    }
+
+    @Test func directReplyToCopiesAreSeparatedAndMalformedOnesSkipped() {
+        let good = "amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==.mD+9en6VaDpb2ckwe0UOrg=="
+        for (address, copies, skipped) in [(good, 1, 0), ("amq.rabbitmq.reply-to.g2gCZA==.AAAAAA==", 0, 1)] {
+            let result = OutboundResult(
+                exchange: "wallet.actions", routingKey: "action.x", body: [],
+                properties: OutboundProperties(messageID: "m1/0", correlationID: nil, type: "actionTriggered",
+                                               traceparent: nil))
+            var copy = result
+            copy.exchange = ""
+            copy.routingKey = address
+            let decision = StoredDecision(
+                decision: Decision(effects: [], results: [result, copy], disposition: .acknowledge,
+                                   outcome: .processed, sender: nil, digitalCardId: nil),
+                isReplay: false)
+            let plan = DeliveryPlan(original: original(), stored: decision, topology: topology)
+            #expect(plan.messages.map(\.exchange) == ["wallet.actions"])
+            #expect(plan.directReplies.count == copies)
+            #expect(plan.skippedReplyCopies == skipped)
+        }
+    }
+
+    @Test(arguments: [
+        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==.mD+9en6VaDpb2ckwe0UOrg==", true),
+        ("amq.rabbitmq.reply-to.g2gCZA==.AAAAAA==", false),  // a truncated tuple
+        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxAA=.mD+9en6VaDpb2ckwe0UOrg==", false),  // a byte too many
+        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUm.mD+9en6VaDpb2ckwe0UOrg==", false),  // cut short
+        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==", false),  // no key
+        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==.", false),
+        ("amq.rabbitmq.reply-to.!!!.AAAA", false),
+        ("amq.rabbitmq.reply-to", true),  // an ordinary queue name: returned as unroutable, not fatal
+        ("my-reply-queue", true),
+    ])
+    func directReplyToAddresses(address: String, publishable: Bool) {
+        #expect(DirectReplyToAddress.isPublishable(address) == publishable)
+    }
+
+    @Test func requeueDelaysDoubleUpToTheCeilingAndReset() {
+        let backoff = RequeueBackoff()
+        #expect((0..<7).map { _ in backoff.next() } == [1, 2, 4, 8, 16, 30, 30].map { Duration.seconds($0) })
+        backoff.reset()
+        #expect(backoff.next() == .seconds(1))
+    }
+}
