@@ -128,6 +128,39 @@ struct PoisonMessageTests {
         }
     }
 
+    @Test(
+        "a message published with its own user's user_id is dead-lettered with it in x-original-user-id",
+        .enabled(if: ProcessInfo.processInfo.environment["AMQP_SECOND_USER_URL"] != nil,
+                 "AMQP_SECOND_USER_URL is not set: scripts/test.sh creates a second user and sets it"))
+    func anotherUsersUserID() async throws {
+        try await withPoisonEnvironment("user-id") { environment, capture, deadLetters, worker in
+            // RabbitMQ refuses a publish whose user_id is not the connection's user: the backend may set its own,
+            // the worker (another user) could then never publish the copy, and closed its channel trying.
+            let url = try AMQPURL(parsing: ProcessInfo.processInfo.environment["AMQP_SECOND_USER_URL"]!)
+            let backend = try await AMQPConnection.connect(
+                configuration: AMQPConnectionConfiguration(url: url), logger: WorkerBroker.logger)
+            do {
+                let channel = try await backend.openChannel()
+                try await channel.enableConfirms()
+                var spec = InboundSpec(json: "not json", messageID: "\(environment.prefix).user")
+                spec.body = Array("not json".utf8)
+                var message = spec.outbound(exchange: environment.topology.inboundExchange)
+                message.properties.userID = url.user
+                let outcome = try await channel.publish(message, confirmTimeout: .seconds(10))
+                #expect(outcome.isConfirmed)
+            } catch {
+                await backend.close()
+                throw error
+            }
+            await backend.close()
+            try await expectStillMoving(environment, capture, worker)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
+            #expect(letter.properties.messageID == "\(environment.prefix).user")
+            #expect(letter.properties.userID == nil)
+            #expect(letter.stringHeader("x-original-user-id") == url.user)
+        }
+    }
+
     @Test("x-retry-count of Int64.max or below zero neither traps nor buys attempts")
     func hostileRetryCount() async throws {
         // No capture: nothing is bound to the result exchanges, so every result comes back unroutable and the
