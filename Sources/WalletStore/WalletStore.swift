@@ -24,10 +24,15 @@ public protocol WalletStore: Sendable {
     /// failure stops the worker at start rather than at its first message. `process` prepares by itself too.
     /// The file stores open ready; the default does nothing.
     func prepare() async throws(StoreError)
+
+    /// A cheap round trip to the store, outside any batch: when a batch fails transiently, this tells an
+    /// unavailable store (it fails too) from a failure of that batch's own (it succeeds). The default does nothing.
+    func checkAvailable() async throws(StoreError)
 }
 
 extension WalletStore {
     public func prepare() async throws(StoreError) {}
+    public func checkAvailable() async throws(StoreError) {}
 }
 
 /// What the store decided for one message of a batch.

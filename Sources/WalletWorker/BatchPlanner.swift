@@ -12,9 +12,9 @@ struct BatchPlanner: Sendable {
     var retryAttempts: Int
     var logger: Logger
 
-    /// One store transaction for the batch. A transient failure plans a retry for every delivery (unless the task
-    /// is cancelled: then it throws `CancellationError` and the batch is left unacknowledged); a permanent one
-    /// throws `FatalStoreError`. Data the store refuses (`refusedInput`) belongs to some message of the batch: the
+    /// One store transaction for the batch. A transient failure throws `TransientStoreFailure` (or, when the task
+    /// is cancelled, `CancellationError`: the batch is left unacknowledged); a permanent one throws
+    /// `FatalStoreError`. Data the store refuses (`refusedInput`) belongs to some message of the batch: the
     /// batch is stored again one message at a time, so one poison message is dead-lettered instead of stopping
     /// every replica that receives the batch.
     func plan(_ originals: [OriginalMessage], now: Date) async throws -> [DeliveryPlan] {
@@ -30,9 +30,8 @@ struct BatchPlanner: Sendable {
                 // The worker is being cancelled, the store is fine: no retry attempt spent, the broker redelivers.
                 throw CancellationError()
             case .transient:
-                logger.warning("store unavailable; the batch goes to the retry queue",
-                               metadata: ["error": "\(error)", "batch": "\(originals.count)"])
-                return retryPlans(originals[...], error: error)
+                // Held and tried again by `BatchProcessor` (see `StoreCircuit`), or retried through the queue.
+                throw TransientStoreFailure(error: error)
             case .refusedInput where originals.count == 1:
                 return [DeliveryPlan(original: originals[0], storeRefusal: error.message, topology: topology)]
             case .refusedInput:
@@ -65,17 +64,22 @@ struct BatchPlanner: Sendable {
                 case .transient where Task.isCancelled:
                     throw CancellationError()
                 case .transient:
-                    let rest = originals[index...]
-                    logger.warning("store unavailable; the rest of the batch goes to the retry queue",
-                                   metadata: ["error": "\(error)", "batch": "\(rest.count)"])
-                    return plans + retryPlans(rest, error: error)
+                    // The messages before this one are committed: held again, they replay their results.
+                    throw TransientStoreFailure(error: error)
                 }
             }
         }
         return plans
     }
 
-    private func retryPlans(_ originals: ArraySlice<OriginalMessage>, error: StoreError) -> [DeliveryPlan] {
+    /// The store failed the batch transiently; nothing of it is acknowledged yet.
+    struct TransientStoreFailure: Error {
+        var error: StoreError
+    }
+
+    /// The batch's own transient failure (the store answers otherwise): every delivery goes to the retry queue,
+    /// or after its last attempt to the dead-letter exchange.
+    func retryPlans(_ originals: ArraySlice<OriginalMessage>, error: StoreError) -> [DeliveryPlan] {
         originals.map {
             DeliveryPlan(
                 original: $0, transientFailure: error.description, retryAttempts: retryAttempts, topology: topology)

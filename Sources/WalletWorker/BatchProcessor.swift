@@ -21,6 +21,10 @@ struct BatchProcessor: Sendable {
     var poisonGuard = PoisonGuard()
     /// Grows while second publishes keep failing, so a refusing broker is not asked again at full speed.
     var requeueBackoff = RequeueBackoff()
+    /// Pauses the pipelines while the store does not answer; nil: retry through the queue at once (tests).
+    var storeCircuit: StoreCircuit?
+    /// Ends the wait for the store on SIGTERM.
+    var stop = StopSignal()
 
     /// A store failure that retrying cannot fix and no single message explains (a corrupt or newer database): the
     /// worker stops without acknowledging, so the messages stay in the queue for a fixed deployment.
@@ -120,13 +124,58 @@ struct BatchProcessor: Sendable {
         let originals = deliveries.map(OriginalMessage.init)
         // Deliveries that failed their sessions too often are dead-lettered, not processed again.
         let condemned = poisonGuard.isEmpty ? [] : deliveries.map(poisonGuard.condemned)
-        guard condemned.contains(where: { $0 != nil }) else { return try await planner.plan(originals, now: Date()) }
+        guard condemned.contains(where: { $0 != nil }) else { return try await planHeld(originals, planner) }
         let processed = originals.indices.filter { condemned[$0] == nil }
-        var plans = try await planner.plan(processed.map { originals[$0] }, now: Date())[...]
+        var plans = try await planHeld(processed.map { originals[$0] }, planner)[...]
         return originals.indices.map { index in
             guard let record = condemned[index] else { return plans.popFirst()! }
             return DeliveryPlan(
                 original: originals[index], poison: record.error, failures: record.failures, topology: topology)
+        }
+    }
+
+    /// The batch through the store, held while the store does not answer (`StoreCircuit`): tried again after a
+    /// growing delay with jitter, not acknowledged, taking no more meanwhile. When the store answers its check but
+    /// the batch fails `attemptsWhileStoreAnswers` times, the failure is the batch's: it goes to the retry queue.
+    /// Stopping (SIGTERM) ends the wait with `CancellationError`: the broker redelivers the batch.
+    func planHeld(_ originals: [OriginalMessage], _ planner: BatchPlanner) async throws -> [DeliveryPlan] {
+        guard !originals.isEmpty else { return [] }
+        var generator = SystemRandomNumberGenerator()
+        var attempt = 0
+        var attemptsWhileAnswering = 0
+        while true {
+            do {
+                let plans = try await planner.plan(originals, now: Date())
+                storeCircuit?.storeAnswered()
+                return plans
+            } catch let failure as BatchPlanner.TransientStoreFailure {
+                guard let storeCircuit else {
+                    return planner.retryPlans(originals[...], error: failure.error)
+                }
+                attempt += 1
+                if await storeAnswers() {
+                    attemptsWhileAnswering += 1
+                    if attemptsWhileAnswering >= StoreCircuit.attemptsWhileStoreAnswers {
+                        logger.warning("the store answers but this batch keeps failing: it goes to the retry queue",
+                                       metadata: ["error": "\(failure.error)", "batch": "\(originals.count)"])
+                        storeCircuit.storeAnswered()
+                        return planner.retryPlans(originals[...], error: failure.error)
+                    }
+                } else {
+                    storeCircuit.storeFailed(failure.error)
+                }
+                await stop.sleep(for: StoreCircuit.delay(attempt: attempt, using: &generator))
+                if stop.isStopped || Task.isCancelled { throw CancellationError() }
+            }
+        }
+    }
+
+    private func storeAnswers() async -> Bool {
+        do {
+            try await store.checkAvailable()
+            return true
+        } catch {
+            return false
         }
     }
 

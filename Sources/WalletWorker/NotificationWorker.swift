@@ -36,6 +36,7 @@ public final class NotificationWorker: Service {
         let router = NotificationRouter(settings: configuration.routingSettings)
         // One for the process: a redelivered message may reach another pipeline.
         let poisonGuard = PoisonGuard()
+        let storeCircuit = StoreCircuit(health: health, metrics: metrics, logger: logger)
         let pipelines = configuration.consumedQueues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
@@ -45,7 +46,7 @@ public final class NotificationWorker: Service {
             let processor = BatchProcessor(
                 store: store, router: router, topology: topology, retryAttempts: configuration.retryAttempts,
                 confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger,
-                poisonGuard: poisonGuard)
+                poisonGuard: poisonGuard, storeCircuit: storeCircuit, stop: stop)
             return Pipeline(
                 index: index, queue: queue, configuration: configuration,
                 connectionConfiguration: connectionConfiguration, processor: processor, health: health,

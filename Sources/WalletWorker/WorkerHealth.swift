@@ -1,12 +1,13 @@
 import Synchronization
 
 /// What `/healthz` and `/readyz` report. Ready means every pipeline is consuming: a replica that is reconnecting,
-/// or draining after SIGTERM, is taken out of rotation.
+/// waiting for its store, or draining after SIGTERM, is taken out of rotation.
 public final class WorkerHealth: Sendable {
     private struct State {
         var consuming = 0
         var stopping = false
         var fatalError: String?
+        var storeUnavailable = false
     }
 
     private let pipelines: Int
@@ -16,10 +17,15 @@ public final class WorkerHealth: Sendable {
         self.pipelines = pipelines
     }
 
-    /// Every pipeline is consuming and the worker is not shutting down.
+    /// Every pipeline is consuming, the store answers, and the worker is not shutting down.
     public var isReady: Bool {
-        state.withLock { $0.consuming == pipelines && !$0.stopping && $0.fatalError == nil }
+        state.withLock {
+            $0.consuming == pipelines && !$0.stopping && $0.fatalError == nil && !$0.storeUnavailable
+        }
     }
+
+    /// The store does not answer: the pipelines hold their batches and take no more (`StoreCircuit`).
+    public var isStoreUnavailable: Bool { state.withLock { $0.storeUnavailable } }
 
     /// The process is doing its job (it may be reconnecting); false once the worker has failed for good.
     public var isLive: Bool {
@@ -36,6 +42,10 @@ public final class WorkerHealth: Sendable {
 
     func stopping() {
         state.withLock { $0.stopping = true }
+    }
+
+    func storeAvailability(_ available: Bool) {
+        state.withLock { $0.storeUnavailable = !available }
     }
 
     func failed(_ reason: String) {

@@ -19,6 +19,8 @@ public final class WorkerMetrics: Sendable {
     let skippedReplyCopies: Counter
     let lostReplyCopies: Counter
     let delayedRequeues: Counter
+    let storeAvailable: Gauge
+    let storeOutages: Counter
     let consumingPipelines: Gauge
     let blockedConnections: Gauge
     private let messages: [SenderLabel: [Outcome: Counter]]
@@ -97,6 +99,12 @@ public final class WorkerMetrics: Sendable {
             descriptor: Self.name(
                 "requeues_delayed", unit: "total",
                 help: "Deliveries requeued after a delay because their retry or dead-letter publish failed too"))
+        storeAvailable = registry.makeGauge(
+            descriptor: Self.name(
+                "store_available", unit: "", help: "1 while the store answers; 0 while the pipelines hold their batches for it"))
+        storeOutages = registry.makeCounter(
+            descriptor: Self.name(
+                "store_outages", unit: "total", help: "Times the store stopped answering and consumption paused"))
         consumingPipelines = registry.makeGauge(
             descriptor: Self.name("consuming_pipelines", unit: "", help: "Pipelines consuming the work queue now"))
         blockedConnections = registry.makeGauge(
