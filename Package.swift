@@ -92,7 +92,7 @@ let package = Package(
         ),
 
         // MARK: - Tests
-        // Helpers shared by the test targets (a deterministic random generator).
+        // Helpers shared by the test targets (a deterministic random generator, loopback sockets, a faulty relay).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "WalletRoutingTests",
@@ -131,7 +131,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AMQPTransportIntegrationTests",
-            dependencies: ["AMQPTransport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["AMQPTransport", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
     ]
 )

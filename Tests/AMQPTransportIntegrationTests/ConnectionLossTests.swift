@@ -1,4 +1,5 @@
 import AMQPTransport
+import TestSupport
 import Testing
 
 /// A connection that breaks under the transport (through `FaultyRelay`): everything waiting on it fails

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -43,31 +44,4 @@ final class SilentListener: Sendable {
         var code = errno
         var description: String { "\(call) failed: \(String(cString: strerror(code)))" }
     }
-}
-
-/// A listening TCP socket on 127.0.0.1 at a port the kernel picks: its descriptor and the port.
-func listenOnLoopback() throws -> (descriptor: Int32, port: Int) {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw SilentListener.SocketFailure(call: "socket") }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0  // the kernel picks a free port
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-            bind(descriptor, address, length) == 0 && listen(descriptor, 16) == 0
-                && getsockname(descriptor, address, &length) == 0
-        }
-    }
-    guard bound else {
-        _ = systemClose(descriptor)
-        throw SilentListener.SocketFailure(call: "bind/listen")
-    }
-    return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
-}
-
-/// close(2), spelled so that types with their own `close()` can call it.
-func systemClose(_ descriptor: Int32) -> Int32 {
-    close(descriptor)
 }

@@ -7,11 +7,12 @@ import Glibc
 import Darwin
 #endif
 
-/// A TCP relay on 127.0.0.1 in front of the test broker that can fail on command: `freeze()` stops moving
-/// bytes while keeping the sockets open (a broker or network that went silent), `sever()` closes both sides
-/// (a lost connection). Lets tests break one connection without touching the shared broker.
-final class FaultyRelay: Sendable {
-    let port: Int
+/// A TCP relay on 127.0.0.1 in front of a test server (the broker, PostgreSQL) that can fail on command:
+/// `freeze()` stops moving bytes while keeping the sockets open (a server or network that went silent), `sever()`
+/// closes both sides (a lost connection), `refuse()` severs and closes every new connection at once until
+/// `accept()` (a server that is down, then back). Lets tests break connections without touching the shared server.
+public final class FaultyRelay: Sendable {
+    public let port: Int
     private let listener: Int32
     private let upstreamHost: String
     private let upstreamPort: Int
@@ -20,10 +21,11 @@ final class FaultyRelay: Sendable {
     private struct State {
         var frozen = false
         var severed = false
+        var refusing = false
         var sockets: [Int32] = []
     }
 
-    init(upstreamHost: String, upstreamPort: Int) throws {
+    public init(upstreamHost: String, upstreamPort: Int) throws {
         self.upstreamHost = upstreamHost
         self.upstreamPort = upstreamPort
         (listener, port) = try listenOnLoopback()
@@ -31,12 +33,12 @@ final class FaultyRelay: Sendable {
     }
 
     /// Stops relaying in both directions; the sockets stay open, so neither side sees a close.
-    func freeze() {
+    public func freeze() {
         state.withLock { $0.frozen = true }
     }
 
     /// Shuts down every relayed connection: each side reads end-of-file.
-    func sever() {
+    public func sever() {
         let sockets = state.withLock { state in
             state.severed = true
             return state.sockets
@@ -44,8 +46,23 @@ final class FaultyRelay: Sendable {
         for socket in sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
+    /// Severs every relayed connection and closes new ones as they come, until `accept()`.
+    public func refuse() {
+        state.withLock { $0.refusing = true }
+        let sockets = state.withLock { state in
+            defer { state.sockets = [] }
+            return state.sockets
+        }
+        for socket in sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
+    }
+
+    /// Relays new connections again after `refuse()`.
+    public func accept() {
+        state.withLock { $0.refusing = false }
+    }
+
     /// Severs everything and stops accepting.
-    func close() {
+    public func close() {
         _ = shutdown(listener, Int32(SHUT_RDWR))
         _ = systemClose(listener)
         sever()
@@ -53,9 +70,9 @@ final class FaultyRelay: Sendable {
 
     private func acceptUntilShutDown() {
         while true {
-            let client = accept(listener, nil, nil)
+            let client = Glibc.accept(listener, nil, nil)
             guard client >= 0 else { return }
-            guard let upstream = connectUpstream() else {
+            guard !state.withLock({ $0.refusing }), let upstream = connectUpstream() else {
                 _ = systemClose(client)
                 continue
             }

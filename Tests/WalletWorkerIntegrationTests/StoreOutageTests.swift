@@ -1,0 +1,70 @@
+// Issue 13: a PostgreSQL failover of 30-60 s dead-lettered every message that arrived meanwhile (5 attempts, 5 s
+// apart). Now the worker holds its batch and takes no more until the store answers.
+import AMQPTransport
+import Foundation
+import Testing
+import TestSupport
+import WalletStore
+import WalletWorker
+
+@Suite(
+    "Store outage (PostgreSQL behind a relay)", .timeLimit(.minutes(3)),
+    .enabled(if: ReplicaDatabase.isConfigured, "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
+struct StoreOutageTests {
+    @Test("while the store is unreachable nothing is retried or dead-lettered and the worker is not ready; it resumes when the store answers")
+    func outagePausesInsteadOfDeadLettering() async throws {
+        try await ReplicaDatabase.with("outage") { database in
+            var components = try #require(URLComponents(string: database.storeURL))
+            let relay = try FaultyRelay(upstreamHost: components.host ?? "127.0.0.1", upstreamPort: components.port ?? 5432)
+            defer { relay.close() }
+            components.host = "127.0.0.1"
+            components.port = relay.port
+            let store = try StoreLocation(parsing: try #require(components.string))
+            // Two attempts 200 ms apart: the old worker dead-lettered every message within a second of the outage.
+            try await withWorkerEnvironment("store-outage", configure: {
+                $0.store = store
+                $0.retryAttempts = 2
+                $0.retryDelay = .milliseconds(200)
+            }) { environment in
+                try await environment.declareTopology()
+                let capture = try await environment.resultCapture()
+                let deadLetters = try await environment.deadLetterReader()
+                let worker = try await environment.startWorker()
+                try await environment.publish(InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
+                try await capture.results.waitFor(1, within: .seconds(10), "the first result, store up")
+
+                relay.refuse()
+                let ids = (0..<5).map { "\(environment.prefix).during-\($0)" }
+                try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
+                let paused = try await waitUntil(within: .seconds(20)) { worker.health.isStoreUnavailable }
+                #expect(paused, "the worker did not notice the outage")
+                #expect(!worker.health.isReady)
+                #expect(worker.metric("wallet_store_available") == 0)
+                try await Task.sleep(for: .seconds(3))
+                #expect(deadLetters.count == 0, "dead-lettered while only waiting for the store")
+                #expect(worker.metric("wallet_retries_total") == 0)
+                #expect(capture.results.count == 1)
+
+                relay.accept()
+                let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
+                #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
+                let ready = try await waitUntil(within: .seconds(10)) { worker.health.isReady }
+                #expect(ready, "ready again once the store answers")
+                #expect(worker.metric("wallet_store_available") == 1)
+                #expect(worker.metric("wallet_store_outages_total") == 1)
+                #expect(deadLetters.count == 0)
+                #expect(worker.metric("wallet_reconnects_total") == 0)
+                try await worker.stop()
+            }
+        }
+    }
+}
+
+private func waitUntil(within limit: Duration, _ condition: () -> Bool) async throws -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while !condition() {
+        if ContinuousClock.now >= deadline { return false }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return true
+}
