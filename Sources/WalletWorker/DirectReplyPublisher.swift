@@ -55,8 +55,8 @@ actor DirectReplyPublisher {
         }
     }
 
-    func close() async {
-        await connection?.close(timeout: .seconds(5))
+    func close(timeout: Duration = .seconds(5)) async {
+        await connection?.close(timeout: timeout)
         connection = nil
         channel = nil
     }

@@ -217,10 +217,13 @@ struct Pipeline: Sendable {
         return try await AMQPConnection.connect(configuration: configuration, logger: logger)
     }
 
+    /// Closes the session's connections. Cancelled (the shutdown grace period is over), it does not wait for the
+    /// broker's answer, which a blocked connection (a resource alarm) would never send: the sockets are shut.
     private func close(_ connections: [AMQPConnection], replies: DirectReplyPublisher) async {
-        await replies.close()
+        let timeout: Duration = Task.isCancelled ? .milliseconds(100) : .seconds(5)
+        await replies.close(timeout: timeout)
         for connection in connections {
-            await connection.close(timeout: .seconds(5))
+            await connection.close(timeout: timeout)
         }
     }
 
