@@ -23,9 +23,18 @@ public struct AMQPURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses an AMQP URI, throwing `AMQPError.Code.invalidURL` with the reason.
+    ///
+    /// The error never carries the password: reasons name the part that is wrong without quoting it, and the URL
+    /// is shown as `redacted(_:)` makes it. A password is secret even when the parser cannot find it (a `/` in it
+    /// ends the authority early, so part of it is read as the port).
     public init(parsing text: String) throws(AMQPError) {
         func invalid(_ reason: String) -> AMQPError {
-            AMQPError(code: .invalidURL, message: "invalid AMQP URL: \(reason)")
+            var reason = reason
+            let authorityStart = text.firstRange(of: "://")?.upperBound ?? text.startIndex
+            if let slash = text[authorityStart...].firstIndex(of: "/"), text[slash...].contains("@") {
+                reason += " (an '@' after the first '/': write '/' in the user name or password as %2F)"
+            }
+            return AMQPError(code: .invalidURL, message: "invalid AMQP URL \(Self.redacted(text)): \(reason)")
         }
         let rest: Substring
         if text.hasPrefix("amqps://") {
@@ -56,10 +65,10 @@ public struct AMQPURL: Sendable, Hashable, CustomStringConvertible {
             let userInfo = authority[..<at]
             hostPort = authority[authority.index(after: at)...]
             if let colon = userInfo.firstIndex(of: ":") {
-                user = try Self.percentDecoded(userInfo[..<colon], invalid)
-                password = try Self.percentDecoded(userInfo[userInfo.index(after: colon)...], invalid)
+                user = try Self.percentDecoded(userInfo[..<colon], "the user name", invalid)
+                password = try Self.percentDecoded(userInfo[userInfo.index(after: colon)...], "the password", invalid)
             } else {
-                user = try Self.percentDecoded(userInfo, invalid)
+                user = try Self.percentDecoded(userInfo, "the user name", invalid)
                 password = ""
             }
         }
@@ -72,15 +81,15 @@ public struct AMQPURL: Sendable, Hashable, CustomStringConvertible {
                 throw invalid("unexpected text after IPv6 address")
             }
         } else if let colon = hostPort.lastIndex(of: ":") {
-            host = try Self.percentDecoded(hostPort[..<colon], invalid)
+            host = try Self.percentDecoded(hostPort[..<colon], "the host", invalid)
             portText = hostPort[hostPort.index(after: colon)...]
         } else {
-            host = try Self.percentDecoded(hostPort, invalid)
+            host = try Self.percentDecoded(hostPort, "the host", invalid)
         }
         if host.isEmpty { host = "localhost" }
         if let portText {
             guard let port = Int(portText), (1...65535).contains(port) else {
-                throw invalid("port '\(portText)' is not a number between 1 and 65535")
+                throw invalid("the port is not a number between 1 and 65535")
             }
             self.port = port
         } else {
@@ -88,13 +97,16 @@ public struct AMQPURL: Sendable, Hashable, CustomStringConvertible {
         }
         if let path {
             guard !path.contains("/") else { throw invalid("the vhost must be one path segment (write / as %2f)") }
-            virtualHost = path.isEmpty ? "/" : try Self.percentDecoded(path, invalid)
+            virtualHost = path.isEmpty ? "/" : try Self.percentDecoded(path, "the vhost", invalid)
         } else {
             virtualHost = "/"
         }
     }
 
-    private static func percentDecoded(_ text: Substring, _ invalid: (String) -> AMQPError) throws(AMQPError) -> String {
+    /// - Parameter part: what `text` is, for the error; the text itself is never quoted (it may be the password).
+    private static func percentDecoded(_ text: Substring, _ part: String, _ invalid: (String) -> AMQPError)
+        throws(AMQPError) -> String
+    {
         guard text.contains("%") else { return String(text) }
         var bytes: [UInt8] = []
         var iterator = text.utf8.makeIterator()
@@ -104,12 +116,12 @@ public struct AMQPURL: Sendable, Hashable, CustomStringConvertible {
                 continue
             }
             guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
-                throw invalid("bad percent-encoding in '\(text)'")
+                throw invalid("bad percent-encoding in \(part) (% must be followed by two hex digits)")
             }
             bytes.append(high << 4 | low)
         }
         guard let decoded = String(validating: bytes, as: UTF8.self) else {
-            throw invalid("percent-encoding of '\(text)' is not UTF-8")
+            throw invalid("the percent-encoding of \(part) is not UTF-8")
         }
         return decoded
     }
@@ -121,6 +133,18 @@ public struct AMQPURL: Sendable, Hashable, CustomStringConvertible {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
         default: nil
         }
+    }
+
+    /// `text` with everything between the first `:` after the scheme and the last `@` masked: the password
+    /// wherever a malformed URL puts it, since the user name ends at the first `:` and the host starts after the
+    /// last `@`. Masks too much rather than too little (an `@` in the vhost masks the host as well).
+    /// Text without `@` has no password and is returned whole.
+    public static func redacted(_ text: String) -> String {
+        let start = text.firstRange(of: "://")?.upperBound ?? text.startIndex
+        guard let at = text[start...].lastIndex(of: "@"), let colon = text[start..<at].firstIndex(of: ":") else {
+            return text
+        }
+        return String(text[..<text.index(after: colon)]) + "***" + String(text[at...])
     }
 
     /// The URI with the password masked, for logs.
