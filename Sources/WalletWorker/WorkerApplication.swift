@@ -23,6 +23,9 @@ public struct WorkerApplication: Sendable {
         let store = try WalletStores.open(
             configuration.store, busyTimeout: configuration.storeBusyTimeout, poolSize: configuration.storePoolSize,
             statementTimeout: configuration.storeStatementTimeout)
+        for warning in (store as? SQLiteWalletStore)?.permissionWarnings ?? [] {
+            logger.warning("store file was readable by other users", metadata: ["detail": "\(warning)"])
+        }
         let metrics = WorkerMetrics()
         let worker = try NotificationWorker(configuration: configuration, store: store, metrics: metrics, logger: logger)
         let operations = configuration.httpPort.map {

@@ -24,6 +24,10 @@ public final class SQLiteWalletStore: WalletStore {
     }
 
     public let configuration: Configuration
+    /// One sentence per store file that was readable by other users when the store opened it, and was restricted
+    /// to its owner (or could not be): for the worker to log as a warning. Empty for a file this store created,
+    /// which is 0600 from the start (`SQLiteFilePermissions`).
+    public let permissionWarnings: [String]
     /// The file's name for error messages (the directory is in the configuration and the start-up log).
     private let fileName: String
     /// Nil once closed.
@@ -38,6 +42,8 @@ public final class SQLiteWalletStore: WalletStore {
         self.configuration = configuration
         let fileName = URL(fileURLWithPath: configuration.path).lastPathComponent
         self.fileName = fileName
+        // Before SQLite sees the path: it would create the file (and so its -wal and -shm) with 0644 less the umask.
+        permissionWarnings = SQLiteFilePermissions.prepare(path: configuration.path)
 
         var grdb = GRDB.Configuration()
         grdb.journalMode = .wal
