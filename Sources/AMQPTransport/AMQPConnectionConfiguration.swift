@@ -2,8 +2,10 @@
 public struct AMQPConnectionConfiguration: Sendable {
     /// TLS settings for `amqps://` URLs (librabbitmq's OpenSSL socket).
     public struct TLS: Sendable, Hashable {
-        /// PEM file of trusted CA certificates. Default: `nil` (the system's trust store is not loaded by
-        /// librabbitmq 0.11, so set this when verifying the peer).
+        /// PEM file of trusted CA certificates. When nil and `verifyPeer` is on, the system's bundle is loaded
+        /// instead (librabbitmq 0.11 loads none by itself): the file `SSL_CERT_FILE` names, else the first of
+        /// `/etc/ssl/certs/ca-certificates.crt`, `/etc/pki/tls/certs/ca-bundle.crt`, `/etc/ssl/cert.pem` that
+        /// exists. Default: `nil`.
         public var caCertificatePath: String?
         /// PEM client certificate and key, for brokers that require client authentication. Default: `nil`.
         public var clientCertificatePath: String?

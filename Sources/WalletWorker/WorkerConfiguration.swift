@@ -8,7 +8,8 @@ import WalletStore
 public struct WorkerConfiguration: Sendable {
     /// The broker. Default: `amqp://guest:guest@127.0.0.1:5672/%2f`.
     public var amqpURL: String = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    /// TLS files for `amqps://` URLs. Default: the system trust store, no client certificate.
+    /// TLS files for `amqps://` URLs. Default: no CA file (the system's bundle: `SSL_CERT_FILE`, else the
+    /// distribution's PEM bundle, see `AMQPConnectionConfiguration.TLS.caCertificatePath`), no client certificate.
     public var tls = AMQPConnectionConfiguration.TLS()
     /// AMQP heartbeat: a silent broker is declared lost after about twice this. Default: `10 s`.
     public var heartbeat: Duration = .seconds(10)

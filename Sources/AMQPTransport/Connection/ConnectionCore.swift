@@ -125,8 +125,14 @@ final class ConnectionCore {
             throw AMQPError(code: .tlsFailed, message: "librabbitmq could not create a TLS socket (OpenSSL initialisation failed)")
         }
         let tls = configuration.tls
-        if let caCertificatePath = tls.caCertificatePath {
+        // librabbitmq trusts nothing by default: the configured file, else the system's bundle (SystemCABundle).
+        if let caCertificatePath = SystemCABundle.path(for: tls) {
             try LibraryReply.check(status: amqp_ssl_socket_set_cacert(socket, caCertificatePath), context: "loading CA file \(caCertificatePath)")
+        } else if tls.verifyPeer {
+            throw AMQPError(
+                code: .tlsFailed,
+                message: "no CA certificates to verify the broker with: configure a CA file or set SSL_CERT_FILE "
+                    + "(no system bundle at \(SystemCABundle.candidatePaths.joined(separator: ", ")))")
         }
         switch (tls.clientCertificatePath, tls.clientKeyPath) {
         case (let certificate?, let key?):
