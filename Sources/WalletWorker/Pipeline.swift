@@ -80,11 +80,12 @@ struct Pipeline: Sendable {
                 await close(connections, replies: replies)
                 return false
             }
-            // The content header's body size is checked before the body is read: a body over the limit is never
-            // buffered (see `DeliveryPlan`'s `rejectedToBroker`).
+            // The content header's body size is checked before the body is read. A body somewhat over the limit is
+            // read so the worker can dead-letter it itself with `x-worker-error` (CONTRACT §8); one over the
+            // read ceiling is never buffered (see `DeliveryPlan`'s `rejectedToBroker`).
             let consumer = try await consume.consume(
                 queue: queue.name, consumerTag: consumerTag,
-                maximumBodyBytes: configuration.routing.maximumBodyBytes)
+                maximumBodyBytes: configuration.routing.bodyReadCeiling)
 
             consuming = true
             health.pipelineStartedConsuming()

@@ -219,6 +219,26 @@ struct PoisonMessageTests {
         }
     }
 
+    @Test("a body over --max-body-bytes but within twice it is dead-lettered by the worker with x-worker-error (§8)")
+    func bodyJustOverTheLimit() async throws {
+        try await withPoisonEnvironment("big-body") { environment, capture, deadLetters, worker in
+            let size = 65_536 * 2
+            try await environment.publish(InboundSpec(
+                body: [UInt8](repeating: UInt8(ascii: " "), count: size), messageID: "\(environment.prefix).big"))
+            try await expectStillMoving(environment, capture, worker)
+
+            let rejected = try #require(
+                capture.results.messages.first { $0.properties.messageID == "\(environment.prefix).big/0" })
+            #expect(rejected.string("reason") == "body is \(size) bytes, over the limit of 65536 bytes")
+            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(20)).first)
+            #expect(letter.properties.messageID == "\(environment.prefix).big")
+            #expect(letter.body.count == size)
+            #expect(letter.stringHeader("x-worker-error") == "body is \(size) bytes, over the limit of 65536 bytes")
+            #expect(letter.properties.headers?["x-death"] == nil)
+            #expect(worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 0)
+        }
+    }
+
     @Test("a body far over --max-body-bytes is rejected without being buffered, and dead-lettered whole by the broker")
     func bodyFarOverTheLimit() async throws {
         try await withPoisonEnvironment("huge-body") { environment, capture, deadLetters, worker in
