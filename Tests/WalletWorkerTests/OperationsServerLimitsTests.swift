@@ -1,0 +1,136 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import TestSupport
+import Testing
+
+@testable import WalletWorker
+
+/// The operations endpoint bounds what one client can hold: memory for pipelined requests, idle connections,
+/// header bytes, and the number of connections. Raw sockets on loopback, a server in-process.
+@Suite("Operations endpoint limits", .serialized, .timeLimit(.minutes(2)))
+struct OperationsServerLimitsTests {
+    /// The worker's memory under the same client is measured in `Resilience.OperationsBackpressure`, in a process
+    /// of its own (this process runs other tests meanwhile).
+    @Test("20,000 pipelined GET /metrics never read: /healthz answers meanwhile, and the idle deadline closes the connection")
+    func pipelinedRequestsWithoutReading() async throws {
+        try await withOperationsServer(limits: .init(idleTimeout: .seconds(1))) { port in
+            let greedy = try RawHTTPConnection(port: port, sendTimeout: .seconds(1))
+            let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+            // Sends until done or until the kernel's buffers are full (the server stopped reading): either is fine.
+            _ = greedy.send(Array(repeating: request, count: 20_000).flatMap { $0 })
+
+            let clock = ContinuousClock()
+            let probeStart = clock.now
+            let probe = try RawHTTPConnection(port: port)
+            try probe.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(try probe.readResponse().status == 200)
+            #expect(clock.now - probeStart < .seconds(2), "/healthz took \(clock.now - probeStart)")
+
+            // The client never reads, so its responses stop making progress: the deadline (1 s here) ends it.
+            #expect(greedy.waitForHangUp(timeout: .seconds(6)), "the connection of a client that never reads is open")
+        }
+    }
+
+    @Test("a connection that sends nothing, or a header too slowly, is closed after the idle timeout; a client that keeps asking is not")
+    func idleConnectionsAreClosed() async throws {
+        try await withOperationsServer(limits: .init(idleTimeout: .milliseconds(300))) { port in
+            let clock = ContinuousClock()
+            let start = clock.now
+            let silent = try RawHTTPConnection(port: port)
+            #expect(silent.waitForHangUp(timeout: .seconds(5)), "a silent connection stays open")
+            #expect(clock.now - start >= .milliseconds(250))
+
+            // Slowloris: a header line every 100 ms never completes a request, so it is not progress.
+            let slow = try RawHTTPConnection(port: port)
+            try slow.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            var closed = false
+            for _ in 0..<50 where !closed {
+                _ = slow.send(Array("X-Slow: 1\r\n".utf8))
+                closed = slow.waitForHangUp(timeout: .milliseconds(100))
+            }
+            #expect(closed, "a connection sending one header line every 100 ms stays open")
+
+            // Each answered request restarts the deadline.
+            let busy = try RawHTTPConnection(port: port)
+            for _ in 0..<4 {
+                try busy.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                #expect(try busy.readResponse().status == 200)
+                try await Task.sleep(for: .milliseconds(150))
+            }
+        }
+    }
+
+    @Test("a request header over 8 KiB is answered 431 and the connection closed; one under it is served")
+    func longHeaderIsRefused() async throws {
+        try await withOperationsServer(limits: .init()) { port in
+            let fits = try RawHTTPConnection(port: port)
+            let padding = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: "
+            try fits.sendAll(padding + String(repeating: "a", count: 7_000) + "\r\n\r\n")
+            #expect(try fits.readResponse().status == 200)
+
+            let long = try RawHTTPConnection(port: port)
+            try long.sendAll(padding + String(repeating: "a", count: 9_000) + "\r\n\r\n")
+            #expect(try long.readResponse().status == 431)
+            #expect(long.waitForHangUp(timeout: .seconds(3)), "the connection stays open after a 431")
+        }
+    }
+
+    @Test("connections beyond the cap are answered 503 and closed, and counted; a client is served once they are gone")
+    func connectionCap() async throws {
+        try await withOperationsServer(limits: .init(maxConnections: 3, idleTimeout: .seconds(30))) { port in
+            // Three keep-alive connections, each served once: all three hold a slot now.
+            let held = try (0..<3).map { _ in try RawHTTPConnection(port: port) }
+            for connection in held {
+                try connection.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                #expect(try connection.readResponse().status == 200)
+            }
+
+            let extra = try RawHTTPConnection(port: port)
+            let (answer, closed) = extra.readToEnd(timeout: .seconds(3))
+            #expect(closed, "a connection beyond the cap stays open")
+            #expect(answer.isEmpty || answer.hasPrefix("HTTP/1.1 503"), "\(answer)")
+
+            try held[0].sendAll("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let exposition = try held[0].readResponse().body
+            #expect(exposition.contains("wallet_http_connections_refused_total 1"), "\(exposition)")
+            #expect(exposition.contains("wallet_http_connections 3"), "\(exposition)")
+
+            held.forEach { $0.close() }
+            let clock = ContinuousClock()
+            let deadline = clock.now + .seconds(5)
+            var status = 0
+            while status != 200 && clock.now < deadline {
+                let client = try RawHTTPConnection(port: port)
+                try? client.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                status = (try? client.readResponse().status) ?? 0
+                if status != 200 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(status == 200, "no client is served after the held connections closed")
+        }
+    }
+}
+
+// MARK: - A server in-process, and raw sockets
+
+private func withOperationsServer(
+    limits: OperationsServer.Limits, _ body: (Int) async throws -> Void
+) async throws {
+    let logger = Logger(label: "operations-limits-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+    let server = OperationsServer(
+        host: "127.0.0.1", port: 0, health: WorkerHealth(pipelines: 1), metrics: WorkerMetrics(), limits: limits,
+        logger: logger)
+    let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        let port = await server.listeningPort()
+        do {
+            try await body(port)
+        } catch {
+            await group.triggerGracefulShutdown()
+            throw error
+        }
+        await group.triggerGracefulShutdown()
+        try await tasks.waitForAll()
+    }
+}
