@@ -24,7 +24,7 @@ extension AMQPMessageProperties {
         return nil
     }
 
-    private var shortStrings: KeyValuePairs<String, (field: StringProperty, text: String)?> {
+    fileprivate var shortStrings: KeyValuePairs<String, (field: StringProperty, text: String)?> {
         [
             "content_type": contentType.map { (.contentType, $0) },
             "content_encoding": contentEncoding.map { (.contentEncoding, $0) },
@@ -41,6 +41,18 @@ extension AMQPMessageProperties {
 
     private func undecodedByteCount(_ field: StringProperty) -> Int? {
         undecodedStrings[field]?.count
+    }
+}
+
+extension AMQPOutboundMessage {
+    /// Why this message cannot be published on a connection with `frameMax`, or nil when it can: its exchange and
+    /// routing key are short strings too.
+    public func encodingProblem(frameMax: Int) -> String? {
+        if exchange.utf8.count > 255 { return "exchange is \(exchange.utf8.count) bytes, over AMQP's 255-byte short string" }
+        if routingKey.utf8.count > 255 {
+            return "routing key is \(routingKey.utf8.count) bytes, over AMQP's 255-byte short string"
+        }
+        return properties.encodingProblem(frameMax: frameMax)
     }
 }
 

@@ -48,6 +48,9 @@ public enum AMQPPublishOutcome: Sendable, Hashable {
     case nacked
     /// basic.return then basic.ack: `mandatory` and no queue was bound for it.
     case returned(replyCode: UInt16, replyText: String)
+    /// Never sent: AMQP cannot encode it (a short string over 255 bytes, properties larger than a frame). It fails
+    /// alone; the connection and the rest of the batch go on. Publishing it again fails the same way.
+    case unencodable(reason: String)
 
     public var isConfirmed: Bool { self == .confirmed }
 }

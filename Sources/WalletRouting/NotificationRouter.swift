@@ -25,6 +25,9 @@ public struct NotificationRouter: Sendable {
         if message.properties.messageIDIsInvalidUTF8 {
             return rejected(.messageIDNotUTF8, envelope: envelope)
         }
+        if message.properties.correlationIDIsInvalidUTF8 {
+            return rejected(.correlationIDNotUTF8, envelope: envelope)
+        }
         if let id = message.properties.messageID, id.utf8.count > RoutingSettings.maximumMessageIDBytes {
             return rejected(
                 .messageIDTooLong(byteCount: id.utf8.count, limit: RoutingSettings.maximumMessageIDBytes),

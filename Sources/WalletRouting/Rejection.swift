@@ -19,6 +19,8 @@ struct Rejection: Error, Hashable {
     }
 
     static let messageIDNotUTF8 = Rejection("message_id is not valid UTF-8 (ids are compared byte for byte)")
+    static let correlationIDNotUTF8 = Rejection(
+        "correlation_id is not valid UTF-8 (results copy it into JSON, which cannot hold it byte for byte)")
 
     /// The parser stops at the first problem; a body that is not UTF-8 is reported as such even when the
     /// parser tripped over something else first (this costs a pass only on the error path).

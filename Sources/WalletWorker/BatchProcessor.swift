@@ -80,11 +80,15 @@ struct BatchProcessor: Sendable {
         var requeue = Set<Int>()
         if !failures.isEmpty {
             var second: [(index: Int, plan: DeliveryPlan)] = []
-            for (index, error) in failures {
-                logger.warning("publish not confirmed", metadata: deliveries[index].logMetadata(["error": "\(error)"]))
-                second.append((index, DeliveryPlan(
-                    original: plans[index].original, transientFailure: error, retryAttempts: retryAttempts,
-                    topology: topology)))
+            for (index, failure) in failures {
+                logger.warning("publish not confirmed",
+                               metadata: deliveries[index].logMetadata(["error": "\(failure.reason)"]))
+                let original = plans[index].original
+                second.append((index, failure.isPermanent
+                    ? DeliveryPlan(original: original, unpublishable: failure.reason, topology: topology)
+                    : DeliveryPlan(
+                        original: original, transientFailure: failure.reason, retryAttempts: retryAttempts,
+                        topology: topology)))
             }
             let secondPlans = second.map(\.plan)
             let secondFailures = try await self.failures(
@@ -186,9 +190,17 @@ struct BatchProcessor: Sendable {
         return channel.startPublishing(messages, confirmTimeout: confirmTimeout)
     }
 
+    /// Why a plan's messages were not all taken; permanent when one could not be encoded (no retry helps).
+    private struct PublishFailure {
+        var reason: String
+        var isPermanent = false
+    }
+
     /// Waits for the confirms of the plans' messages; returns, by plan index, why a plan failed.
     /// A confirm timeout fails every plan (the channel stays usable); a channel or connection error is thrown.
-    private func failures(of plans: [DeliveryPlan], confirms: AMQPPendingConfirms?) async throws -> [Int: String] {
+    private func failures(of plans: [DeliveryPlan], confirms: AMQPPendingConfirms?) async throws
+        -> [Int: PublishFailure]
+    {
         guard let confirms else { return [:] }
         let outcomes: [AMQPPublishOutcome]
         do {
@@ -197,15 +209,15 @@ struct BatchProcessor: Sendable {
             guard error.code == .timeout else { throw error }
             metrics.countConfirms(.timeout, by: plans.reduce(0) { $0 + $1.messages.count })
             let reason = "publisher confirms timed out after \(confirmTimeout)"
-            return Dictionary(uniqueKeysWithValues: plans.indices.map { ($0, reason) })
+            return Dictionary(uniqueKeysWithValues: plans.indices.map { ($0, PublishFailure(reason: reason)) })
         }
         countConfirms(outcomes)
-        var failures: [Int: String] = [:]
+        var failures: [Int: PublishFailure] = [:]
         var offset = 0
         for (index, plan) in plans.enumerated() {
             let slice = outcomes[offset..<offset + plan.messages.count]
             if let failure = plan.failure(in: slice) {
-                failures[index] = failure
+                failures[index] = PublishFailure(reason: failure, isPermanent: plan.isUnpublishable(in: slice))
             } else if let lost = plan.undeliveredResult(in: slice) {
                 logger.error("dead-lettered, but its rejected result was not taken",
                              metadata: ["message_id": "\(plan.original.properties.messageID ?? "")", "error": "\(lost)"])
@@ -240,17 +252,19 @@ struct BatchProcessor: Sendable {
     }
 
     private func countConfirms(_ outcomes: [AMQPPublishOutcome]) {
-        var confirmed = 0, nacked = 0, returned = 0
+        var confirmed = 0, nacked = 0, returned = 0, unencodable = 0
         for outcome in outcomes {
             switch outcome {
             case .confirmed: confirmed += 1
             case .nacked: nacked += 1
             case .returned: returned += 1
+            case .unencodable: unencodable += 1
             }
         }
         metrics.countConfirms(.confirmed, by: confirmed)
         metrics.countConfirms(.nacked, by: nacked)
         metrics.countConfirms(.returned, by: returned)
+        metrics.countConfirms(.unencodable, by: unencodable)
     }
 
     /// Metrics and a log line for a delivery that has left the work queue.
@@ -258,7 +272,7 @@ struct BatchProcessor: Sendable {
         metrics.processingTime.record(elapsed)
         if plan.skippedReplyCopies > 0 {
             metrics.skippedReplyCopies.increment(by: Int64(plan.skippedReplyCopies))
-            logger.warning("reply_to is a malformed direct reply-to address; its copies were not published",
+            logger.warning("reply_to is malformed (not UTF-8, or a direct reply-to address RabbitMQ cannot decode); its copies were not published",
                            metadata: delivery.logMetadata(["reply_to": "\(delivery.properties.replyTo ?? "")"]))
         }
         if delivery.redelivered { metrics.redeliveries.increment() }
@@ -285,6 +299,11 @@ struct BatchProcessor: Sendable {
         case .poison(let reason):
             metrics.countDeadLetter(reason: .poison)
             logger.error("dead-lettered unprocessed: it failed too often",
+                         metadata: delivery.logMetadata(["reason": "\(reason)"]))
+            return
+        case .unpublishable(let reason):
+            metrics.countDeadLetter(reason: .unpublishable)
+            logger.error("dead-lettered: a result cannot be published",
                          metadata: delivery.logMetadata(["reason": "\(reason)"]))
             return
         case .rejectedToBroker(let reason):

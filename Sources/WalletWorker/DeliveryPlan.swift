@@ -15,7 +15,7 @@ struct DeliveryPlan: Sendable {
     /// `reply_to` copies for a direct reply-to requester: sent apart from `messages`, on a connection of their
     /// own, unconfirmed (`DirectReplyPublisher`).
     var directReplies: [AMQPOutboundMessage] = []
-    /// `reply_to` copies not published: the address is a direct reply-to RabbitMQ could not decode.
+    /// `reply_to` copies not published: the address is a direct reply-to RabbitMQ could not decode, or not UTF-8.
     var skippedReplyCopies = 0
 
     enum Route: Sendable, Equatable {
@@ -38,6 +38,9 @@ struct DeliveryPlan: Sendable {
         /// requeue, and the broker dead-letters it whole through the work queue's dead-letter exchange (with
         /// `x-death`, not `x-worker-error`; the reason is in the `rejected` result, the log and the metrics).
         case rejectedToBroker(reason: String)
+        /// One of its results could not be encoded (`AMQPPublishOutcome.unencodable`): publishing it again would fail
+        /// the same way, so the original goes to the dead-letter exchange at once, with the reason.
+        case unpublishable(reason: String)
     }
 
     /// The frame size the worker's connections ask for (RabbitMQ's default): a content header must fit in one.
@@ -62,6 +65,8 @@ struct DeliveryPlan: Sendable {
             }
             messages.append(AMQPOutboundMessage(result))
         }
+        // The router made no copies for a reply_to that is not UTF-8 (`InboundMessage.init`): one per result skipped.
+        if original.hasInvalidUTF8ReplyTo { skippedReplyCopies += stored.decision.results.count }
         switch stored.decision.disposition {
         case .acknowledge:
             route = .results
@@ -131,6 +136,16 @@ struct DeliveryPlan: Sendable {
         messages = deadLetter
     }
 
+    /// The plan for a delivery one of whose results AMQP cannot encode: no retry would encode it.
+    init(original: OriginalMessage, unpublishable error: String, topology: Topology) {
+        self.original = original
+        self.stored = nil
+        let reason = "a result of this message cannot be published: \(error)"
+        let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
+        route = brokerRoute ?? .unpublishable(reason: reason)
+        messages = deadLetter
+    }
+
     /// The plan for a delivery that failed alone, the same way, too often (`PoisonGuard`): whatever it is, it
     /// would stop the queue again, so it is dead-lettered with the error instead of being processed.
     init(original: OriginalMessage, poison error: String, failures: Int, topology: Topology) {
@@ -180,7 +195,8 @@ struct DeliveryPlan: Sendable {
         switch route {
         case .deadLetter: decidingCount = 1  // the dead letter, published last
         case .rejectedToBroker: decidingCount = 0  // settled by the reject: its `rejected` result is logged if lost
-        case .results, .retry, .retriesExhausted, .storeRefused, .poison: decidingCount = messages.count
+        case .results, .retry, .retriesExhausted, .storeRefused, .poison, .unpublishable:
+            decidingCount = messages.count
         }
         // Runs for every delivery of every batch: offsets into both, no array of pairs.
         let firstDeciding = messages.count - decidingCount
@@ -198,8 +214,15 @@ struct DeliveryPlan: Sendable {
                     + "for routing key '\(message.routingKey)'"
             case .nacked:
                 return "not confirmed: the broker nacked the publish to '\(message.exchange)'"
+            case .unencodable(let reason):
+                return "not published to '\(message.exchange)': \(reason)"
             }
         }
         return nil
+    }
+
+    /// Whether a message the delivery's fate depends on could not be encoded at all: a retry cannot help.
+    func isUnpublishable(in outcomes: ArraySlice<AMQPPublishOutcome>) -> Bool {
+        outcomes.contains { if case .unencodable = $0 { true } else { false } } && failure(in: outcomes) != nil
     }
 }

@@ -31,16 +31,19 @@ extension InboundMessage {
     init(_ original: OriginalMessage) {
         let properties = original.properties
         let messageIDIsInvalidUTF8 = properties.undecodedStrings[.messageID] != nil
+        let correlationIDIsInvalidUTF8 = properties.undecodedStrings[.correlationID] != nil
         self.init(
             body: original.body,
             properties: InboundProperties(
                 messageID: messageIDIsInvalidUTF8 ? nil : properties.messageID,
-                correlationID: properties.correlationID,
-                replyTo: properties.replyTo,
+                correlationID: correlationIDIsInvalidUTF8 ? nil : properties.correlationID,
+                // A repaired text would name another queue (and may outgrow a short string): no copies.
+                replyTo: original.hasInvalidUTF8ReplyTo ? nil : properties.replyTo,
                 type: properties.type,
                 timestamp: properties.timestamp.map { Int64(clamping: $0) },
                 traceparent: properties.headers?[WorkerHeaders.traceparent]?.text,
-                messageIDIsInvalidUTF8: messageIDIsInvalidUTF8
+                messageIDIsInvalidUTF8: messageIDIsInvalidUTF8,
+                correlationIDIsInvalidUTF8: correlationIDIsInvalidUTF8
             ),
             omittedBodyByteCount: original.withheldBodySize
         )
@@ -69,6 +72,9 @@ struct OriginalMessage: Sendable, Hashable {
             body: delivery.body, properties: delivery.properties, routingKey: delivery.routingKey,
             withheldBodySize: delivery.withheldBodySize)
     }
+
+    /// A `reply_to` that is not valid UTF-8 names no queue the worker can address: its copies are skipped.
+    var hasInvalidUTF8ReplyTo: Bool { properties.undecodedStrings[.replyTo] != nil }
 
     /// Failed attempts recorded on this delivery by earlier trips through the retry queue. The header comes with
     /// the message, so anyone can set it: a value out of range counts as 0 below and as the cap above, so it can

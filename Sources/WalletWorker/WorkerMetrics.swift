@@ -152,10 +152,11 @@ public final class WorkerMetrics: Sendable {
         case storeRefused = "store_refused"
         case poison
         case rejectedToBroker = "rejected_to_broker"
+        case unpublishable
     }
 
     enum ConfirmOutcome: String, CaseIterable {
-        case confirmed, nacked, returned, timeout
+        case confirmed, nacked, returned, timeout, unencodable
     }
 
     /// Every labelled counter is made up front: counting is then a lookup in an immutable table, no lock.

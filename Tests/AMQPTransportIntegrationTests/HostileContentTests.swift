@@ -57,6 +57,40 @@ struct HostileContentTests {
         }
     }
 
+    @Test("a message AMQP cannot encode fails alone as .unencodable: the rest of its batch is confirmed, the connection goes on")
+    func unencodableMessageFailsAlone() async throws {
+        try await withBrokerSession("unencodable publish") { session in
+            let channel = session.channel
+            let queue = try await session.declareOwnedQueue("unencodable")
+            try await channel.enableConfirms()
+            // 250 invalid bytes repaired to text are 750 bytes: over a short string.
+            var tooLong = AMQPMessageProperties(correlationID: String(repeating: "\u{FFFD}", count: 250))
+            tooLong.headers = nil
+            let bigHeaders = AMQPMessageProperties(headers: ["filler": .bytes([UInt8](repeating: 1, count: 200_000))])
+            let outcomes = try await channel.publish(
+                [message(to: queue, "first"),
+                 message(to: queue, "long correlation id", properties: tooLong),
+                 message(to: queue, "headers over a frame", properties: bigHeaders),
+                 AMQPOutboundMessage(exchange: "", routingKey: String(repeating: "q", count: 300), body: [],
+                                     properties: AMQPMessageProperties(), mandatory: true),
+                 message(to: queue, "last")],
+                confirmTimeout: .seconds(10))
+            #expect(outcomes.count == 5)
+            #expect(outcomes[0] == .confirmed && outcomes[4] == .confirmed)
+            for outcome in outcomes[1...3] {
+                guard case .unencodable(let reason) = outcome else {
+                    Issue.record("expected .unencodable, got \(outcome)")
+                    continue
+                }
+                #expect(!reason.isEmpty)
+            }
+            // The same channel and connection still publish, and only the encodable messages arrived.
+            try await publishConfirmed([message(to: queue, "after")], on: channel)
+            let consumer = try await channel.consume(queue: queue)
+            #expect(try await receive(3, from: consumer).map(\.text) == ["first", "last", "after"])
+        }
+    }
+
     @Test("short-string properties that are not UTF-8 are read and sent again byte for byte")
     func nonUTF8PropertiesRoundTrip() async throws {
         try await withBrokerSession("non-UTF-8 properties") { session in

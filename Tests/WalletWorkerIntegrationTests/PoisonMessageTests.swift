@@ -188,6 +188,44 @@ struct PoisonMessageTests {
         }
     }
 
+    @Test("a correlation_id or reply_to of 250 invalid UTF-8 bytes (a repaired text would not fit a short string): rejected, or its copies skipped; no session restarts")
+    func invalidUTF8CorrelationIDAndReplyTo() async throws {
+        try await withPoisonEnvironment("utf8-correlation") { environment, capture, deadLetters, worker in
+            let invalid = [UInt8](repeating: 0xFF, count: 250)
+            func publish(_ id: String, _ field: AMQPMessageProperties.StringProperty) async throws {
+                var properties = InboundSpec(json: #"{"action":"refresh"}"#).amqpProperties
+                properties.messageID = id
+                switch field {
+                case .correlationID: properties.correlationID = String(decoding: invalid, as: UTF8.self)
+                default: properties.replyTo = String(decoding: invalid, as: UTF8.self)
+                }
+                properties.undecodedStrings[field] = invalid
+                let outcomes = try await environment.publishChannel.publish(
+                    [AMQPOutboundMessage(
+                        exchange: environment.topology.inboundExchange, routingKey: "wallet.notification",
+                        body: Array(#"{"action":"refresh"}"#.utf8), properties: properties, mandatory: true)],
+                    confirmTimeout: .seconds(10))
+                let confirmed = outcomes.allSatisfy { $0.isConfirmed }
+                try #require(confirmed)
+            }
+            try await publish("\(environment.prefix).correlation", .correlationID)
+            try await publish("\(environment.prefix).reply", .replyTo)
+            try await expectStillMoving(environment, capture, worker)
+
+            let rejected = try #require(
+                capture.results.messages.first { $0.properties.messageID == "\(environment.prefix).correlation/0" })
+            #expect(rejected.string("kind") == "rejected")
+            #expect(rejected.string("reason")?.hasPrefix("correlation_id is not valid UTF-8") ?? false)
+            #expect(rejected.properties.correlationID == "\(environment.prefix).correlation", "falls back to message_id")
+            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            #expect(letter.properties.undecodedStrings[.correlationID] == invalid, "the dead letter keeps the bytes")
+
+            #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
+            #expect(worker.metric("wallet_reply_copies_skipped_total") == 1)
+            #expect(deadLetters.count == 1)
+        }
+    }
+
     @Test("ids differing only in invalid UTF-8 are two messages, each rejected; dead letters keep the id bytes and expire never")
     func invalidUTF8MessageIDs() async throws {
         try await withPoisonEnvironment("utf8-ids") { environment, capture, deadLetters, worker in

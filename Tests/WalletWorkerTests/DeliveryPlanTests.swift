@@ -120,6 +120,21 @@ import WalletStore
         #expect(plan.failure(in: [.nacked])?.contains("nacked") == true)
     }
 
+    @Test func anUnencodableResultDeadLettersAtOnce() throws {
+        let plan = DeliveryPlan(
+            original: original(replyTo: "amq.gen-1"), stored: decision(disposition: .acknowledge, replyTo: "amq.gen-1"),
+            topology: topology)
+        let unencodable = AMQPPublishOutcome.unencodable(reason: "correlation_id is 750 bytes")
+        let failure = try #require(plan.failure(in: [unencodable, .confirmed]))
+        #expect(failure.contains("correlation_id is 750 bytes"))
+        #expect(plan.isUnpublishable(in: [unencodable, .confirmed]))
+        #expect(!plan.isUnpublishable(in: [.nacked, .confirmed]), "a nack is worth a retry")
+
+        let deadLettered = DeliveryPlan(original: original(headers: nil), unpublishable: failure, topology: topology)
+        #expect(deadLettered.route == .unpublishable(reason: "a result of this message cannot be published: \(failure)"))
+        #expect(deadLettered.messages.map(\.exchange) == [topology.deadLetterExchange])
+    }
+
     @Test func aSingleAttemptNeverRetries() {
         let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retryAttempts: 1, topology: topology)
         #expect(plan.route == .retriesExhausted(attempts: 1, error: "x"))

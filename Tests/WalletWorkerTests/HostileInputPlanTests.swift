@@ -77,6 +77,30 @@ import WalletStore
         #expect(retry.isRejectedToBroker, "a body never kept cannot go to the retry queue")
     }
 
+    @Test func invalidUTF8CorrelationIDIsRejectedAndInvalidUTF8ReplyToMakesNoCopies() throws {
+        var message = original()
+        message.body = Array(#"{"action":"refresh"}"#.utf8)
+        message.properties.correlationID = "\u{FFFD}"
+        message.properties.undecodedStrings[.correlationID] = [0xFF]
+        let inbound = InboundMessage(message)
+        #expect(inbound.properties.correlationIDIsInvalidUTF8 && inbound.properties.correlationID == nil)
+        let decision = try NotificationRouter().route(inbound, state: InMemoryWalletState(), now: Date())
+        #expect(decision.outcome == .rejected)
+        #expect(decision.results.first.map { String(decoding: $0.body, as: UTF8.self) }?
+            .contains("correlation_id is not valid UTF-8") == true)
+        #expect(decision.results.first?.properties.correlationID == "m1", "falls back to message_id")
+
+        var replying = original()
+        replying.body = Array(#"{"action":"refresh"}"#.utf8)
+        replying.properties.replyTo = "\u{FFFD}"
+        replying.properties.undecodedStrings[.replyTo] = [0xFF]
+        let routed = try NotificationRouter().route(InboundMessage(replying), state: InMemoryWalletState(), now: Date())
+        #expect(!routed.results.isEmpty && routed.results.allSatisfy { !$0.exchange.isEmpty }, "no reply_to copies")
+        let plan = DeliveryPlan(
+            original: replying, stored: StoredDecision(decision: routed, isReplay: false), topology: topology)
+        #expect(plan.skippedReplyCopies == routed.results.count)
+    }
+
     @Test func directReplyToCopiesAreSeparatedAndMalformedOnesSkipped() {
         let good = "amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==.mD+9en6VaDpb2ckwe0UOrg=="
         for (address, copies, skipped) in [(good, 1, 0), ("amq.rabbitmq.reply-to.g2gCZA==.AAAAAA==", 0, 1)] {

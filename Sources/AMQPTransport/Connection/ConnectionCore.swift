@@ -398,18 +398,31 @@ final class ConnectionCore {
     }
 
     /// Sends a batch registered with a waiter and records each message for confirm tracking.
+    /// A message AMQP cannot encode is not sent: it settles at once as `.unencodable`, and the rest go on (an
+    /// encoding failure inside librabbitmq, after part of a publish was written, would end the connection).
     private func send(_ messages: [AMQPOutboundMessage], batch: Int, on channel: ChannelState) throws(AMQPError) {
         let pool = CMemoryPool(pageSize: 16_384)
-        if writesPublishFrames {
-            try sendInOneWrite(messages, channel: channel.number, pool: pool)
-        }
+        let frameMax = Int(amqp_get_frame_max(state))
+        var unencodable: [Int: String] = [:]
         for (index, message) in messages.enumerated() {
+            if let problem = message.encodingProblem(frameMax: frameMax) { unencodable[index] = problem }
+        }
+        if writesPublishFrames {
+            try sendInOneWrite(messages, channel: channel.number, pool: pool, unencodable: &unencodable)
+        }
+        var settled: [PublisherConfirms.Resolution] = []
+        for (index, message) in messages.enumerated() {
+            if let problem = unencodable[index] {
+                settled.append(.init(batch: batch, index: index, outcome: .unencodable(reason: problem)))
+                continue
+            }
             if !writesPublishFrames { try send(message, channel: channel.number, pool: pool) }
             channel.confirms!.published(
                 batch: batch, index: index, exchange: message.exchange, routingKey: message.routingKey,
                 body: message.body, properties: message.properties
             )
         }
+        resolve(settled)
     }
 
     /// Sends what was held while the broker had the connection blocked, in order.
@@ -430,6 +443,9 @@ final class ConnectionCore {
     /// broker still numbers it, so it is counted (with nobody waiting) to keep later confirms aligned.
     func publishUnconfirmed(_ message: AMQPOutboundMessage, channel reference: ChannelReference) throws(AMQPError) {
         let channel = try usableChannel(reference)
+        if let problem = message.encodingProblem(frameMax: Int(amqp_get_frame_max(state))) {
+            throw AMQPError(code: .invalidArgument, message: "not published to '\(message.exchange)': \(problem)")
+        }
         try send(message, channel: reference.number, pool: CMemoryPool())
         channel.confirms?.published(
             batch: Self.unwatchedBatch, index: 0, exchange: message.exchange, routingKey: message.routingKey,
@@ -438,24 +454,21 @@ final class ConnectionCore {
     }
 
     /// A batch's frames encoded into one buffer and written at once (`PublishFrames`).
-    private func sendInOneWrite(_ messages: [AMQPOutboundMessage], channel number: UInt16, pool: CMemoryPool)
-        throws(AMQPError)
-    {
+    /// Messages in `unencodable` are left out; one librabbitmq fails to encode is added there (its frames are
+    /// encoded apart before they are appended, so nothing of it is written).
+    private func sendInOneWrite(
+        _ messages: [AMQPOutboundMessage], channel number: UInt16, pool: CMemoryPool, unencodable: inout [Int: String]
+    ) throws(AMQPError) {
         publishFrames.removeAll()
         let frameMax = Int(amqp_get_frame_max(state))
-        for message in messages {
+        for (index, message) in messages.enumerated() where unencodable[index] == nil {
             var properties = message.properties.encoded(in: pool)
             do throws(AMQPError) {
                 try publishFrames.append(
                     channel: number, exchange: pool.bytes(message.exchange), routingKey: pool.bytes(message.routingKey),
                     mandatory: message.mandatory, properties: &properties, body: message.body, frameMax: frameMax)
             } catch {
-                // As amqp_basic_publish's failure would: nothing of the batch was written, but the caller's
-                // bookkeeping cannot tell, so the connection ends.
-                var error = error
-                error.message = "publishing to exchange '\(message.exchange)': \(error.message)"
-                fail(error)
-                throw error
+                unencodable[index] = "librabbitmq could not encode it: \(error.message)"
             }
         }
         do throws(AMQPError) {

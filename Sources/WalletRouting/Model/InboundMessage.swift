@@ -26,6 +26,9 @@ public struct InboundProperties: Sendable, Hashable {
     /// a repaired text would make two different ids one: such a message is rejected.
     public var messageIDIsInvalidUTF8 = false
     public var correlationID: String?
+    /// The inbound `correlation_id` was not valid UTF-8 (`correlationID` is nil then): results could carry neither
+    /// its bytes nor a repaired text the requester would recognise, so such a message is rejected.
+    public var correlationIDIsInvalidUTF8 = false
     /// When set, every result is also published to the default exchange with this routing key.
     public var replyTo: String?
     /// Matched exactly: `DeviceInstallation` and `DeviceInstallationDeleted` select §7.
@@ -42,9 +45,11 @@ public struct InboundProperties: Sendable, Hashable {
         type: String? = nil,
         timestamp: Int64? = nil,
         traceparent: String? = nil,
-        messageIDIsInvalidUTF8: Bool = false
+        messageIDIsInvalidUTF8: Bool = false,
+        correlationIDIsInvalidUTF8: Bool = false
     ) {
         self.messageIDIsInvalidUTF8 = messageIDIsInvalidUTF8
+        self.correlationIDIsInvalidUTF8 = correlationIDIsInvalidUTF8
         self.messageID = messageID
         self.correlationID = correlationID
         self.replyTo = replyTo
