@@ -310,6 +310,11 @@ struct BatchProcessor: Sendable {
             metrics.countDeadLetter(reason: .rejectedToBroker)
             logger.warning("rejected to the broker's dead-lettering",
                            metadata: delivery.logMetadata(["reason": "\(reason)"]))
+        case .deadLetter(let reason) where plan.stored == nil:
+            // A body never read, failing transiently with the rest of its batch (see `DeliveryPlan`).
+            metrics.countDeadLetter(reason: .rejected)
+            logger.warning("dead-lettered", metadata: delivery.logMetadata(["reason": "\(reason)"]))
+            return
         case .deadLetter, .results:
             break
         }

@@ -82,8 +82,20 @@ struct DeliveryPlan: Sendable {
     private static func deadLettering(_ original: OriginalMessage, reason: String, topology: Topology)
         -> (Route?, [AMQPOutboundMessage])
     {
-        if original.withheldBodySize != nil {
-            return (.rejectedToBroker(reason: reason), [])
+        if let size = original.withheldBodySize {
+            if XDeathHeader.brokerCanUpdate(original.properties.headers) {
+                return (.rejectedToBroker(reason: reason), [])
+            }
+            // The broker would crash the work queue dead-lettering it (`XDeathHeader`): a dead letter of the
+            // worker's own, without the body it never read (memory per delivery stays bounded).
+            var withoutBody = original
+            withoutBody.properties.headers?[WorkerHeaders.omittedBodyBytes] = .int64(Int64(clamping: size))
+            let deadLetter = withoutBody.deadLetter(
+                exchange: topology.deadLetterExchange,
+                reason: "\(reason); its body (\(size) bytes) was not kept, and its malformed x-death header keeps the "
+                    + "broker from dead-lettering it whole",
+                frameMax: frameMax)
+            return (nil, [deadLetter])
         }
         let deadLetter = original.deadLetter(exchange: topology.deadLetterExchange, reason: reason, frameMax: frameMax)
         if let problem = deadLetter.properties.encodingProblem(frameMax: frameMax) {
@@ -99,11 +111,16 @@ struct DeliveryPlan: Sendable {
         let attempt = original.failedAttempts + 1
         if let size = original.withheldBodySize {
             // Its body was never kept, so it cannot go to the retry queue: it was bad input anyway.
-            route = .rejectedToBroker(reason: "body is \(size) bytes, over the size limit")
-            messages = []
+            let reason = "body is \(size) bytes, over the size limit"
+            let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
+            route = brokerRoute ?? .deadLetter(reason: reason)
+            messages = deadLetter
             return
         }
-        let retry = original.copy(
+        // The retry queue's TTL hands the copy to the broker's dead-lettering: no x-death it cannot update.
+        var retried = original
+        retried.properties.headers = XDeathHeader.movingMalformed(original.properties.headers)
+        let retry = retried.copy(
             exchange: "", routingKey: topology.retryQueue,
             addingHeaders: [
                 (WorkerHeaders.retryCount, .int32(Int32(clamping: attempt))),

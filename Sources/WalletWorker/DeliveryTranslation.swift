@@ -19,6 +19,8 @@ enum WorkerHeaders {
     static let originalUserID = "x-original-user-id"
     /// The original's headers a dead letter leaves out because the copy would not fit a frame, with their sizes.
     static let droppedHeaders = "x-worker-dropped-headers"
+    /// The size of a body the worker did not read (over twice `--max-body-bytes`) on a dead letter that lacks it.
+    static let omittedBodyBytes = "x-worker-omitted-body-bytes"
 }
 
 extension InboundMessage {

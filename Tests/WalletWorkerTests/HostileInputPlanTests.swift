@@ -77,6 +77,47 @@ import WalletStore
         #expect(retry.isRejectedToBroker, "a body never kept cannot go to the retry queue")
     }
 
+    @Test(arguments: [
+        (nil, true),
+        (.array([]), true),
+        (.array([.table(["queue": .string("q"), "reason": .string("expired"), "count": .int64(3)])]), true),
+        (.array([.table(["queue": .string("q")])]), true),
+        (.string("forged"), false),
+        (.array([.string("x")]), false),
+        (.array([.table(["count": .string("1")])]), false),
+        (.array([.table(["count": .int64(.max)])]), false),
+    ] as [(AMQPFieldValue?, Bool)])
+    func xDeathHeadersTheBrokerCanUpdate(value: AMQPFieldValue?, updatable: Bool) {
+        var headers: AMQPTable = ["x-tenant": .string("eu")]
+        headers["x-death"] = value
+        #expect(XDeathHeader.brokerCanUpdate(headers) == updatable)
+    }
+
+    @Test func aMalformedXDeathIsNeverLeftToTheBrokersDeadLettering() throws {
+        let forged: AMQPTable = ["x-death": .array([.string("x")]), "x-tenant": .string("eu")]
+        var withheld = original(headers: forged)
+        withheld.body = []
+        withheld.withheldBodySize = 100_000_000
+        let decision = StoredDecision(
+            decision: Decision(effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
+                               outcome: .rejected, sender: nil, digitalCardId: nil),
+            isReplay: false)
+        let plan = DeliveryPlan(original: withheld, stored: decision, topology: topology)
+        #expect(!plan.isRejectedToBroker)
+        let deadLetter = try #require(plan.messages.last)
+        #expect(deadLetter.exchange == topology.deadLetterExchange && deadLetter.body.isEmpty)
+        #expect(deadLetter.properties.headers?["x-worker-omitted-body-bytes"] == .int64(100_000_000))
+        #expect(deadLetter.properties.headers?["x-death"] == .array([.string("x")]), "the dead letter keeps its headers")
+        #expect(deadLetter.properties.headers?["x-worker-error"]?.text?.contains("malformed x-death") == true)
+
+        // A retry copy goes through the retry queue's TTL: the malformed header travels under another name.
+        let retry = DeliveryPlan(original: original(headers: forged), transientFailure: "x", retryAttempts: 5, topology: topology)
+        let copy = try #require(retry.messages.first)
+        #expect(copy.properties.headers?["x-death"] == nil)
+        #expect(copy.properties.headers?["x-original-x-death"] == .array([.string("x")]))
+        #expect(copy.properties.headers?["x-tenant"] == .string("eu"))
+    }
+
     @Test func invalidUTF8CorrelationIDIsRejectedAndInvalidUTF8ReplyToMakesNoCopies() throws {
         var message = original()
         message.body = Array(#"{"action":"refresh"}"#.utf8)
