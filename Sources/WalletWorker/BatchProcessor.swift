@@ -168,7 +168,7 @@ struct BatchProcessor: Sendable {
                 } else {
                     storeCircuit.storeFailed(failure.error)
                 }
-                await stop.sleep(for: StoreCircuit.delay(attempt: attempt, using: &generator))
+                await stop.sleep(for: storeCircuit.delay(attempt: attempt, using: &generator))
                 if stop.isStopped || Task.isCancelled { throw CancellationError() }
             }
         }

@@ -13,15 +13,23 @@ import WalletStore
 final class StoreCircuit: Sendable {
     /// Tries of a held batch while the store answers its check, before the failure counts as the batch's own.
     static let attemptsWhileStoreAnswers = 3
-    static let firstDelay: Duration = .milliseconds(500)
-    static let longestDelay: Duration = .seconds(30)
+
+    /// The delay after the first failure. Default: 500 ms.
+    let firstDelay: Duration
+    /// The longest delay between tries. Default: 30 s.
+    let longestDelay: Duration
 
     private let health: WorkerHealth
     private let metrics: WorkerMetrics
     private let logger: Logger
     private let open = Mutex(false)
 
-    init(health: WorkerHealth, metrics: WorkerMetrics, logger: Logger) {
+    init(
+        health: WorkerHealth, metrics: WorkerMetrics, logger: Logger,
+        firstDelay: Duration = .milliseconds(500), longestDelay: Duration = .seconds(30)
+    ) {
+        self.firstDelay = firstDelay
+        self.longestDelay = longestDelay
         self.health = health
         self.metrics = metrics
         self.logger = logger
@@ -59,7 +67,7 @@ final class StoreCircuit: Sendable {
 
     /// The delay before the `attempt`th try of a held batch (1-based): doubling from `firstDelay` up to
     /// `longestDelay`, each drawn uniformly from its upper half so replicas do not retry in step.
-    static func delay(attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+    func delay(attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         let doublings = min(max(attempt - 1, 0), 16)
         let ceiling = min(firstDelay * (1 << doublings), longestDelay)
         let milliseconds = ceiling.milliseconds
