@@ -9,7 +9,8 @@ struct BatchPlanner: Sendable {
     var store: any WalletStore
     var router: NotificationRouter
     var topology: Topology
-    var retryAttempts: Int
+    /// The waits between a message's attempts, and how many it gets.
+    var retry: RetrySchedule
     var logger: Logger
 
     /// One store transaction for the batch. A transient failure throws `TransientStoreFailure` (or, when the task
@@ -82,7 +83,8 @@ struct BatchPlanner: Sendable {
     func retryPlans(_ originals: ArraySlice<OriginalMessage>, error: StoreError) -> [DeliveryPlan] {
         originals.map {
             DeliveryPlan(
-                original: $0, transientFailure: error.description, retryAttempts: retryAttempts, topology: topology)
+                original: $0, transientFailure: error.description, retry: retry,
+                jitter: .random(in: 0..<1), topology: topology)
         }
     }
 }

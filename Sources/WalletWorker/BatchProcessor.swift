@@ -13,7 +13,8 @@ struct BatchProcessor: Sendable {
     var store: any WalletStore
     var router: NotificationRouter
     var topology: Topology
-    var retryAttempts: Int
+    /// The waits between a message's attempts, and how many it gets.
+    var retry: RetrySchedule
     var confirmTimeout: Duration
     var metrics: WorkerMetrics
     var logger: Logger
@@ -87,7 +88,7 @@ struct BatchProcessor: Sendable {
                 second.append((index, failure.isPermanent
                     ? DeliveryPlan(original: original, unpublishable: failure.reason, topology: topology)
                     : DeliveryPlan(
-                        original: original, transientFailure: failure.reason, retryAttempts: retryAttempts,
+                        original: original, transientFailure: failure.reason, retry: retry, jitter: .random(in: 0..<1),
                         topology: topology)))
             }
             let secondPlans = second.map(\.plan)
@@ -124,7 +125,7 @@ struct BatchProcessor: Sendable {
     /// The batch through the store, as one plan per delivery.
     private func plan(_ deliveries: [AMQPDelivery]) async throws -> [DeliveryPlan] {
         let planner = BatchPlanner(
-            store: store, router: router, topology: topology, retryAttempts: retryAttempts, logger: logger)
+            store: store, router: router, topology: topology, retry: retry, logger: logger)
         let originals = deliveries.map(OriginalMessage.init)
         // Deliveries that failed their sessions too often are dead-lettered, not processed again.
         let condemned = poisonGuard.isEmpty ? [] : deliveries.map(poisonGuard.condemned)
@@ -283,8 +284,13 @@ struct BatchProcessor: Sendable {
         switch plan.route {
         case .retry(let attempt, let error):
             metrics.retries.increment()
+            let copy = plan.messages.first
             logger.warning("sent to the retry queue",
-                           metadata: delivery.logMetadata(["attempt": "\(attempt)", "error": "\(error)"]))
+                           metadata: delivery.logMetadata([
+                               "attempt": "\(attempt)", "error": "\(error)",
+                               "retry_queue": "\(copy?.routingKey ?? "?")",
+                               "expiration_ms": "\(copy?.properties.expiration ?? "the queue's TTL")",
+                           ]))
             return
         case .retriesExhausted(let attempts, let error):
             metrics.countDeadLetter(reason: .retriesExhausted)

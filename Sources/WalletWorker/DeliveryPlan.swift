@@ -104,8 +104,12 @@ struct DeliveryPlan: Sendable {
         return (nil, [deadLetter])
     }
 
-    /// The plan for a delivery whose processing failed transiently: retry it, or dead-letter it after the last attempt.
-    init(original: OriginalMessage, transientFailure error: String, retryAttempts: Int, topology: Topology) {
+    /// The plan for a delivery whose processing failed transiently: retry it after its level's wait, or dead-letter
+    /// it after the last attempt. `jitter` is a uniform draw from `0..<1` (`RetrySchedule.expiration`).
+    init(
+        original: OriginalMessage, transientFailure error: String, retry schedule: RetrySchedule, jitter: Double,
+        topology: Topology
+    ) {
         self.original = original
         self.stored = nil
         let attempt = original.failedAttempts + 1
@@ -120,8 +124,10 @@ struct DeliveryPlan: Sendable {
         // The retry queue's TTL hands the copy to the broker's dead-lettering: no x-death it cannot update.
         var retried = original
         retried.properties.headers = XDeathHeader.movingMalformed(original.properties.headers)
-        let retry = retried.copy(
-            exchange: "", routingKey: topology.retryQueue,
+        let level = schedule.level(afterAttempt: attempt)
+        let retry = retried.retryCopy(
+            queue: RetrySchedule.queue(topology.retryQueue, level: level),
+            expiration: schedule.expiration(level: level, fraction: jitter),
             addingHeaders: [
                 (WorkerHeaders.retryCount, .int32(Int32(clamping: attempt))),
                 (WorkerHeaders.lastError, .string(error)),
@@ -129,7 +135,7 @@ struct DeliveryPlan: Sendable {
         // A retry copy that would not fit a frame with the broker's `x-death` cannot come back: dead-lettered now.
         let retryFits = retry.properties.encodingProblem(
             frameMax: Self.frameMax - OriginalMessage.brokerHeaderAllowance) == nil
-        if attempt >= retryAttempts || !retryFits {
+        if attempt >= schedule.attempts || !retryFits {
             let reason = retryFits
                 ? "transient failure, gave up after \(attempt) attempts: \(error)"
                 : "transient failure (\(error)); its headers are too large for a retry copy"

@@ -139,6 +139,22 @@ struct OriginalMessage: Sendable, Hashable {
         return copy
     }
 
+    /// The copy for a retry queue: its own `expiration` (the message's, if any, moved into
+    /// `x-original-expiration` like on a dead letter) so the wait is the worker's, not the message's TTL.
+    func retryCopy(queue: String, expiration: Duration?, addingHeaders added: [(String, AMQPFieldValue)])
+        -> AMQPOutboundMessage
+    {
+        var message = self
+        var headers = added
+        if let original = properties.expiration {
+            let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.bytes) ?? .string(original)
+            headers.append((WorkerHeaders.originalExpiration, exact))
+            message.properties.undecodedStrings[.expiration] = nil
+        }
+        message.properties.expiration = expiration.map { String($0.milliseconds) }
+        return message.copy(exchange: "", routingKey: queue, addingHeaders: headers)
+    }
+
     /// Room kept free in a copy's content header for the `x-death` entry the broker adds when it dead-letters it.
     static let brokerHeaderAllowance = 1_024
 

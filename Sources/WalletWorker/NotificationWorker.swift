@@ -44,7 +44,7 @@ public final class NotificationWorker: Service {
             var topology = configuration.topology
             topology.retryQueue = queue.retryQueue
             let processor = BatchProcessor(
-                store: store, router: router, topology: topology, retryAttempts: configuration.retryAttempts,
+                store: store, router: router, topology: topology, retry: configuration.retrySchedule,
                 confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger,
                 poisonGuard: poisonGuard, storeCircuit: storeCircuit, stop: stop)
             return Pipeline(

@@ -69,7 +69,7 @@ struct Pipeline: Sendable {
             connections.append(publishConnection)
 
             try await configuration.topology.declare(
-                on: consumeConnection, retryDelay: configuration.retryDelay, logger: logger, metrics: metrics)
+                on: consumeConnection, retry: configuration.retrySchedule, logger: logger, metrics: metrics)
 
             let consume = try await consumeConnection.openChannel()
             try await consume.setPrefetch(count: configuration.prefetch)

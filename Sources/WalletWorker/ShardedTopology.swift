@@ -73,15 +73,6 @@ public struct ShardedTopology: Sendable, Hashable {
         return operations
     }
 
-    /// Each shard's retry queue, a secondary step of its own: one the broker cannot declare now is skipped.
-    func retryQueueSteps(retryDelay: Duration) -> [TopologyStep] {
-        (0..<count).map { index in
-            TopologyStep(
-                operations: [.declareQueue(retryQueue(index), arguments: retryQueueArguments(index, retryDelay: retryDelay))],
-                secondaryQueue: retryQueue(index), isRetryQueue: true)
-        }
-    }
-
     static let missingPluginExplanation =
         "the ordered mode (--ordered-shards) needs RabbitMQ's consistent-hash exchange: enable the plugin with "
         + "`rabbitmq-plugins enable rabbitmq_consistent_hash_exchange` (bundled with RabbitMQ)"

@@ -39,10 +39,10 @@ public struct Topology: Sendable, Hashable {
     /// Declares everything on one channel, idempotently, stopping at the first failure (the broker closes the
     /// channel on a 404 or 406, so nothing can follow on it). A queue that exists with other arguments (another
     /// retry delay, another queue type) fails with the broker's 406 PRECONDITION_FAILED, which `TopologyError`
-    /// explains. `declare(on:retryDelay:logger:metrics:)` (on a connection) goes on past a secondary queue
+    /// explains. `declare(on:retry:logger:metrics:)` (on a connection) goes on past a secondary queue
     /// it cannot declare.
-    func declare(on channel: AMQPChannel, retryDelay: Duration) async throws {
-        for step in declarationPlan(retryDelay: retryDelay) {
+    func declare(on channel: AMQPChannel, retry: RetrySchedule) async throws {
+        for step in declarationPlan(retry: retry) {
             do throws(AMQPError) {
                 try await step.perform(on: channel)
             } catch {
@@ -63,11 +63,11 @@ public struct Topology: Sendable, Hashable {
     /// the transport's error for anything else (the caller reconnects).
     @discardableResult
     func declare(
-        on connection: AMQPConnection, retryDelay: Duration, logger: Logger, metrics: WorkerMetrics? = nil
+        on connection: AMQPConnection, retry: RetrySchedule, logger: Logger, metrics: WorkerMetrics? = nil
     ) async throws -> [String] {
         var channel = try await connection.openChannel()
         var skipped: [String] = []
-        for step in declarationPlan(retryDelay: retryDelay) {
+        for step in declarationPlan(retry: retry) {
             do throws(AMQPError) {
                 try await step.perform(on: channel)
             } catch {
@@ -95,8 +95,9 @@ public struct Topology: Sendable, Hashable {
         return skipped
     }
 
-    /// The declaration in order: one essential step, then one step per secondary queue.
-    func declarationPlan(retryDelay: Duration) -> [TopologyStep] {
+    /// The declaration in order: one essential step, then one step per secondary queue (each retry level of
+    /// each consumed queue, the dead-letter queue).
+    func declarationPlan(retry: RetrySchedule) -> [TopologyStep] {
         var essential: [TopologyOperation] = [
             .declareExchange(inboundExchange, type: "topic", arguments: [:]),
             .declareExchange(deadLetterExchange, type: "fanout", arguments: [:]),
@@ -109,11 +110,14 @@ public struct Topology: Sendable, Hashable {
             // both (deduplicated by its message_id) rather than neither.
             essential += sharded.essentialOperations
             essential.append(.unbindQueue(workQueue, exchange: inboundExchange, routingKey: "#"))
-            secondary.append(retryQueueStep(retryDelay: retryDelay))
-            secondary += sharded.retryQueueSteps(retryDelay: retryDelay)
+            secondary += retryQueueSteps(retry: retry, base: retryQueue, deadLetterTo: workQueue)
+            for index in 0..<sharded.count {
+                secondary += retryQueueSteps(
+                    retry: retry, base: sharded.retryQueue(index), deadLetterTo: sharded.queue(index))
+            }
         } else {
             essential.append(.bindQueue(workQueue, exchange: inboundExchange, routingKey: "#"))
-            secondary.append(retryQueueStep(retryDelay: retryDelay))
+            secondary += retryQueueSteps(retry: retry, base: retryQueue, deadLetterTo: workQueue)
         }
         secondary.append(TopologyStep(
             operations: [
@@ -124,10 +128,13 @@ public struct Topology: Sendable, Hashable {
         return [TopologyStep(operations: essential, secondaryQueue: nil, isRetryQueue: false)] + secondary
     }
 
-    private func retryQueueStep(retryDelay: Duration) -> TopologyStep {
-        TopologyStep(
-            operations: [.declareQueue(retryQueue, arguments: retryQueueArguments(retryDelay: retryDelay))],
-            secondaryQueue: retryQueue, isRetryQueue: true)
+    /// One secondary step per retry level of the queue `queue`, whose level-1 retry queue is `base`.
+    func retryQueueSteps(retry: RetrySchedule, base: String, deadLetterTo queue: String) -> [TopologyStep] {
+        retry.queues(base).map { level in
+            TopologyStep(
+                operations: [.declareQueue(level.name, arguments: retryQueueArguments(retryDelay: level.ttl, deadLetterTo: queue))],
+                secondaryQueue: level.name, isRetryQueue: true)
+        }
     }
 
     /// What a failed step means: a 406 or a missing plugin stops the worker with an explanation; a 404 on a

@@ -14,7 +14,7 @@ public enum TopologyDeclaration {
         let skipped: [String]
         do {
             skipped = try await configuration.topology.declare(
-                on: connection, retryDelay: configuration.retryDelay, logger: logger)
+                on: connection, retry: configuration.retrySchedule, logger: logger)
         } catch {
             await connection.close()
             throw error

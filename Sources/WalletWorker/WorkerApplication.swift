@@ -72,7 +72,15 @@ extension WorkerConfiguration {
         guard prefetch >= 1 else { throw ConfigurationError("--prefetch must be at least 1") }
         guard (1...64).contains(concurrency) else { throw ConfigurationError("--concurrency must be between 1 and 64") }
         guard retryAttempts >= 1 else { throw ConfigurationError("--retry-attempts must be at least 1") }
-        guard retryDelay >= .milliseconds(1) else { throw ConfigurationError("--retry-delay must be positive") }
+        // A queue's x-message-ttl is at most 2^32-1 ms; a day is plenty for a wait between two attempts.
+        guard retryDelay >= .milliseconds(1), retryDelay <= .seconds(86_400) else {
+            throw ConfigurationError("--retry-delay must be between 1 ms and 24 h")
+        }
+        if let longestRetryDelay {
+            guard longestRetryDelay >= retryDelay, longestRetryDelay <= .seconds(86_400) else {
+                throw ConfigurationError("--retry-delay-max must be between --retry-delay and 24 h")
+            }
+        }
         guard deduplicationRetention >= .seconds(1) else {
             throw ConfigurationError("--dedup-retention must be at least 1 s")
         }

@@ -33,8 +33,12 @@ public struct WorkerConfiguration: Sendable {
     public var storeStatementTimeout: Duration = .seconds(5)
     /// How long processed message ids are remembered for deduplication. Default: `24 h`.
     public var deduplicationRetention: Duration = .seconds(86_400)
-    /// Time a message spends in the retry queue before it is processed again. Default: `5 s`.
+    /// Time a message spends in the retry queue before it is processed again the first time; it doubles with
+    /// each further retry (`RetrySchedule`). Default: `5 s`.
     public var retryDelay: Duration = .seconds(5)
+    /// The longest wait between two attempts of one message. Default: `nil`, the larger of 5 minutes and
+    /// `retryDelay`.
+    public var longestRetryDelay: Duration?
     /// Processing attempts before a transient failure dead-letters the message. Default: `5`.
     public var retryAttempts = 5
     /// How long a publish batch waits for the broker's confirms before it counts as failed. Default: `10 s`.
@@ -54,6 +58,13 @@ public struct WorkerConfiguration: Sendable {
     public var logFormat: LogFormat = .text
 
     public init() {}
+
+    /// The waits between the attempts of a message that fails transiently, and the retry queues they need.
+    public var retrySchedule: RetrySchedule {
+        RetrySchedule(
+            firstDelay: retryDelay, longestDelay: longestRetryDelay ?? max(.seconds(300), retryDelay),
+            attempts: retryAttempts)
+    }
 
     /// The routing settings with the result exchange names taken from the topology.
     var routingSettings: RoutingSettings {

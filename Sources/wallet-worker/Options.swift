@@ -30,8 +30,12 @@ struct BrokerOptions: ParsableArguments {
     var retryQueue: String?
     @Option(help: "Ordered mode: N consistent-hash shard queues with a single active consumer, keyed by the digitalCardId header; 0 is off (env WALLET_ORDERED_SHARDS). Default: 0")
     var orderedShards: String?
-    @Option(help: "Delay in the retry queue, its x-message-ttl, e.g. 5s (env WALLET_RETRY_DELAY). Default: 5s")
+    @Option(help: "Delay in the retry queue, its x-message-ttl, e.g. 5s; it doubles with each further retry, in queues <retry queue>.2, .3, … (env WALLET_RETRY_DELAY). Default: 5s")
     var retryDelay: String?
+    @Option(help: "Longest wait between two attempts of one message (env WALLET_RETRY_DELAY_MAX). Default: 5m, or --retry-delay if longer")
+    var retryDelayMax: String?
+    @Option(help: "Processing attempts before a transient failure dead-letters; with --retry-delay(-max) it sets how many retry queues there are (env WALLET_RETRY_ATTEMPTS). Default: 5")
+    var retryAttempts: String?
     @Option(help: "Dead-letter exchange (env WALLET_DEAD_LETTER_EXCHANGE). Default: wallet.notifications.dlx")
     var deadLetterExchange: String?
     @Option(help: "Dead-letter queue (env WALLET_DEAD_LETTER_QUEUE). Default: wallet.notifications.dead")
@@ -67,6 +71,10 @@ struct BrokerOptions: ParsableArguments {
                to: &topology.orderedShards)
         assign(try setting(retryDelay, "--retry-delay", "WALLET_RETRY_DELAY", expected: "a duration like 5s", duration),
                to: &configuration.retryDelay)
+        configuration.longestRetryDelay = try setting(
+            retryDelayMax, "--retry-delay-max", "WALLET_RETRY_DELAY_MAX", expected: "a duration like 5m", duration)
+        assign(try setting(retryAttempts, "--retry-attempts", "WALLET_RETRY_ATTEMPTS", expected: "a positive integer", positiveInt),
+               to: &configuration.retryAttempts)
         assign(try setting(deadLetterExchange, "--dead-letter-exchange", "WALLET_DEAD_LETTER_EXCHANGE", expected: "a name", text),
                to: &topology.deadLetterExchange)
         assign(try setting(deadLetterQueue, "--dead-letter-queue", "WALLET_DEAD_LETTER_QUEUE", expected: "a name", text), to: &topology.deadLetterQueue)
@@ -90,8 +98,6 @@ struct WorkerOptions: ParsableArguments {
     var prefetch: String?
     @Option(help: "Parallel pipelines on the work queue; above 1 queue order is not kept; not used in the ordered mode (env WALLET_CONCURRENCY). Default: 1")
     var concurrency: String?
-    @Option(help: "Processing attempts before a transient failure dead-letters (env WALLET_RETRY_ATTEMPTS). Default: 5")
-    var retryAttempts: String?
     @Option(help: "Wait for publisher confirms, e.g. 10s (env WALLET_CONFIRM_TIMEOUT). Default: 10s")
     var confirmTimeout: String?
     @Option(help: "Store lock wait before a batch counts as failed (env WALLET_STORE_BUSY_TIMEOUT). Default: 5s")
@@ -117,8 +123,6 @@ struct WorkerOptions: ParsableArguments {
                to: &configuration.prefetch)
         assign(try setting(concurrency, "--concurrency", "WALLET_CONCURRENCY", expected: "a positive integer", positiveInt),
                to: &configuration.concurrency)
-        assign(try setting(retryAttempts, "--retry-attempts", "WALLET_RETRY_ATTEMPTS", expected: "a positive integer", positiveInt),
-               to: &configuration.retryAttempts)
         assign(try setting(confirmTimeout, "--confirm-timeout", "WALLET_CONFIRM_TIMEOUT", expected: "a duration like 10s", duration),
                to: &configuration.confirmTimeout)
         assign(try setting(storeBusyTimeout, "--store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", expected: "a duration like 5s", duration),

@@ -199,10 +199,17 @@ struct MultiReplicaRun {
         return names
     }
 
-    /// Where inbound messages wait: the work and retry queues, and in the ordered mode every shard and its retry queue.
+    /// Where inbound messages wait: the work queue and its retry levels, and in the ordered mode every shard and its
+    /// retry levels.
     private func inputQueues(_ topology: ResilienceTopology) -> [String] {
         let sharded = workerTopology(topology).sharded
-        return [topology.work, topology.retry] + (sharded?.queues ?? []) + (sharded?.retryQueues ?? [])
+        return [topology.work] + (sharded?.queues ?? [])
+            + ([topology.retry] + (sharded?.retryQueues ?? [])).flatMap(Self.retryLevels)
+    }
+
+    /// The retry queues of `--retry-delay 200ms` and the default attempts, level 1 first.
+    static func retryLevels(_ base: String) -> [String] {
+        RetrySchedule(firstDelay: .milliseconds(200), longestDelay: .seconds(300), attempts: 5).queues(base).map(\.name)
     }
 
     /// `wallet-worker declare` (with the mode's flags), then the capture queue bound to every result exchange.
@@ -225,7 +232,7 @@ struct MultiReplicaRun {
         guard let sharded = workerTopology(topology).sharded,
               let connection = try? await ResilienceBroker.connect(purpose: "clean-up \(topology.prefix)")
         else { return }
-        for queue in sharded.queues + sharded.retryQueues {
+        for queue in sharded.queues + sharded.retryQueues.flatMap(Self.retryLevels) {
             if let channel = try? await connection.openChannel() {
                 _ = try? await channel.deleteQueue(queue)
                 try? await channel.close()

@@ -131,9 +131,11 @@ struct ResilienceTopology: Sendable {
 
     /// `wallet-worker declare` with these names (and the retry delay the run will use: it is the retry queue's
     /// x-message-ttl), then the durable capture queue bound to every result exchange.
-    func declare(url: String = ResilienceBroker.url, retryDelay: String, on channel: AMQPChannel) async throws {
+    func declare(
+        url: String = ResilienceBroker.url, retryDelay: String, extraFlags: [String] = [], on channel: AMQPChannel
+    ) async throws {
         let declare = try WorkerProcess(
-            ["declare"] + flags + ["--retry-delay", retryDelay, "--log-format", "json"], amqpURL: url,
+            ["declare"] + flags + ["--retry-delay", retryDelay, "--log-format", "json"] + extraFlags, amqpURL: url,
             label: "declare-\(prefix)")
         defer { declare.kill(); declare.process.removeLog() }
         guard let (exit, _) = await declare.waitForExit(timeout: .seconds(30)) else {
@@ -153,7 +155,8 @@ struct ResilienceTopology: Sendable {
         guard let connection = try? await ResilienceBroker.connect(url: url, purpose: "clean-up \(prefix)") else {
             return
         }
-        for queue in [work, retry, deadLetterQueue, capture] {
+        // Every retry level (`<retry>.2`, … as RetrySchedule names them) a test's settings may have declared.
+        for queue in [work, retry, deadLetterQueue, capture] + (2...12).map({ "\(retry).\($0)" }) {
             if let channel = try? await connection.openChannel() {
                 _ = try? await channel.deleteQueue(queue)
                 try? await channel.close()
@@ -172,7 +175,7 @@ struct ResilienceTopology: Sendable {
 /// Runs `body` with a connection, a channel and a declared topology; deletes the topology and closes the
 /// connection afterwards, also when `body` throws.
 func withResilienceTopology<T>(
-    _ purpose: String, url: String = ResilienceBroker.url, retryDelay: String = "200ms",
+    _ purpose: String, url: String = ResilienceBroker.url, retryDelay: String = "200ms", declareFlags: [String] = [],
     _ body: (ResilienceTopology, AMQPConnection, AMQPChannel) async throws -> T
 ) async throws -> T {
     let topology = ResilienceTopology(purpose)
@@ -180,7 +183,7 @@ func withResilienceTopology<T>(
     let result: Result<T, any Error>
     do {
         let channel = try await connection.openChannel()
-        try await topology.declare(url: url, retryDelay: retryDelay, on: channel)
+        try await topology.declare(url: url, retryDelay: retryDelay, extraFlags: declareFlags, on: channel)
         result = .success(try await body(topology, connection, channel))
     } catch {
         result = .failure(error)

@@ -220,8 +220,12 @@ final class WorkerEnvironment: @unchecked Sendable {
         for collector in collectors { await collector.stop() }
         let cleanup = try await connection.openChannel()
         let topology = topology
-        let shardQueues = (topology.sharded?.queues ?? []) + (topology.sharded?.retryQueues ?? [])
-        for queue in queues + [topology.workQueue, topology.retryQueue, topology.deadLetterQueue] + shardQueues {
+        // Every retry level a test's settings may have declared (deleting a missing queue is fine).
+        let retryQueues = ([topology.retryQueue] + (topology.sharded?.retryQueues ?? [])).flatMap { base in
+            (1...12).map { RetrySchedule.queue(base, level: $0) }
+        }
+        let shardQueues = topology.sharded?.queues ?? []
+        for queue in queues + [topology.workQueue, topology.deadLetterQueue] + retryQueues + shardQueues {
             try await cleanup.deleteQueue(queue)
         }
         let hashExchange = topology.sharded.map { [$0.hashExchange] } ?? []

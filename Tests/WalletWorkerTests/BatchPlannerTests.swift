@@ -15,7 +15,7 @@ import WalletStore
 
     func planner(_ store: some WalletStore) -> BatchPlanner {
         BatchPlanner(
-            store: store, router: NotificationRouter(), topology: topology, retryAttempts: 5,
+            store: store, router: NotificationRouter(), topology: topology, retry: .attempts(5),
             logger: Logger(label: "batch-planner-tests", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
 

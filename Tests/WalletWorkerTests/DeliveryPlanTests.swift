@@ -71,7 +71,7 @@ import WalletStore
 
     @Test func aTransientFailureGoesToTheRetryQueueWithItsAttemptCount() throws {
         let plan = DeliveryPlan(
-            original: original(), transientFailure: "store unavailable: busy", retryAttempts: 5, topology: topology)
+            original: original(), transientFailure: "store unavailable: busy", retry: .attempts(5), jitter: 0.5, topology: topology)
         #expect(plan.route == .retry(attempt: 1, error: "store unavailable: busy"))
         let retry = try #require(plan.messages.first)
         #expect(retry.exchange == "")
@@ -86,7 +86,7 @@ import WalletStore
     func theLastAttemptDeadLettersWithTheError(count: AMQPFieldValue) throws {
         let plan = DeliveryPlan(
             original: original(headers: ["x-retry-count": count]), transientFailure: "confirm timeout",
-            retryAttempts: 5, topology: topology)
+            retry: .attempts(5), jitter: 0.5, topology: topology)
         #expect(plan.route == .retriesExhausted(attempts: 5, error: "confirm timeout"))
         let deadLetter = try #require(plan.messages.first)
         #expect(deadLetter.exchange == topology.deadLetterExchange)
@@ -136,7 +136,7 @@ import WalletStore
     }
 
     @Test func aSingleAttemptNeverRetries() {
-        let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retryAttempts: 1, topology: topology)
+        let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retry: .attempts(1), jitter: 0.5, topology: topology)
         #expect(plan.route == .retriesExhausted(attempts: 1, error: "x"))
     }
 

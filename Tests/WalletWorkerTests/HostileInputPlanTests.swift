@@ -30,7 +30,7 @@ import WalletStore
     @Test func aHugeRetryCountIsDeadLetteredInsteadOfTrapping() {
         let plan = DeliveryPlan(
             original: original(headers: ["x-retry-count": .int64(.max)]), transientFailure: "store down",
-            retryAttempts: 5, topology: topology)
+            retry: .attempts(5), jitter: 0.5, topology: topology)
         #expect(plan.route == .retriesExhausted(attempts: 1_000_001, error: "store down"))
         #expect(plan.messages.map(\.exchange) == [topology.deadLetterExchange])
     }
@@ -73,7 +73,7 @@ import WalletStore
         let plan = DeliveryPlan(original: withheld, stored: decision, topology: topology)
         #expect(plan.isRejectedToBroker)
         #expect(plan.messages.isEmpty)
-        let retry = DeliveryPlan(original: withheld, transientFailure: "x", retryAttempts: 5, topology: topology)
+        let retry = DeliveryPlan(original: withheld, transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology)
         #expect(retry.isRejectedToBroker, "a body never kept cannot go to the retry queue")
     }
 
@@ -111,7 +111,7 @@ import WalletStore
         #expect(deadLetter.properties.headers?["x-worker-error"]?.text?.contains("malformed x-death") == true)
 
         // A retry copy goes through the retry queue's TTL: the malformed header travels under another name.
-        let retry = DeliveryPlan(original: original(headers: forged), transientFailure: "x", retryAttempts: 5, topology: topology)
+        let retry = DeliveryPlan(original: original(headers: forged), transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology)
         let copy = try #require(retry.messages.first)
         #expect(copy.properties.headers?["x-death"] == nil)
         #expect(copy.properties.headers?["x-original-x-death"] == .array([.string("x")]))

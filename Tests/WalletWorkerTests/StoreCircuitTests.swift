@@ -17,7 +17,7 @@ import WalletStore
         circuit: StoreCircuit? = nil
     ) -> BatchProcessor {
         BatchProcessor(
-            store: store, router: NotificationRouter(), topology: Topology(), retryAttempts: 5,
+            store: store, router: NotificationRouter(), topology: Topology(), retry: .attempts(5),
             confirmTimeout: .seconds(5), metrics: metrics, logger: logger,
             storeCircuit: circuit ?? StoreCircuit(health: health, metrics: metrics, logger: logger), stop: stop)
     }
@@ -87,7 +87,7 @@ import WalletStore
 
 extension BatchProcessor {
     var planner: BatchPlanner {
-        BatchPlanner(store: store, router: router, topology: topology, retryAttempts: retryAttempts, logger: logger)
+        BatchPlanner(store: store, router: router, topology: topology, retry: retry, logger: logger)
     }
 }
 

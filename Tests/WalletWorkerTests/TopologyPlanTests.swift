@@ -21,42 +21,47 @@ import Testing
 
     @Test func inQuorumModeEveryQueueIsQuorumTheRetryQueueToo() {
         let topology = quorum()
-        let queues = declaredQueues(topology.declarationPlan(retryDelay: .seconds(5)))
-        #expect(Set(queues.keys) == [topology.workQueue, topology.retryQueue, topology.deadLetterQueue])
+        let queues = declaredQueues(topology.declarationPlan(retry: .attempts(5)))
+        let retryLevels = ["", ".2", ".3", ".4"].map { topology.retryQueue + $0 }
+        #expect(Set(queues.keys) == Set([topology.workQueue, topology.deadLetterQueue] + retryLevels))
         for (name, arguments) in queues {
             #expect(arguments["x-queue-type"] == .string("quorum"), "\(name)")
         }
-        #expect(queues[topology.retryQueue]?["x-message-ttl"] == .int64(5_000))
+        #expect(retryLevels.map { queues[$0]?["x-message-ttl"] } == [.int64(5_000), .int64(10_000), .int64(20_000), .int64(40_000)])
     }
 
     @Test func inQuorumModeTheShardsRetryQueuesAreQuorumToo() throws {
         var topology = quorum()
         topology.orderedShards = 3
         let sharded = try #require(topology.sharded)
-        let queues = declaredQueues(topology.declarationPlan(retryDelay: .seconds(5)))
+        let queues = declaredQueues(topology.declarationPlan(retry: .attempts(5)))
         for index in 0..<3 {
-            #expect(queues[sharded.retryQueue(index)]?["x-queue-type"] == .string("quorum"))
-            #expect(queues[sharded.retryQueue(index)]?["x-dead-letter-routing-key"] == .string(sharded.queue(index)))
+            for level in 1...4 {
+                let retryQueue = RetrySchedule.queue(sharded.retryQueue(index), level: level)
+                #expect(queues[retryQueue]?["x-queue-type"] == .string("quorum"))
+                #expect(queues[retryQueue]?["x-dead-letter-routing-key"] == .string(sharded.queue(index)))
+            }
         }
     }
 
     @Test func theClassicModeDeclaresWhatItAlwaysDid() {
         let topology = Topology()
-        let queues = declaredQueues(topology.declarationPlan(retryDelay: .seconds(5)))
+        let queues = declaredQueues(topology.declarationPlan(retry: .attempts(5)))
         #expect(queues[topology.retryQueue]?["x-queue-type"] == nil)
         #expect(queues[topology.workQueue]?["x-queue-type"] == nil)
     }
 
     @Test func theEssentialStepComesFirstThenOneStepPerSecondaryQueue() {
         let topology = Topology()
-        let plan = topology.declarationPlan(retryDelay: .seconds(5))
+        let plan = topology.declarationPlan(retry: .attempts(5))
         #expect(plan.first?.secondaryQueue == nil)
-        #expect(plan.dropFirst().map(\.secondaryQueue) == [topology.retryQueue, topology.deadLetterQueue])
+        let retryLevels = ["", ".2", ".3", ".4"].map { topology.retryQueue + $0 }
+        #expect(plan.dropFirst().map(\.secondaryQueue) == retryLevels + [topology.deadLetterQueue])
     }
 
     @Test func aSecondaryQueueWhoseNodeIsDownIsSkippedTheWorkQueueIsNot() {
         let topology = quorum()
-        let plan = topology.declarationPlan(retryDelay: .seconds(5))
+        let plan = topology.declarationPlan(retry: .attempts(5))
         #expect(topology.failureDecision(step: plan[1], replyCode: 404) == .skip)
         #expect(topology.failureDecision(step: plan[0], replyCode: 404) == .reconnect)
         #expect(topology.failureDecision(step: plan[1], replyCode: nil) == .reconnect)
