@@ -1,3 +1,5 @@
+import Logging
+
 /// How to reach and talk to the broker.
 public struct AMQPConnectionConfiguration: Sendable {
     /// TLS settings for `amqps://` URLs (librabbitmq's OpenSSL socket).
@@ -33,6 +35,9 @@ public struct AMQPConnectionConfiguration: Sendable {
     public var rpcTimeout: Duration = .seconds(30)
     /// The name the management UI shows for this connection. Default: `nil`.
     public var connectionName: String?
+    /// The level of the line logged when the connection fails. Default: `.error`; lower for a connection whose
+    /// failure the owner expects and reports itself.
+    public var failureLogLevel: Logger.Level = .error
     public var tls = TLS()
 
     public init(url: AMQPURL) {

@@ -60,7 +60,10 @@ struct Pipeline: Sendable {
     private func runSession() async throws -> Bool {
         var connections: [AMQPConnection] = []
         var consuming = false
-        let replies = DirectReplyPublisher(metrics: metrics, logger: logger) { try await connect(role: "reply") }
+        // A malformed reply-to address ends the reply connection (541): expected, and logged by the publisher.
+        let replies = DirectReplyPublisher(metrics: metrics, logger: logger) {
+            try await connect(role: "reply", failureLogLevel: .notice)
+        }
         let inFlight = InFlightBatches()
         do {
             let consumeConnection = try await connect(role: "consume")
@@ -212,9 +215,10 @@ struct Pipeline: Sendable {
         }
     }
 
-    private func connect(role: String) async throws -> AMQPConnection {
+    private func connect(role: String, failureLogLevel: Logger.Level = .error) async throws -> AMQPConnection {
         var configuration = connectionConfiguration
         configuration.connectionName = "wallet-worker \(ProcessInfo.processInfo.hostName) #\(index) \(role)"
+        configuration.failureLogLevel = failureLogLevel
         return try await AMQPConnection.connect(configuration: configuration, logger: logger)
     }
 

@@ -15,6 +15,7 @@ import Darwin
 final class ConnectionCore {
     let state: amqp_connection_state_t
     let logger: Logger
+    private let failureLogLevel: Logger.Level
     let heartbeat: Duration
     let events: AsyncStream<AMQPConnectionEvent>.Continuation
     let socketDescriptor: Int32
@@ -104,6 +105,7 @@ final class ConnectionCore {
         }
         self.state = state
         self.logger = logger
+        self.failureLogLevel = configuration.failureLogLevel
         self.events = events
         self.heartbeat = .seconds(Int(amqp_get_heartbeat(state)))
         self.socketDescriptor = amqp_get_sockfd(state)
@@ -190,7 +192,8 @@ final class ConnectionCore {
         for consumer in consumers.values { consumer.finish(throwing: error) }
         consumers.removeAll()
         if notify {
-            logger.error("AMQP connection failed", metadata: [AMQPLoggingKeys.error: "\(error)"])
+            logger.log(
+                level: failureLogLevel, "AMQP connection failed", metadata: [AMQPLoggingKeys.error: "\(error)"])
             events.yield(.closed(error: error))
         }
     }
