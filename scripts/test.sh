@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 source scripts/lib/prerequisites.sh
-ensure_prerequisites
+# haproxy: the node-loss test puts a three-node cluster behind it (scripts/rabbitmq-cluster.sh).
+ensure_prerequisites haproxy
 
 started_broker=false
 if [ -z "${AMQP_URL:-}" ]; then
