@@ -1,0 +1,127 @@
+import AMQPTransport
+import Foundation
+import Testing
+
+extension Resilience {
+    /// Issue 15, part 1: `wallet-worker dead-letters list|show|replay|purge` against the real broker, on dead
+    /// letters the worker itself made: bad input (rejected) and messages that failed for the store (another
+    /// process held the SQLite lock, one attempt allowed). The operator finds why each one is there, replays the
+    /// store failures once the store is back (the worker processes them: all their results), and purges the rest;
+    /// nothing the commands do not act on leaves the queue.
+    @Suite("Dead-letter tool", .timeLimit(.minutes(3)))
+    struct DeadLetterTool {
+        /// `wallet-worker ARGUMENTS` to its end; its output (stdout and stderr, in one log) and exit.
+        private func command(
+            _ arguments: [String], _ topology: ResilienceTopology, input: String? = nil
+        ) async throws -> (exit: ChildExit, output: String) {
+            let process = try ChildProcess(
+                executable: try WorkerProcess.executablePath, arguments: arguments + topology.flags,
+                environment: ["AMQP_URL": ResilienceBroker.url], label: "dead-letters-\(arguments.first ?? "")",
+                pipeStandardInput: true)
+            defer { process.kill(); process.removeLog() }
+            if let input { try process.write(toStandardInput: input) }
+            process.closeStandardInput()
+            guard let (exit, _) = await process.waitForExit(timeout: .seconds(60)) else {
+                throw ChildProcessError("wallet-worker \(arguments) did not finish\n\(process.logTail())")
+            }
+            return (exit, process.log)
+        }
+
+        /// The JSON lines of an output (the progress lines on stderr are not JSON).
+        private func objects(_ output: String) -> [[String: Any]] {
+            output.split(separator: "\n").filter { $0.hasPrefix("{") }.compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+        }
+
+        @Test("list shows why each message was dead-lettered and takes nothing; replay --reason brings back the store failures, which the worker then processes; show prints one whole; purge asks first")
+        func operatorFindsReplaysAndPurges() async throws {
+            let database = temporarySQLitePath("dead-letter-tool")
+            defer { removeSQLite(database) }
+            try await withResilienceTopology("dlt") { topology, connection, channel in
+                let worker = try WorkerProcess(
+                    workerRunArguments(
+                        topology, store: "sqlite:\(database)", prefetch: 50,
+                        extra: ["--store-busy-timeout", "50ms", "--retry-attempts", "1"]),
+                    amqpURL: ResilienceBroker.url, label: "dlt-worker")
+                defer { worker.kill(); worker.process.removeLog() }
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                try await channel.enableConfirms()
+
+                // Four that fail for the store, then three bad ones once it is back.
+                let lock = try await SQLiteLockHolder(path: database)
+                let storeFailures = (0..<4).map {
+                    InboundNotification.mg("dlt-mg-\($0)", card: "DLT-\($0)")
+                }
+                try await publishAll(storeFailures.map { $0.outbound(to: topology.inbound) }, on: channel)
+                let failed = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
+                    try await readyCount(topology.deadLetterQueue, on: connection) == 4
+                }
+                await lock.release()
+                try #require(failed, "the store failures were not dead-lettered\n\(worker.logTail())")
+                var bad = InboundNotification.action("dlt-bad-0", action: "x")
+                let badOnes = (0..<3).map { index -> InboundNotification in
+                    bad.messageID = "dlt-bad-\(index)"
+                    bad.body = #"{"sender":"TNS","oops":"# + "\(index)"
+                    return bad
+                }
+                try await publishAll(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
+                let allDead = try await eventually(timeout: .seconds(30)) {
+                    try await readyCount(topology.deadLetterQueue, on: connection) == 7
+                }
+                try #require(allDead, "\(worker.logTail())")
+                let resultsBefore = try await readyCount(topology.capture, on: connection)
+
+                // list: seven lines with their reasons; the queue keeps all seven.
+                let list = try await command(["dead-letters", "list", "--json"], topology)
+                #expect(list.exit == .exited(0), "\(list.output)")
+                let listed = objects(list.output)
+                #expect(listed.count == 7, "\(list.output)")
+                let storeListed = listed.filter { ($0["reason"] as? String)?.contains("store unavailable") == true }
+                #expect(Set(storeListed.compactMap { $0["messageId"] as? String }) == Set(storeFailures.map(\.messageID)))
+                #expect(storeListed.allSatisfy { $0["sender"] as? String == "MG" && $0["deadLetteredBy"] as? String == "worker" })
+                let badListed = listed.filter { ($0["reason"] as? String)?.contains("body is not JSON") == true }
+                #expect(badListed.count == 3, "\(list.output)")
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 7, "list took messages")
+
+                // A filter with no match, and the dry run: nothing moves.
+                let none = try await command(["dead-letters", "list", "--json", "--sender", "CPS"], topology)
+                #expect(objects(none.output).isEmpty && none.exit == .exited(0))
+                let dry = try await command(
+                    ["dead-letters", "replay", "--reason", "store unavailable", "--dry-run", "--json"], topology)
+                #expect(dry.exit == .exited(0) && objects(dry.output).count == 4, "\(dry.output)")
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 7, "a dry run took messages")
+
+                // show: one dead letter whole.
+                let show = try await command(["dead-letters", "show", "--message-id", "dlt-bad-1"], topology)
+                let shown = objects(show.output)
+                #expect(shown.count == 1 && shown.first?["body"] as? String == badOnes[1].body, "\(show.output)")
+                let headers = shown.first?["headers"] as? [String: Any]
+                #expect((headers?["x-worker-error"] as? String)?.contains("body is not JSON") == true, "\(show.output)")
+
+                // replay the store failures: they leave the dead letters and the worker processes them.
+                let replay = try await command(["dead-letters", "replay", "--reason", "store unavailable"], topology)
+                #expect(replay.exit == .exited(0), "\(replay.output)")
+                #expect(replay.output.contains("replayed 4 of 7"), "no progress line: \(replay.output)")
+                let processed = try await eventually(timeout: .seconds(20)) {
+                    try await readyCount(topology.capture, on: connection) >= resultsBefore + 4
+                }
+                #expect(processed, "the replayed messages were not processed\n\(worker.logTail())")
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 3)
+                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let accounting = ResultAccounting(results: results, inbound: storeFailures)
+                #expect(accounting.incomplete.isEmpty, "replayed messages without their results: \(accounting.incomplete)")
+
+                // purge asks; "no" deletes nothing; --yes deletes the matching ones.
+                let refused = try await command(["dead-letters", "purge", "--reason", "not JSON"], topology, input: "no\n")
+                #expect(refused.exit == .exited(1), "\(refused.output)")
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 3)
+                let purged = try await command(["dead-letters", "purge", "--reason", "not json", "--yes"], topology)
+                #expect(purged.exit == .exited(0) && purged.output.contains("deleted 3 of 3"), "\(purged.output)")
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                #expect(worker.isRunning)
+            }
+        }
+    }
+}
