@@ -8,7 +8,8 @@
 # default 5442, its own data directory), runs `swift test` with AMQP_URL and POSTGRES_URL pointing at them,
 # stops both by their pids, and exits with the tests' status.
 # Set AMQP_URL yourself to test against a broker you already run (nothing is started then; the TLS tests
-# then need AMQPS_URL and AMQP_TLS_CA_FILE too, and the user_id test AMQP_SECOND_USER_URL: another user's URL). Likewise POSTGRES_URL: a role that may create schemas.
+# then need AMQPS_URL and AMQP_TLS_CA_FILE too, the user_id test AMQP_SECOND_USER_URL: another user's URL, and the
+# --no-declare test AMQP_RUNTIME_USER_URL: a user with no configure permission). Likewise POSTGRES_URL: a role that may create schemas.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,10 @@ if [ -z "${AMQP_URL:-}" ]; then
     scripts/rabbitmq-local.sh ctl add_user wallet-backend backend-secret >/dev/null
     scripts/rabbitmq-local.sh ctl set_permissions -p / wallet-backend '.*' '.*' '.*' >/dev/null
     export AMQP_SECOND_USER_URL="amqp://wallet-backend:backend-secret@127.0.0.1:$RABBITMQ_PORT/%2f"
+    # A runtime user without configure rights, for `run --no-declare` (LeastPrivilegeTests).
+    scripts/rabbitmq-local.sh ctl add_user wallet-runtime runtime-secret >/dev/null
+    scripts/rabbitmq-local.sh ctl set_permissions -p / wallet-runtime '^$' '.*' '.*' >/dev/null
+    export AMQP_RUNTIME_USER_URL="amqp://wallet-runtime:runtime-secret@127.0.0.1:$RABBITMQ_PORT/%2f"
 fi
 started_postgres=false
 if [ -z "${POSTGRES_URL:-}" ]; then

@@ -71,8 +71,10 @@ struct Pipeline: Sendable {
             let publishConnection = try await connect(role: "publish")
             connections.append(publishConnection)
 
-            try await configuration.topology.declare(
-                on: consumeConnection, retry: configuration.retrySchedule, logger: logger, metrics: metrics)
+            if configuration.declaresTopology {
+                try await configuration.topology.declare(
+                    on: consumeConnection, retry: configuration.retrySchedule, logger: logger, metrics: metrics)
+            }
 
             let consume = try await consumeConnection.openChannel()
             try await consume.setPrefetch(count: configuration.prefetch)

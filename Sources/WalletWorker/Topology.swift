@@ -146,6 +146,9 @@ public struct Topology: Sendable, Hashable {
                 return .stop(explanation: Self.retryQueueMigration)
             }
             return .stop(explanation: TopologyError.conflictingArguments)
+        case 403:
+            // ACCESS_REFUSED: this user may not configure; reconnecting will not give it the right.
+            return .stop(explanation: TopologyError.accessRefused)
         case 503 where step.operations.contains(where: \.declaresConsistentHashExchange):
             // 503 COMMAND_INVALID "unknown exchange type": reconnecting will not install the plugin.
             return .stop(explanation: ShardedTopology.missingPluginExplanation)
@@ -220,6 +223,11 @@ public struct TopologyError: Error, CustomStringConvertible {
         self.underlying = underlying
         self.explanation = explanation
     }
+
+    static let accessRefused =
+        "the broker user may not declare the topology (it has no configure permission on these names). Declare "
+        + "it with a user that may (`wallet-worker declare`, e.g. the deploy job) and run the worker with "
+        + "--no-declare (WALLET_NO_DECLARE=true)"
 
     static let conflictingArguments =
         "a queue or exchange exists with other arguments, e.g. another retry delay or queue type. Use the settings "

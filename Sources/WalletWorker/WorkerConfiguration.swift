@@ -15,6 +15,9 @@ public struct WorkerConfiguration: Sendable {
     public var heartbeat: Duration = .seconds(10)
     /// Queue and exchange names (CONTRACT.md §1), and the ordered mode (`topology.orderedShards`, default off).
     public var topology = Topology()
+    /// Declare the topology at start-up and after every reconnect. Off (`--no-declare`) for a broker user without
+    /// `configure` rights: a deploy job runs `wallet-worker declare` with one that has them. Default: `true`.
+    public var declaresTopology = true
     /// Unacknowledged deliveries the broker sends each consumer: the largest batch. Default: `200`.
     public var prefetch: UInt16 = 200
     /// Independent consume-process-publish pipelines on the work queue, each with its own two connections.

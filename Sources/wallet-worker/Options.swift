@@ -94,6 +94,8 @@ struct BrokerOptions: ParsableArguments {
 struct WorkerOptions: ParsableArguments {
     @Option(help: "Store: sqlite:PATH, postgres://USER:PASSWORD@HOST:PORT/DATABASE or memory (env WALLET_STORE). Default: sqlite:wallet.sqlite")
     var store: String?
+    @Flag(help: "Do not declare the topology (for a broker user without configure rights; run `wallet-worker declare` in a deploy job) (env WALLET_NO_DECLARE=true)")
+    var noDeclare = false
     @Option(help: "Unacknowledged deliveries per consumer, the largest batch (env WALLET_PREFETCH). Default: 200")
     var prefetch: String?
     @Option(help: "Parallel pipelines on the work queue; above 1 queue order is not kept; not used in the ordered mode (env WALLET_CONCURRENCY). Default: 1")
@@ -118,6 +120,11 @@ struct WorkerOptions: ParsableArguments {
     func apply(to configuration: inout WorkerConfiguration) throws {
         if let location = try storeSetting(store) {
             configuration.store = location
+        }
+        if noDeclare {
+            configuration.declaresTopology = false
+        } else if let declare = try setting(nil, "--no-declare", "WALLET_NO_DECLARE", expected: "true or false", bool) {
+            configuration.declaresTopology = !declare
         }
         assign(try setting(prefetch, "--prefetch", "WALLET_PREFETCH", expected: "an integer from 1 to 65535", { UInt16($0) }),
                to: &configuration.prefetch)

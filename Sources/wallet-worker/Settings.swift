@@ -3,38 +3,43 @@ import Foundation
 import WalletStore
 import WalletWorker
 
-/// One setting's value: the flag if given, else the environment variable, else nil (the default stays).
-/// A value that does not parse is an error naming where it came from.
+/// One setting's value: the flag if given, else the environment variable, else the file named by the variable
+/// with `_FILE` appended (a mounted secret, the convention of official container images), else nil (the
+/// default stays). A value that does not parse is an error naming where it came from.
 func setting<Value>(
     _ flag: String?, _ flagName: String, _ variable: String, expected: String, _ parse: (String) -> Value?
 ) throws -> Value? {
-    let source: String
-    let text: String
-    if let flag {
-        (source, text) = (flagName, flag)
-    } else if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty {
-        (source, text) = (variable, value)
-    } else {
-        return nil
-    }
+    guard let (source, text) = try rawSetting(flag, flagName, variable) else { return nil }
     guard let value = parse(text) else {
         throw ValidationError("\(source) \"\(text)\": expected \(expected)")
     }
     return value
 }
 
+/// Where a setting comes from and its text: the flag, the variable, or the file `<variable>_FILE` names (its
+/// content without the trailing newline).
+func rawSetting(_ flag: String?, _ flagName: String, _ variable: String) throws -> (source: String, text: String)? {
+    let environment = ProcessInfo.processInfo.environment
+    if let flag { return (flagName, flag) }
+    if let value = environment[variable], !value.isEmpty { return (variable, value) }
+    let fileVariable = variable + "_FILE"
+    guard let path = environment[fileVariable], !path.isEmpty else { return nil }
+    let contents: String
+    do {
+        contents = try String(contentsOfFile: path, encoding: .utf8)
+    } catch {
+        throw ValidationError("\(fileVariable): cannot read \(path) as UTF-8 text (\(error.localizedDescription))")
+    }
+    var text = Substring(contents)
+    while text.last == "\n" || text.last == "\r" { text = text.dropLast() }
+    guard !text.isEmpty else { throw ValidationError("\(fileVariable): \(path) is empty") }
+    return ("\(fileVariable) (\(path))", String(text))
+}
+
 /// `--store` / `WALLET_STORE`. A value that does not parse is reported with the reason, never echoed: a
 /// PostgreSQL URL carries a password.
 func storeSetting(_ flag: String?) throws -> StoreLocation? {
-    let source: String
-    let text: String
-    if let flag {
-        (source, text) = ("--store", flag)
-    } else if let value = ProcessInfo.processInfo.environment["WALLET_STORE"], !value.isEmpty {
-        (source, text) = ("WALLET_STORE", value)
-    } else {
-        return nil
-    }
+    guard let (source, text) = try rawSetting(flag, "--store", "WALLET_STORE") else { return nil }
     do {
         return try StoreLocation(parsing: text)
     } catch {
@@ -49,6 +54,14 @@ func positiveInt(_ text: String) -> Int? {
 }
 
 func text(_ value: String) -> String? { value }
+
+func bool(_ text: String) -> Bool? {
+    switch text.lowercased() {
+    case "true", "1", "yes": true
+    case "false", "0", "no": false
+    default: nil
+    }
+}
 
 /// Sets `target` when the setting has a value.
 func assign<Value>(_ value: Value?, to target: inout Value) {

@@ -71,4 +71,16 @@ import Testing
         }
         #expect(explanation.contains("--retry-queue"), "the migration from a classic retry queue is explained")
     }
+
+    @Test func aUserWithoutConfigureRightsIsToldAboutNoDeclare() {
+        let topology = Topology()
+        let plan = topology.declarationPlan(retry: .attempts(5))
+        for step in [plan[0], plan[1]] {
+            guard case .stop(let explanation) = topology.failureDecision(step: step, replyCode: 403) else {
+                Issue.record("a 403 must stop the worker: reconnecting does not grant the permission")
+                continue
+            }
+            #expect(explanation.contains("--no-declare"))
+        }
+    }
 }
