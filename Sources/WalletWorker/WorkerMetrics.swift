@@ -1,3 +1,4 @@
+import AMQPTransport
 import Prometheus
 import WalletRouting
 
@@ -110,6 +111,13 @@ public final class WorkerMetrics: Sendable {
         blockedConnections = registry.makeGauge(
             descriptor: Self.name(
                 "blocked_connections", unit: "", help: "Connections the broker has blocked (resource alarm)"))
+        // 1, with what is running in its labels: a dashboard or an alert can tell versions apart during a rollout.
+        registry.makeGauge(
+            descriptor: Self.name("build", unit: "info", help: "The worker's version, librabbitmq's and Swift's"),
+            labels: [
+                ("version", WorkerVersion.current), ("librabbitmq", AMQPLibrary.version), ("swift", WorkerVersion.swift),
+            ]
+        ).set(1.0)
     }
 
     /// `wallet_<name>_<unit>`.
