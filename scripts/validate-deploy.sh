@@ -6,6 +6,9 @@
 #     oldest and the newest Kubernetes it knows of here (KUBERNETES_VERSIONS); KEDA's ScaledObject and
 #     TriggerAuthentication, which kubernetes-validate does not know, and the Kustomization against the JSON schemas
 #     of scripts/schemas/ (written from KEDA's CRD types and the kustomize fields used);
+#   - deploy/kubernetes/monitoring/: the Prometheus Operator's PrometheusRule and ServiceMonitor against the JSON
+#     schemas of scripts/schemas/; the rules with promtool (Debian's `prometheus` package, from apt when missing):
+#     `check rules`, and `test rules` with prometheusrule.test.yaml, which makes every alert fire and stay quiet;
 #   - deploy/Dockerfile with hadolint (every finding fails; the justified exceptions are `# hadolint ignore=` lines
 #     with their reason in the Dockerfile);
 #   - deploy/rabbitmq/*.json are JSON, the scripts parse (bash -n);
@@ -90,6 +93,31 @@ for manifest in deploy/kubernetes/*.yaml; do
             ;;
     esac
 done
+
+for manifest in deploy/kubernetes/monitoring/*.yaml; do
+    kind=$(sed -n 's/^kind: *//p' "$manifest")
+    case "$kind" in
+        PrometheusRule) run "$manifest ($kind)" check-jsonschema --schemafile scripts/schemas/prometheusrule.schema.json "$manifest" ;;
+        ServiceMonitor) run "$manifest ($kind)" check-jsonschema --schemafile scripts/schemas/servicemonitor.schema.json "$manifest" ;;
+        Kustomization) run "$manifest ($kind)" check-jsonschema --schemafile scripts/schemas/kustomization.schema.json "$manifest" ;;
+        "") [[ "$manifest" == *.test.yaml ]] || run "$manifest has one top-level kind" false ;;
+    esac
+done
+
+# The alerts: promtool reads plain rule files, so the PrometheusRule's spec is written out beside the tests.
+if ! command -v promtool >/dev/null; then
+    echo "validate-deploy: installing prometheus (for promtool) with apt" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+rules_dir=$(mktemp -d)
+"$venv/bin/python" -c 'import sys, yaml; yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))["spec"], open(sys.argv[2], "w"))' \
+    deploy/kubernetes/monitoring/prometheusrule.yaml "$rules_dir/rules.yaml"
+cp deploy/kubernetes/monitoring/prometheusrule.test.yaml "$rules_dir/"
+run "the alerting rules (promtool check rules)" promtool check rules "$rules_dir/rules.yaml"
+run "every alert fires and stays quiet when it should (promtool test rules)" \
+    promtool test rules "$rules_dir/prometheusrule.test.yaml"
+rm -rf "$rules_dir"
 
 run "deploy/Dockerfile (hadolint)" hadolint --no-color deploy/Dockerfile
 

@@ -62,9 +62,10 @@ public final class WorkerMetrics: Sendable {
             descriptor: Self.name(
                 "processing_lag", unit: "seconds",
                 help: "From the inbound message's AMQP timestamp to its acknowledgement (messages with a timestamp)"),
+            // Whole seconds: the AMQP timestamp has no fraction, so a finer bucket would only measure rounding.
             buckets: [
-                .milliseconds(10), .milliseconds(100), .seconds(1), .seconds(5), .seconds(30), .seconds(60),
-                .seconds(300), .seconds(1800),
+                .seconds(1), .seconds(2), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(120),
+                .seconds(300), .seconds(900), .seconds(1800), .seconds(3600),
             ])
         redeliveries = registry.makeCounter(
             descriptor: Self.name("redeliveries", unit: "total", help: "Deliveries the broker marked redelivered"))
