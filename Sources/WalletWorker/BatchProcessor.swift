@@ -149,11 +149,14 @@ struct BatchProcessor: Sendable {
         var attempt = 0
         var attemptsWhileAnswering = 0
         while true {
+            let began = ContinuousClock.now
             do {
                 let plans = try await planner.plan(originals, now: Date())
+                metrics.storeBatchTime.record(ContinuousClock.now - began)
                 storeCircuit?.storeAnswered()
                 return plans
             } catch let failure as BatchPlanner.TransientStoreFailure {
+                metrics.storeBatchTime.record(ContinuousClock.now - began)
                 guard let storeCircuit else {
                     return planner.retryPlans(originals[...], error: failure.error)
                 }
@@ -204,6 +207,8 @@ struct BatchProcessor: Sendable {
     {
         guard let confirms else { return [:] }
         let outcomes: [AMQPPublishOutcome]
+        let began = ContinuousClock.now
+        defer { metrics.confirmWait.record(ContinuousClock.now - began) }
         do {
             outcomes = try await confirms.outcomes()
         } catch {

@@ -10,6 +10,8 @@ public final class WorkerMetrics: Sendable {
     let batchSize: ValueHistogram
     let processingTime: DurationHistogram
     let processingLag: DurationHistogram
+    let storeBatchTime: DurationHistogram
+    let confirmWait: DurationHistogram
     let redeliveries: Counter
     let replays: Counter
     let withoutMessageID: Counter
@@ -58,6 +60,21 @@ public final class WorkerMetrics: Sendable {
                 .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
                 .seconds(2.5), .seconds(5), .seconds(10),
             ])
+        let latencyBuckets: [Duration] = [
+            .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
+            .seconds(2.5), .seconds(5), .seconds(10),
+        ]
+        storeBatchTime = registry.makeDurationHistogram(
+            descriptor: Self.name(
+                "store_batch", unit: "seconds",
+                help: "One store transaction for a batch, failed ones included (the store's share of the processing time)"),
+            buckets: latencyBuckets)
+        confirmWait = registry.makeDurationHistogram(
+            descriptor: Self.name(
+                "confirm_wait", unit: "seconds",
+                help: "Waiting for the broker's publisher confirms of a batch's messages (the broker's share)"),
+            buckets: latencyBuckets)
         processingLag = registry.makeDurationHistogram(
             descriptor: Self.name(
                 "processing_lag", unit: "seconds",

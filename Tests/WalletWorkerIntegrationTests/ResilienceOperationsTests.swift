@@ -48,6 +48,10 @@ extension Resilience {
                 #expect(count(#"sender="MG""#, #"outcome="domainError""#) == 1, "\(exposition)")
                 #expect(count(#"sender="none""#) + count(#"sender="other""#) == 1, "\(exposition)")
                 #expect(exposition.contains("wallet_consuming_pipelines 1"), "\(exposition)")
+                // The store's and the broker's shares of the processing time: one sample per batch each.
+                #expect(WorkerProcess.metricValue(in: exposition, "wallet_store_batch_seconds_count") >= 1, "\(exposition)")
+                #expect(WorkerProcess.metricValue(in: exposition, "wallet_confirm_wait_seconds_count") >= 1, "\(exposition)")
+                #expect(exposition.contains("wallet_build_info{"), "\(exposition)")
 
                 worker.terminate()
                 let ended = await worker.waitForExit(timeout: .seconds(30))

@@ -42,6 +42,7 @@ import WalletStore
         let exposition = String(decoding: metrics.exposition(), as: UTF8.self)
         #expect(exposition.contains("wallet_store_outages_total 1"))
         #expect(exposition.contains("wallet_store_available 1"))
+        #expect(exposition.contains("wallet_store_batch_seconds_count 3"), "every store transaction is timed, failed ones too")
     }
 
     @Test func whenTheStoreAnswersButTheBatchKeepsFailingItGoesToTheRetryQueue() async throws {
