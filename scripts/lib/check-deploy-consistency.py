@@ -237,6 +237,49 @@ for reference in authentication["spec"].get("secretTargetRef", []):
     check(f"TriggerAuthentication: {reference['parameter']} comes from the Secret's key {reference['key']}",
           reference["name"] == secret["metadata"]["name"] and reference["key"] in secret_keys)
 
+# The NetworkPolicy and the monitoring files against the worker's pods, Service and metrics.
+policy = manifests["NetworkPolicy"]
+check("NetworkPolicy: selects the worker's pods", policy["spec"]["podSelector"]["matchLabels"].items() <= template_labels.items())
+ingress_ports = {port["port"] for rule in policy["spec"].get("ingress", []) for port in rule.get("ports", [])}
+check("NetworkPolicy: lets the probes and Prometheus reach the operations port", ingress_ports <= {http_port, "http-metrics"}
+      and (http_port in ingress_ports or "http-metrics" in ingress_ports))
+egress_ports = {port["port"] for rule in policy["spec"].get("egress", []) for port in rule.get("ports", [])}
+check("NetworkPolicy: lets the worker reach AMQP, AMQPS, PostgreSQL and DNS", {5672, 5671, 5432, 53} <= egress_ports)
+
+MONITORING = KUBERNETES / "monitoring"
+monitoring = {}
+for path in sorted(MONITORING.glob("*.yaml")):
+    document = load(path)
+    if isinstance(document, dict) and "kind" in document:
+        monitoring[document["kind"]] = document
+check("monitoring kustomization: lists every manifest",
+      sorted(monitoring["Kustomization"]["resources"])
+      == sorted(path.name for path in MONITORING.glob("*.yaml") if load(path).get("kind") not in (None, "Kustomization")))
+monitor = monitoring["ServiceMonitor"]
+check("ServiceMonitor: selects the metrics Service", monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items())
+check("ServiceMonitor: scrapes the Service's port by name",
+      {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} <= {port["name"] for port in service["spec"]["ports"]})
+
+# Every wallet_* series an alert or the dashboard reads is one the worker exports (a typo would never fire).
+sources = "".join(path.read_text() for path in (ROOT / "Sources" / "WalletWorker").glob("*.swift"))
+exported = set()
+for name, unit in re.findall(r'Self\.name\(\s*"(\w+)",\s*unit:\s*"(\w*)"', sources):
+    exported.add(f"wallet_{name}_{unit}" if unit else f"wallet_{name}")
+for name in re.findall(r'Self\.labelled\(\s*registry,\s*"(\w+)"', sources):
+    exported.add(f"wallet_{name}_total")
+for name, unit in re.findall(r'metricName:\s*"(\w+)",\s*unitName:\s*"(\w*)"', sources):
+    exported.add(f"wallet_{name}_{unit}" if unit else f"wallet_{name}")
+def series_names(text):
+    return {re.sub(r"_(bucket|count|sum)$", "", name) for name in re.findall(r"\bwallet_[a-z_]+", text)}
+check("the worker exports metrics (the check reads them from Sources/WalletWorker)", len(exported) > 20, f"{sorted(exported)}")
+rule_expressions = " ".join(str(rule["expr"]) for group in monitoring["PrometheusRule"]["spec"]["groups"] for rule in group["rules"])
+unknown = sorted(series_names(rule_expressions) - exported)
+check("PrometheusRule: every wallet_* series is one the worker exports", not unknown, f"unknown: {unknown}")
+dashboard = json.loads((ROOT / "deploy" / "grafana" / "wallet-worker.json").read_text())
+dashboard_expressions = " ".join(target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", []))
+unknown = sorted(series_names(dashboard_expressions) - exported)
+check("Grafana dashboard: every wallet_* series is one the worker exports", not unknown, f"unknown: {unknown}")
+
 if failures:
     print(f"consistency: {failures} of {failures + passes} checks failed", file=sys.stderr)
     sys.exit(1)
