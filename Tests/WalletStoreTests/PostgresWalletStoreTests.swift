@@ -349,8 +349,8 @@ struct PostgresWalletStoreTests {
             configuration.statementTimeout = .seconds(1)
             let store = try PostgresWalletStore(configuration: configuration)
             _ = try await store.process([Messages.ignored(id: "m0")], router: NotificationRouter(), now: Date())
-            // The pool's only connection busy for longer than a batch may wait for it (1 s).
-            let holder = Task { try await store.read { _ in try await Task.sleep(for: .milliseconds(2_000)) } }
+            // The pool's only connection busy far longer than a batch may wait for it (1 s): ended by cancellation.
+            let holder = Task { try await store.read { _ in try await Task.sleep(for: .seconds(60)) } }
             try await Task.sleep(for: .milliseconds(100))
             let clock = ContinuousClock()
             let start = clock.now
@@ -361,8 +361,11 @@ struct PostgresWalletStoreTests {
             #expect(
                 error?.message.contains("no pooled connection within 1.0 seconds (all 1 busy)") == true,
                 "\(String(describing: error))")
-            #expect(clock.now - start < .milliseconds(1_800))
-            try await holder.value
+            // It gave up on its own deadline, not when the connection came free (no wall-clock bound tighter than
+            // that: CI machines are slow and shared).
+            #expect(clock.now - start < .seconds(30))
+            holder.cancel()
+            _ = await holder.result
             let retry = try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             #expect(retry[0].isReplay == false)
             await store.close()
