@@ -78,8 +78,9 @@ struct ConnectionTests {
         #expect([AMQPError.Code.connectTimeout, .timeout].contains(error.code), "\(error)")
         #expect(error.isRetriable)
         #expect(elapsed >= .milliseconds(1_900), "failed after \(elapsed), before the timeout: \(error)")
-        // Not the 15 s limit above: the timeout ended it, with room for a loaded machine.
-        #expect(elapsed < configuration.connectTimeout + .seconds(8), "took \(elapsed)")
+        // Not the 15 s limit above, nor librabbitmq's own 12 s default handshake timeout: the 2 s one ended it.
+        // The room above 2 s is for a loaded machine (CI saw 10.2 s while the suites ran in parallel).
+        #expect(elapsed < .seconds(12), "took \(elapsed)")
     }
 
     @Test("an idle connection with a 2 s heartbeat stays open for 10 s and still works")

@@ -225,6 +225,9 @@ extension Resilience {
             let errors = results.filter { $0.routingKey == "card.errorEncountered" }
             #expect(errors.isEmpty, "a CPS message failed: \(errors.prefix(2).map(\.text))")
             print("cluster node loss: \(results.count) results for \(totalResults) expected (\(accounting.identicalDuplicates) identical duplicates)")
+            // Stopping three nodes takes seconds: awaited here, so the blocking `destroy()` of the `defer` (for the
+            // paths that throw) finds nothing left to stop and does not hold a thread of the shared pool meanwhile.
+            try? await cluster.run(["stop"], timeout: .seconds(120))
         }
     }
 }
