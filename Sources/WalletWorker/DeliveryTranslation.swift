@@ -107,14 +107,9 @@ struct OriginalMessage: Sendable, Hashable {
     /// `x-worker-dropped-headers` and in the reason: RabbitMQ delivers a content header larger than the frame size
     /// it negotiated (it does not split them), which librabbitmq consumers cannot read.
     func deadLetter(exchange: String, reason: String, frameMax: Int) -> AMQPOutboundMessage {
-        var message = self
-        var extra: [(String, AMQPFieldValue)] = []
-        if let expiration = properties.expiration {
-            let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.bytes) ?? .string(expiration)
-            extra.append((WorkerHeaders.originalExpiration, exact))
-            message.properties.expiration = nil
-            message.properties.undecodedStrings[.expiration] = nil
-        }
+        let moved = expirationMovedAside()
+        var message = moved.message
+        let extra = moved.header
         var copy = message.copy(
             exchange: exchange, routingKey: routingKey, addingHeaders: [(WorkerHeaders.workerError, .string(reason))] + extra)
         let limit = frameMax - Self.brokerHeaderAllowance
@@ -144,15 +139,20 @@ struct OriginalMessage: Sendable, Hashable {
     func retryCopy(queue: String, expiration: Duration?, addingHeaders added: [(String, AMQPFieldValue)])
         -> AMQPOutboundMessage
     {
-        var message = self
-        var headers = added
-        if let original = properties.expiration {
-            let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.bytes) ?? .string(original)
-            headers.append((WorkerHeaders.originalExpiration, exact))
-            message.properties.undecodedStrings[.expiration] = nil
-        }
+        var (message, header) = expirationMovedAside()
         message.properties.expiration = expiration.map { String($0.milliseconds) }
-        return message.copy(exchange: "", routingKey: queue, addingHeaders: headers)
+        return message.copy(exchange: "", routingKey: queue, addingHeaders: added + header)
+    }
+
+    /// This message without its `expiration`, and the `x-original-expiration` header that keeps it byte for byte
+    /// (none when it had no expiration): a copy must not expire by the original's TTL.
+    private func expirationMovedAside() -> (message: OriginalMessage, header: [(String, AMQPFieldValue)]) {
+        guard let expiration = properties.expiration else { return (self, []) }
+        var message = self
+        let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.bytes) ?? .string(expiration)
+        message.properties.expiration = nil
+        message.properties.undecodedStrings[.expiration] = nil
+        return (message, [(WorkerHeaders.originalExpiration, exact)])
     }
 
     /// Room kept free in a copy's content header for the `x-death` entry the broker adds when it dead-letters it.

@@ -56,13 +56,23 @@ struct DeadLetterFilterOptions: ParsableArguments {
     }
 }
 
-/// The connection and the dead-letter queue, from the same flags and variables as `run`.
-private func openDeadLetters(_ broker: BrokerOptions) async throws -> (DeadLetterQueue, WorkerConfiguration) {
+/// Runs `body` with the dead-letter queue, on a connection from the same flags and variables as `run`, and closes
+/// that connection afterwards, also when `body` throws.
+private func withDeadLetters<T>(
+    _ broker: BrokerOptions, _ body: (DeadLetterQueue, WorkerConfiguration) async throws -> T
+) async throws -> T {
     var configuration = WorkerConfiguration()
     try broker.apply(to: &configuration)
     WorkerLogging.bootstrap(format: .text, level: .warning)
     let queue = try await DeadLetterQueue.open(configuration: configuration, logger: Logger(label: "wallet-worker"))
-    return (queue, configuration)
+    let result: Result<T, any Error>
+    do {
+        result = .success(try await body(queue, configuration))
+    } catch {
+        result = .failure(error)
+    }
+    await queue.close()
+    return try result.get()
 }
 
 /// Lines to stdout; false once the reader has gone (`| head`).
@@ -125,12 +135,11 @@ extension WalletWorkerCommand.DeadLetters {
 
         func run() async throws {
             let filter = try filters.filter()
-            let (queue, _) = try await openDeadLetters(broker)
             var printer = DeadLetterPrinter(json: json)
             var matched = 0
             var reading = true
             let now = Date()
-            do {
+            try await withDeadLetters(broker) { queue, _ in
                 let seen = try await queue.walk { batch in
                     for delivery in batch where reading {
                         let letter = DeadLetter(delivery)
@@ -141,11 +150,7 @@ extension WalletWorkerCommand.DeadLetters {
                     return []
                 }
                 if reading { progressLine("\(matched) of \(seen) dead letters in \(queue.queue)") }
-            } catch {
-                await queue.close()
-                throw error
             }
-            await queue.close()
         }
     }
 
@@ -158,21 +163,16 @@ extension WalletWorkerCommand.DeadLetters {
 
         func run() async throws {
             let filter = try filters.filter()
-            let (queue, _) = try await openDeadLetters(broker)
             let now = Date()
             var reading = true
-            do {
+            try await withDeadLetters(broker) { queue, _ in
                 try await queue.walk { batch in
                     for delivery in batch where reading && filter.matches(DeadLetter(delivery), at: now) {
                         reading = try printLine(DeadLetterDetail.jsonLine(delivery))
                     }
                     return []
                 }
-            } catch {
-                await queue.close()
-                throw error
             }
-            await queue.close()
         }
     }
 
@@ -195,25 +195,19 @@ extension WalletWorkerCommand.DeadLetters {
 
         func run() async throws {
             let filter = try filters.filter()
-            let (queue, configuration) = try await openDeadLetters(broker)
-            let replayer = DeadLetterReplayer(
-                queue: queue, inboundExchange: configuration.topology.inboundExchange, filter: filter)
             var printer = DeadLetterPrinter(json: json)
             var printing = true
-            let progress: DeadLetterReplayer.Progress
-            do {
-                progress = try await replayer.run(dryRun: dryRun) { progress, letters in
+            let progress = try await withDeadLetters(broker) { queue, configuration in
+                let replayer = DeadLetterReplayer(
+                    queue: queue, inboundExchange: configuration.topology.inboundExchange, filter: filter)
+                return try await replayer.run(dryRun: dryRun) { progress, letters in
                     for letter in letters where printing {
                         printing = (try? printer.print(letter)) ?? false
                     }
                     progressLine("\(dryRun ? "would replay" : "replayed") \(dryRun ? progress.selected : progress.replayed) "
                                  + "of \(progress.seen) read" + (progress.failed > 0 ? ", \(progress.failed) failed" : ""))
                 }
-            } catch {
-                await queue.close()
-                throw error
             }
-            await queue.close()
             if progress.failed > 0 {
                 progressLine("\(progress.failed) replays were not confirmed (unroutable or refused): they are still dead letters")
                 throw ExitCode.failure
@@ -232,28 +226,28 @@ extension WalletWorkerCommand.DeadLetters {
 
         func run() async throws {
             let filter = try filters.filter()
-            let (queue, _) = try await openDeadLetters(broker)
-            defer { Task { await queue.close() } }
-            if !yes {
-                let what = filter.isEmpty ? "every message" : "the matching messages"
-                FileHandle.standardError.write(Data("Delete \(what) in \(queue.queue)? Type yes: ".utf8))
-                guard readLine()?.trimmingCharacters(in: .whitespaces).lowercased() == "yes" else {
-                    progressLine("nothing deleted")
-                    throw ExitCode.failure
+            try await withDeadLetters(broker) { queue, _ in
+                if !yes {
+                    let what = filter.isEmpty ? "every message" : "the matching messages"
+                    FileHandle.standardError.write(Data("Delete \(what) in \(queue.queue)? Type yes: ".utf8))
+                    guard readLine()?.trimmingCharacters(in: .whitespaces).lowercased() == "yes" else {
+                        progressLine("nothing deleted")
+                        throw ExitCode.failure
+                    }
                 }
+                if filter.isEmpty {
+                    progressLine("deleted \(try await queue.purgeAll()) dead letters")
+                    return
+                }
+                let now = Date()
+                var deleted = 0
+                let seen = try await queue.walk { batch in
+                    let matching = batch.filter { filter.matches(DeadLetter($0), at: now) }
+                    deleted += matching.count
+                    return matching
+                }
+                progressLine("deleted \(deleted) of \(seen) dead letters")
             }
-            if filter.isEmpty {
-                progressLine("deleted \(try await queue.purgeAll()) dead letters")
-                return
-            }
-            let now = Date()
-            var deleted = 0
-            let seen = try await queue.walk { batch in
-                let matching = batch.filter { filter.matches(DeadLetter($0), at: now) }
-                deleted += matching.count
-                return matching
-            }
-            progressLine("deleted \(deleted) of \(seen) dead letters")
         }
     }
 }

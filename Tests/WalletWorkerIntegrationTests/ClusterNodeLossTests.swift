@@ -3,10 +3,6 @@ import Foundation
 import Synchronization
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 extension Resilience {
     /// A broker node lost under the worker (README, Operations: "A broker node lost"), against a real three-node
     /// RabbitMQ cluster on loopback behind HAProxy (scripts/rabbitmq-cluster.sh on port 5860, its own data
@@ -265,10 +261,6 @@ struct PrivateRabbitCluster {
         return (1...3).first { self.nodePort($0) == nodePort }
     }
 
-    private var script: String {
-        ResilienceBroker.repositoryRoot.appendingPathComponent("scripts/rabbitmq-cluster.sh").path
-    }
-
     private var environment: [String: String] {
         ["CLUSTER_PORT": "\(port)", "CLUSTER_DATA_DIR": dataDirectory]
     }
@@ -276,17 +268,7 @@ struct PrivateRabbitCluster {
     /// Runs the script, waits for exactly its process, and returns its output (stdout and stderr).
     @discardableResult
     func run(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> String {
-        let child = try ChildProcess(
-            executable: "/bin/bash", arguments: [script] + arguments, environment: environment,
-            label: "rabbitmq-cluster-\(arguments.prefix(2).joined(separator: "-"))")
-        defer { child.kill(); child.removeLog() }
-        guard let (exit, _) = await child.waitForExit(timeout: timeout) else {
-            throw ChildProcessError("rabbitmq-cluster.sh \(arguments) did not finish in \(timeout)\n\(child.logTail())")
-        }
-        guard exit == .exited(0) else {
-            throw ChildProcessError("rabbitmq-cluster.sh \(arguments) \(exit)\n\(child.logTail())")
-        }
-        return child.log
+        try await runRepositoryScript("rabbitmq-cluster.sh", arguments, environment: environment, timeout: timeout)
     }
 
     func start() async throws { try await run(["start"], timeout: .seconds(150)) }
@@ -329,14 +311,7 @@ struct PrivateRabbitCluster {
 
     /// Stops HAProxy and every node and removes the data; for `defer` (never throws).
     func destroy() {
-        if let child = try? ChildProcess(
-            executable: "/bin/bash", arguments: [script, "stop"], environment: environment,
-            label: "rabbitmq-cluster-destroy")
-        {
-            var status: Int32 = 0
-            while waitpid(child.pid, &status, 0) == -1 && errno == EINTR {}
-            child.removeLog()
-        }
+        runRepositoryScriptBlocking("rabbitmq-cluster.sh", ["stop"], environment: environment)
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 }

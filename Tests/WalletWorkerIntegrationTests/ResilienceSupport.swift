@@ -55,21 +55,14 @@ struct PrivateRabbitNode {
             .appendingPathComponent("wnw-resilience-rabbit-\(port)-\(UUID().uuidString.prefix(8))").path
     }
 
+    private var environment: [String: String] {
+        ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory]
+    }
+
     /// Runs the script and waits for exactly its process (the broker it leaves in the background writes to its
     /// own log file).
     func run(_ arguments: String..., timeout: Duration = .seconds(120)) async throws {
-        let script = ResilienceBroker.repositoryRoot.appendingPathComponent("scripts/rabbitmq-local.sh").path
-        let child = try ChildProcess(
-            executable: "/bin/bash", arguments: [script] + arguments,
-            environment: ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory],
-            label: "rabbitmq-local-\(arguments.joined(separator: "-"))")
-        defer { child.kill(); child.removeLog() }
-        guard let (exit, _) = await child.waitForExit(timeout: timeout) else {
-            throw ChildProcessError("rabbitmq-local.sh \(arguments) did not finish in \(timeout)\n\(child.logTail())")
-        }
-        guard exit == .exited(0) else {
-            throw ChildProcessError("rabbitmq-local.sh \(arguments) \(exit)\n\(child.logTail())")
-        }
+        try await runRepositoryScript("rabbitmq-local.sh", arguments, environment: environment, timeout: timeout)
     }
 
     func start() async throws { try await run("start") }
@@ -77,17 +70,42 @@ struct PrivateRabbitNode {
 
     /// Stops the node and removes its data; for `defer` (never throws).
     func destroy() {
-        let script = ResilienceBroker.repositoryRoot.appendingPathComponent("scripts/rabbitmq-local.sh").path
-        if let child = try? ChildProcess(
-            executable: "/bin/bash", arguments: [script, "stop"],
-            environment: ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory], label: "rabbitmq-local-destroy")
-        {
-            var status: Int32 = 0
-            while waitpid(child.pid, &status, 0) == -1 && errno == EINTR {}
-            child.removeLog()
-        }
+        runRepositoryScriptBlocking("rabbitmq-local.sh", ["stop"], environment: environment)
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
+}
+
+/// Runs `scripts/NAME ARGUMENTS` with bash, waits for exactly its process (not for what it leaves in the
+/// background), and returns its output (stdout and stderr); throws when it fails or outlasts `timeout`.
+@discardableResult
+func runRepositoryScript(
+    _ name: String, _ arguments: [String], environment: [String: String], timeout: Duration
+) async throws -> String {
+    let script = ResilienceBroker.repositoryRoot.appendingPathComponent("scripts/\(name)").path
+    let child = try ChildProcess(
+        executable: "/bin/bash", arguments: [script] + arguments, environment: environment,
+        label: "\(name)-\(arguments.prefix(2).joined(separator: "-"))")
+    defer { child.kill(); child.removeLog() }
+    guard let (exit, _) = await child.waitForExit(timeout: timeout) else {
+        throw ChildProcessError("\(name) \(arguments) did not finish in \(timeout)\n\(child.logTail())")
+    }
+    guard exit == .exited(0) else {
+        throw ChildProcessError("\(name) \(arguments) \(exit)\n\(child.logTail())")
+    }
+    return child.log
+}
+
+/// The same, blocking and ignoring the outcome: for a `defer`, which cannot await. It holds a thread of the shared
+/// pool meanwhile, so a test that can await its clean-up does that first.
+func runRepositoryScriptBlocking(_ name: String, _ arguments: [String], environment: [String: String]) {
+    let script = ResilienceBroker.repositoryRoot.appendingPathComponent("scripts/\(name)").path
+    guard let child = try? ChildProcess(
+        executable: "/bin/bash", arguments: [script] + arguments, environment: environment,
+        label: "\(name)-\(arguments.prefix(2).joined(separator: "-"))-blocking")
+    else { return }
+    var status: Int32 = 0
+    while waitpid(child.pid, &status, 0) == -1 && errno == EINTR {}
+    child.removeLog()
 }
 
 // MARK: - The topology a test owns

@@ -57,7 +57,7 @@ public struct DeadLetter: Sendable, Hashable {
 
     /// The first `x-death` entry: the broker's latest dead-lettering.
     static func firstDeath(_ headers: AMQPTable?) -> AMQPTable? {
-        guard case .array(let entries)? = headers?["x-death"], case .table(let first)? = entries.first else {
+        guard case .array(let entries)? = headers?[XDeathHeader.name], case .table(let first)? = entries.first else {
             return nil
         }
         return first
@@ -111,17 +111,10 @@ public struct DeadLetterFilter: Sendable, Hashable {
         if olderThan != nil || newerThan != nil {
             // Without a time it matches no age condition: replaying or purging it by age would be a guess.
             guard let age = letter.age(at: now) else { return false }
-            if let olderThan, age < olderThan.seconds { return false }
-            if let newerThan, age > newerThan.seconds { return false }
+            if let olderThan, age < olderThan.secondsValue { return false }
+            if let newerThan, age > newerThan.secondsValue { return false }
         }
         return true
-    }
-}
-
-extension Duration {
-    var seconds: TimeInterval {
-        let (seconds, attoseconds) = components
-        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
 }
 
@@ -150,7 +143,7 @@ public enum DeadLetterReplay {
     }
 
     static func isAddedOnTheWay(_ key: String) -> Bool {
-        key == WorkerHeaders.retryCount || key.hasPrefix("x-worker-") || key == "x-death"
+        key == WorkerHeaders.retryCount || key.hasPrefix("x-worker-") || key == XDeathHeader.name
             || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
             || key == XDeathHeader.keptAs || key == WorkerHeaders.originalExpiration
     }
