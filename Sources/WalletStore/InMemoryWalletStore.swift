@@ -34,6 +34,20 @@ public final class InMemoryWalletStore: WalletStore {
         }
     }
 
+    public func dryRun(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        // A copy of the contents, discarded: the store's own stay as they were.
+        let transaction = Transaction(contents: contents.withLock { $0 })
+        do {
+            return try BatchRouting.process(messages, router: router, now: now, in: transaction)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.permanent, "in-memory store: \(error)")
+        }
+    }
+
     public func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int {
         contents.withLock { contents in
             let before = contents.processed.count

@@ -14,6 +14,11 @@ public protocol WalletStore: Sendable {
     func process(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
         -> [StoredDecision]
 
+    /// Routes `messages` exactly as `process` would, against the same committed state, and keeps nothing: no
+    /// effect is applied and no `message_id` recorded (`wallet-worker route` without `--commit`).
+    func dryRun(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+
     /// Forgets processed `message_id`s recorded before `cutoff` (the deduplication retention); returns how many.
     func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int
 

@@ -12,11 +12,15 @@ public struct RouteLines: Sendable {
     public var router: NotificationRouter
     /// The processing time; nil means the clock at each line.
     public var now: Date?
+    /// Keep each line's effects in the store (`route --commit`, or the private memory store); otherwise every line
+    /// is a dry run against the store as it is, and later lines do not see earlier ones' effects.
+    public var commits: Bool
 
-    public init(store: any WalletStore, router: NotificationRouter, now: Date? = nil) {
+    public init(store: any WalletStore, router: NotificationRouter, now: Date? = nil, commits: Bool = true) {
         self.store = store
         self.router = router
         self.now = now
+        self.commits = commits
     }
 
     /// An input line that is not a message: said on its output line, and the command exits non-zero.
@@ -33,7 +37,10 @@ public struct RouteLines: Sendable {
         let failed: Bool
         do {
             let message = try Self.message(from: line)
-            let stored = try await store.process([message], router: router, now: now ?? Date())[0]
+            let stored =
+                commits
+                ? try await store.process([message], router: router, now: now ?? Date())[0]
+                : try await store.dryRun([message], router: router, now: now ?? Date())[0]
             Self.write(stored, into: &writer)
             failed = false
         } catch {
@@ -104,26 +111,34 @@ public struct RouteLines: Sendable {
         writer.key("results")
         writer.beginArray()
         for result in decision.results {
-            writer.beginObject()
-            writer.key("exchange")
-            writer.string(result.exchange)
-            writer.key("routingKey")
-            writer.string(result.routingKey)
-            writer.key("properties")
-            writer.beginObject()
-            writer.key("messageId")
-            writer.string(result.properties.messageID)
-            writer.key("correlationId")
-            writer.string(result.properties.correlationID)
-            writer.key("type")
-            writer.string(result.properties.type)
-            writer.key("traceparent")
-            writer.string(result.properties.traceparent)
-            writer.endObject()
-            writer.key("body")
-            writer.raw(result.body)
-            writer.endObject()
+            writer.result(result)
         }
         writer.endArray()
+    }
+}
+
+extension JSONWriter {
+    /// A result as `route` prints it and `inspect message` shows a recorded one: exchange, routing key,
+    /// properties, and the body as the JSON it is.
+    mutating func result(_ result: OutboundResult) {
+        beginObject()
+        key("exchange")
+        string(result.exchange)
+        key("routingKey")
+        string(result.routingKey)
+        key("properties")
+        beginObject()
+        key("messageId")
+        string(result.properties.messageID)
+        key("correlationId")
+        string(result.properties.correlationID)
+        key("type")
+        string(result.properties.type)
+        key("traceparent")
+        string(result.properties.traceparent)
+        endObject()
+        key("body")
+        raw(result.body)
+        endObject()
     }
 }

@@ -22,7 +22,8 @@ public struct WorkerApplication: Sendable {
         try configuration.validate()
         let store = try WalletStores.open(
             configuration.store, busyTimeout: configuration.storeBusyTimeout, poolSize: configuration.storePoolSize,
-            statementTimeout: configuration.storeStatementTimeout)
+            statementTimeout: configuration.storeStatementTimeout,
+            schemaMode: configuration.migratesStore ? .migrate : .requireCurrent)
         for warning in (store as? SQLiteWalletStore)?.permissionWarnings ?? [] {
             logger.warning("store file was readable by other users", metadata: ["detail": "\(warning)"])
         }

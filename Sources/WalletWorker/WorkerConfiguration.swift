@@ -18,6 +18,10 @@ public struct WorkerConfiguration: Sendable {
     /// Declare the topology at start-up and after every reconnect. Off (`--no-declare`) for a broker user without
     /// `configure` rights: a deploy job runs `wallet-worker declare` with one that has them. Default: `true`.
     public var declaresTopology = true
+    /// Migrate the store's schema at start-up. Off (`--no-migrate`) for a database user without DDL rights: the
+    /// worker then refuses to start unless the schema is exactly this build's, and a deploy job runs
+    /// `wallet-worker migrate`. Default: `true`.
+    public var migratesStore = true
     /// Unacknowledged deliveries the broker sends each consumer: the largest batch. Default: `200`.
     public var prefetch: UInt16 = 200
     /// Independent consume-process-publish pipelines on the work queue, each with its own two connections.

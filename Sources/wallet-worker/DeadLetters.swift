@@ -58,6 +58,7 @@ struct DeadLetterFilterOptions: ParsableArguments {
 
 /// Runs `body` with the dead-letter queue, on a connection from the same flags and variables as `run`, and closes
 /// that connection afterwards, also when `body` throws.
+@discardableResult
 private func withDeadLetters<T>(
     _ broker: BrokerOptions, _ body: (DeadLetterQueue, WorkerConfiguration) async throws -> T
 ) async throws -> T {
@@ -73,15 +74,6 @@ private func withDeadLetters<T>(
     }
     await queue.close()
     return try result.get()
-}
-
-/// Lines to stdout; false once the reader has gone (`| head`).
-private func printLine(_ line: String) throws -> Bool {
-    try StandardOutput.write(Array((line + "\n").utf8))
-}
-
-private func progressLine(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
 /// A table on a terminal, JSON lines otherwise or with `--json`.

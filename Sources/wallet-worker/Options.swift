@@ -96,6 +96,8 @@ struct WorkerOptions: ParsableArguments {
     var store: String?
     @Flag(help: "Do not declare the topology (for a broker user without configure rights; run `wallet-worker declare` in a deploy job) (env WALLET_NO_DECLARE=true)")
     var noDeclare = false
+    @Flag(help: "Do not migrate the store's schema; refuse to start unless it is this build's (for a database user without DDL rights; run `wallet-worker migrate` in a deploy job) (env WALLET_NO_MIGRATE=true)")
+    var noMigrate = false
     @Option(help: "Unacknowledged deliveries per consumer, the largest batch (env WALLET_PREFETCH). Default: 200")
     var prefetch: String?
     @Option(help: "Parallel pipelines on the work queue; above 1 queue order is not kept; not used in the ordered mode (env WALLET_CONCURRENCY). Default: 1")
@@ -125,6 +127,11 @@ struct WorkerOptions: ParsableArguments {
             configuration.declaresTopology = false
         } else if let declare = try setting(nil, "--no-declare", "WALLET_NO_DECLARE", expected: "true or false", bool) {
             configuration.declaresTopology = !declare
+        }
+        if noMigrate {
+            configuration.migratesStore = false
+        } else if let migrate = try setting(nil, "--no-migrate", "WALLET_NO_MIGRATE", expected: "true or false", bool) {
+            configuration.migratesStore = !migrate
         }
         assign(try setting(prefetch, "--prefetch", "WALLET_PREFETCH", expected: "an integer from 1 to 65535", { UInt16($0) }),
                to: &configuration.prefetch)

@@ -13,10 +13,18 @@ extension WalletWorkerCommand {
                 ("bodyText" for a raw string, "bodyBase64" for raw bytes). Each output line: the disposition, \
                 the outcome, whether the message_id was a replay, and the results with exchange, routing key, \
                 properties and body. Exits 1 when an input line could not be read.
+
+                Against a worker's store (sqlite:PATH or postgres://...) nothing is written unless --commit is \
+                given: each line is routed against the store as it is and rolled back (no row is locked in \
+                PostgreSQL), so later lines do not see earlier lines' effects. The store must exist with this \
+                build's schema. With the default memory store, lines build on each other and nothing outlives \
+                the command.
                 """)
 
         @Option(help: "Store: memory, or sqlite:PATH or postgres://... to route against a worker's state (env WALLET_STORE). Default: memory")
         var store: String?
+        @Flag(help: "Write each line's effects to the store and record its message_id, as the worker would (sqlite or postgres; migrates the schema)")
+        var commit = false
         @Option(help: "Processing time for every line, ISO 8601 (e.g. 2026-11-21T08:00:00Z). Default: the clock")
         var now: String?
         @OptionGroup var routing: RoutingOptions
@@ -24,8 +32,13 @@ extension WalletWorkerCommand {
         func run() async throws {
             var configuration = WorkerConfiguration()
             try routing.apply(to: &configuration)
-            let store = try WalletStores.open(try storeSetting(self.store) ?? .memory)
+            let location = try storeSetting(self.store) ?? .memory
+            let commits = commit || location == .memory
+            let store = try WalletStores.open(location, schemaMode: commits ? .migrate : .requireCurrent)
             try await store.prepare()
+            if !commits {
+                progressLine("route: dry run against \(location): nothing is written (--commit writes)")
+            }
             var fixedNow: Date?
             if let now {
                 guard let date = try? Date(now, strategy: .iso8601) else {
@@ -33,7 +46,9 @@ extension WalletWorkerCommand {
                 }
                 fixedNow = date
             }
-            let lines = RouteLines(store: store, router: NotificationRouter(settings: configuration.routing), now: fixedNow)
+            let lines = RouteLines(
+                store: store, router: NotificationRouter(settings: configuration.routing), now: fixedNow,
+                commits: commits)
             var number = 0
             var failed = false
             while let line = readLine(strippingNewline: true) {

@@ -1,6 +1,17 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// A line to stdout; false once the reader has gone (`| head`).
+func printLine(_ line: String) throws -> Bool {
+    try StandardOutput.write(Array((line + "\n").utf8))
+}
+
+/// A line to stderr: progress and diagnostics, kept out of what a pipe reads.
+func progressLine(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
 
 /// stdout for `route`, written with write(2) so that a reader that went away (`| head`: EPIPE, with SIGPIPE
 /// ignored) is told apart from a failure such as a full disk. Foundation's `FileHandle.write` traps on both.

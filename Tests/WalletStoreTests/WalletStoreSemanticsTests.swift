@@ -32,6 +32,27 @@ import WalletRouting
     }
 
     @Test(arguments: StoreKind.allCases)
+    func aDryRunDecidesAsProcessWouldAndKeepsNothing(kind: StoreKind) async throws {
+        try await withStore(kind) { store in
+            try await store.process([Messages.install("DC-1", id: "i1")])
+            // A batch of two: the second message must see the first one's effect within the dry run.
+            let batch = [
+                Messages.suspend("DC-1", id: "s1"),
+                Messages.tns("DC-1", recordId: "T-1", date: "2026-11-20T10:00:00Z", id: "t1"),
+            ]
+            let now = Date(timeIntervalSince1970: 1_790_000_100)
+            let dry = try await store.store.dryRun(batch, router: NotificationRouter(), now: now)
+            #expect(try await store.card("DC-1")?.state == .active)
+            #expect(try await store.transactions("DC-1").isEmpty)
+
+            let real = try await store.store.process(batch, router: NotificationRouter(), now: now)
+            #expect(dry == real, "the same decisions, and no replay: the dry run recorded no message_id")
+            #expect(real.map(\.isReplay) == [false, false])
+            #expect(try await store.card("DC-1")?.state == .suspended)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
     func transactionsAreNewestFirstWithTheTieRuleFilteredAndLimited(kind: StoreKind) async throws {
         try await withStore(kind) { store in
             try await store.process([

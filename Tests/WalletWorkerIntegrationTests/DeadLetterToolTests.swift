@@ -10,29 +10,13 @@ extension Resilience {
     /// nothing the commands do not act on leaves the queue.
     @Suite("Dead-letter tool", .timeLimit(.minutes(3)))
     struct DeadLetterTool {
-        /// `wallet-worker ARGUMENTS` to its end; its output (stdout and stderr, in one log) and exit.
         private func command(
             _ arguments: [String], _ topology: ResilienceTopology, input: String? = nil
         ) async throws -> (exit: ChildExit, output: String) {
-            let process = try ChildProcess(
-                executable: try WorkerProcess.executablePath, arguments: arguments + topology.flags,
-                environment: ["AMQP_URL": ResilienceBroker.url], label: "dead-letters-\(arguments.first ?? "")",
-                pipeStandardInput: true)
-            defer { process.kill(); process.removeLog() }
-            if let input { try process.write(toStandardInput: input) }
-            process.closeStandardInput()
-            guard let (exit, _) = await process.waitForExit(timeout: .seconds(60)) else {
-                throw ChildProcessError("wallet-worker \(arguments) did not finish\n\(process.logTail())")
-            }
-            return (exit, process.log)
+            try await walletWorkerCommand(arguments + topology.flags, input: input)
         }
 
-        /// The JSON lines of an output (the progress lines on stderr are not JSON).
-        private func objects(_ output: String) -> [[String: Any]] {
-            output.split(separator: "\n").filter { $0.hasPrefix("{") }.compactMap {
-                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-            }
-        }
+        private func objects(_ output: String) -> [[String: Any]] { jsonObjects(output) }
 
         @Test("list shows why each message was dead-lettered and takes nothing; replay --reason brings back the store failures, which the worker then processes; show prints one whole; purge asks first")
         func operatorFindsReplaysAndPurges() async throws {

@@ -432,6 +432,30 @@ func workerRunArguments(
         + topology.flags + extra
 }
 
+/// `wallet-worker ARGUMENTS` (not `run`) to its end: its exit and output (stdout and stderr, in one log).
+func walletWorkerCommand(
+    _ arguments: [String], environment: [String: String] = ["AMQP_URL": ResilienceBroker.url], input: String? = nil
+) async throws -> (exit: ChildExit, output: String) {
+    let process = try ChildProcess(
+        executable: try WorkerProcess.executablePath, arguments: arguments, environment: environment,
+        label: "command-" + arguments.prefix(2).joined(separator: "-").filter { $0.isLetter || $0 == "-" },
+        pipeStandardInput: true)
+    defer { process.kill(); process.removeLog() }
+    if let input { try process.write(toStandardInput: input) }
+    process.closeStandardInput()
+    guard let (exit, _) = await process.waitForExit(timeout: .seconds(60)) else {
+        throw ChildProcessError("wallet-worker \(arguments) did not finish\n\(process.logTail())")
+    }
+    return (exit, process.log)
+}
+
+/// The JSON objects of a command's output, one per line (progress and error lines on stderr are not JSON).
+func jsonObjects(_ output: String) -> [[String: Any]] {
+    output.split(separator: "\n").filter { $0.hasPrefix("{") }.compactMap {
+        try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+    }
+}
+
 /// A temporary SQLite path (the store creates the file), removed with its -wal and -shm by `removeSQLite`.
 func temporarySQLitePath(_ purpose: String) -> String {
     ChildProcess.temporaryPath("\(purpose).sqlite")

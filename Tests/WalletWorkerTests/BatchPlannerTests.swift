@@ -147,6 +147,12 @@ final class ScriptedStore: WalletStore {
         return try await inner.process(messages, router: router, now: now)
     }
 
+    func dryRun(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        try await inner.dryRun(messages, router: router, now: now)
+    }
+
     func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int {
         try await inner.expireProcessedMessages(recordedBefore: cutoff)
     }

@@ -117,6 +117,12 @@ final class OutageStore: WalletStore {
         return try await inner.process(messages, router: router, now: now)
     }
 
+    func dryRun(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        try await inner.dryRun(messages, router: router, now: now)
+    }
+
     func checkAvailable() async throws(StoreError) {
         if storeDown && calls < failingBatches { throw StoreError(.transient, "connection refused") }
     }

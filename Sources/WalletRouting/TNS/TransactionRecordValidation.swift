@@ -77,10 +77,11 @@ extension TransactionRecord {
         }
     }
 
-    /// The record as stored: received fields, absent optional strings omitted, `isAuxiliaryTransaction` always.
+    /// The record as stored: received fields, absent optional strings omitted, `isAuxiliaryTransaction` always
+    /// (the TNS result's form, and `wallet-worker inspect card`'s).
     /// Written into space reserved once per record (a result echoes up to ten of them); a record with a string
     /// that needs escaping beyond that space is written again through the checked API.
-    func write(to writer: inout JSONWriter) {
+    public func write(to writer: inout JSONWriter) {
         // 190 bytes of keys and punctuation, then the values as they are.
         var maximum = 200 + amount.literal.utf8.count
         maximum += id.utf8.count + date.utf8.count + status.utf8.count + type.utf8.count + currencyCode.utf8.count

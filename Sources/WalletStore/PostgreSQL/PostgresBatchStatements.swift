@@ -14,8 +14,12 @@ struct PostgresBatchStatements {
 
     // MARK: - Transaction
 
-    func begin() async throws {
-        try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
+    func begin(readOnly: Bool = false) async throws {
+        if readOnly {
+            try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY", logger: logger)
+        } else {
+            try await connection.query("BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger)
+        }
     }
 
     func commit() async throws {
@@ -31,9 +35,10 @@ struct PostgresBatchStatements {
     /// Fetches `keys` into `snapshot`, cards first: their row locks are taken in sorted order (two batches lock
     /// their common cards in the same order, so they queue instead of deadlocking), and whatever was stored under
     /// those locks is read by the later statements, each of which sees every commit made before it started.
-    func fetch(_ keys: PostgresBatchKeys, into snapshot: inout PostgresBatchSnapshot) async throws {
+    /// Without `lock` (a dry run), the cards are read as committed and stay free for the worker.
+    func fetch(_ keys: PostgresBatchKeys, into snapshot: inout PostgresBatchSnapshot, lock: Bool = true) async throws {
         if !keys.cards.isEmpty {
-            let found = try await cards(keys.cards.sorted(), lock: true)
+            let found = try await cards(keys.cards.sorted(), lock: lock)
             for id in keys.cards { snapshot.cards[id] = .some(found[id]) }
         }
         if !keys.messageIDs.isEmpty {

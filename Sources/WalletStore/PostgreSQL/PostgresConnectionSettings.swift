@@ -7,6 +7,8 @@ import PostgresNIO
 struct PostgresConnectionSettings: Sendable {
     let location: PostgresLocation
     let statementTimeout: Duration
+    /// Sessions in which the server refuses every write (`wallet-worker inspect`).
+    var readOnly = false
 
     init(_ configuration: PostgresWalletStore.Configuration) {
         location = configuration.location
@@ -25,6 +27,9 @@ struct PostgresConnectionSettings: Sendable {
         ]
         if let schema = location.schema {
             parameters.append(("search_path", schema))
+        }
+        if readOnly {
+            parameters.append(("default_transaction_read_only", "on"))
         }
         return parameters
     }

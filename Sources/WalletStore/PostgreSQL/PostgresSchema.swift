@@ -152,4 +152,27 @@ enum PostgresSchema {
         }
         try await connection.query("COMMIT", logger: logger)
     }
+
+    /// The migrations recorded in the database, read without a transaction of its own and without creating
+    /// anything: a database never migrated (no `wallet_schema_migrations` on the search path) has none.
+    static func status(on connection: PostgresConnection, logger: Logger) async throws -> SchemaStatus {
+        var tableExists = false
+        for try await row in try await connection.query(
+            "SELECT to_regclass('wallet_schema_migrations') IS NOT NULL", logger: logger)
+        {
+            tableExists = try row.decode(Bool.self)
+        }
+        var applied: [Int] = []
+        if tableExists {
+            for try await row in try await connection.query(
+                "SELECT version FROM wallet_schema_migrations ORDER BY version", logger: logger)
+            {
+                applied.append(try row.decode(Int.self))
+            }
+        }
+        return SchemaStatus(applied: applied.map(versionName), known: migrations.map { versionName($0.version) })
+    }
+
+    /// How a version is shown: `v1`, as the SQLite store names its migrations.
+    static func versionName(_ version: Int) -> String { "v\(version)" }
 }

@@ -23,11 +23,14 @@ public final class PostgresWalletStore: WalletStore {
         /// Longest a statement may run on the server, lock waits included (`statement_timeout`); also how long a
         /// batch waits for a pooled connection (at least 1 s). Default: `.seconds(5)`.
         public var statementTimeout: Duration
+        /// Migrate in `prepare()`, or require this build's schema and change nothing. Default: `.migrate`.
+        public var schemaMode: SchemaMode
 
         public init(location: PostgresLocation) {
             self.location = location
             self.poolSize = 4
             self.statementTimeout = .seconds(5)
+            self.schemaMode = .migrate
         }
     }
 
@@ -43,7 +46,7 @@ public final class PostgresWalletStore: WalletStore {
     private let schemaReady = Mutex(false)
     /// PostgresNIO logs queries with their arguments at debug level (a push token among them): never to our logs.
     private let logger = PostgresWalletStore.silentLogger
-    private static let silentLogger = Logger(label: "wallet-store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
+    static let silentLogger = Logger(label: "wallet-store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
 
     private var location: PostgresLocation { configuration.location }
     /// How long a batch waits for a pooled connection: the statement timeout, but at least 1 s (the pool may have
@@ -79,22 +82,57 @@ public final class PostgresWalletStore: WalletStore {
     // MARK: - WalletStore
 
     /// Connects with a connection of its own (so a refused password or a missing database is reported as such)
-    /// and migrates the schema. Done once; `process` and `expireProcessedMessages` call it first.
+    /// and migrates the schema, or with `.requireCurrent` checks it. Done once; `process` and
+    /// `expireProcessedMessages` call it first.
     public func prepare() async throws(StoreError) {
         if schemaReady.withLock({ $0 }) { return }
+        let location = location
+        let logger = logger
+        let settings = PostgresConnectionSettings(configuration)
+        switch configuration.schemaMode {
+        case .migrate:
+            try await withOwnConnection(within: settings.migrationTimeout, doing: "migrating") { connection in
+                try await PostgresSchema.migrate(
+                    on: connection, location: location, timeout: settings.migrationTimeout, logger: logger)
+            }
+        case .requireCurrent:
+            let status = try await schemaStatus()
+            guard status.isCurrent else {
+                throw status.requireCurrentError(
+                    store: "PostgreSQL \(location.shortName)", location: "\(location)")
+            }
+        }
+        schemaReady.withLock { $0 = true }
+    }
+
+    /// The database's schema, read without changing it (nothing is created, not even the migrations table).
+    public func schemaStatus() async throws(StoreError) -> SchemaStatus {
+        let logger = logger
+        return try await withOwnConnection(within: configuration.statementTimeout, doing: "reading its schema") {
+            connection in
+            try await PostgresSchema.status(on: connection, logger: logger)
+        }
+    }
+
+    /// Runs `body` on a connection of its own, outside the pool, closed afterwards; the whole within `limit` (plus
+    /// the connect timeout), so a start-up against a server that hangs ends.
+    private func withOwnConnection<Result: Sendable>(
+        within limit: Duration, doing activity: String,
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
+    ) async throws(StoreError) -> Result {
         try checkOpen()
         let location = location
         let logger = logger
         let settings = PostgresConnectionSettings(configuration)
         let opened = OpenedConnection()
-        let limit = settings.connectTimeout + settings.migrationTimeout
+        let limit = settings.connectTimeout + limit
         do {
-            try await PostgresDeadline.run(within: limit, onExpiry: { opened.close() }) {
+            return try await PostgresDeadline.run(within: limit, onExpiry: { opened.close() }) {
                 let connection = try await settings.connect(logger: logger)
                 opened.set(connection)
+                let result: Result
                 do {
-                    try await PostgresSchema.migrate(
-                        on: connection, location: location, timeout: settings.migrationTimeout, logger: logger)
+                    result = try await body(connection)
                 } catch {
                     // Closing rolls back a migration that failed half-way (no ROLLBACK sent: see
                     // PostgresAttemptDeadline on queries written to a connection that is closing).
@@ -102,18 +140,31 @@ public final class PostgresWalletStore: WalletStore {
                     throw error
                 }
                 try? await connection.close()
+                return result
             }
         } catch is PostgresDeadline.Expired {
             throw StoreError(
-                .transient, "PostgreSQL did not answer within \(limit) while migrating (\(location.shortName))")
+                .transient, "PostgreSQL did not answer within \(limit) while \(activity) (\(location.shortName))")
         } catch {
             throw StoreError.postgres(error, at: location)
         }
-        schemaReady.withLock { $0 = true }
     }
 
     public func process(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
         -> [StoredDecision]
+    {
+        try await route(messages, router: router, now: now, commit: true)
+    }
+
+    /// A read-only transaction that locks nothing and writes nothing: the batch's effects stay in its overlay.
+    public func dryRun(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        try await route(messages, router: router, now: now, commit: false)
+    }
+
+    private func route(_ messages: [InboundMessage], router: NotificationRouter, now: Date, commit: Bool)
+        async throws(StoreError) -> [StoredDecision]
     {
         try await prepare()
         let keys = PostgresKeyMemory()
@@ -123,7 +174,7 @@ public final class PostgresWalletStore: WalletStore {
             do {
                 return try await withConnection { connection in
                     try await Self.processBatch(
-                        messages, router: router, now: now, keys: keys,
+                        messages, router: router, now: now, keys: keys, commit: commit,
                         statements: PostgresBatchStatements(connection: connection, logger: logger))
                 }
             } catch {
@@ -167,12 +218,13 @@ public final class PostgresWalletStore: WalletStore {
 
     // MARK: - A batch
 
-    /// One attempt of a batch, in one transaction on `statements`' connection.
+    /// One attempt of a batch, in one transaction on `statements`' connection; without `commit`, a read-only one
+    /// that takes no row locks and is rolled back.
     private static func processBatch(
-        _ messages: [InboundMessage], router: NotificationRouter, now: Date, keys: PostgresKeyMemory,
+        _ messages: [InboundMessage], router: NotificationRouter, now: Date, keys: PostgresKeyMemory, commit: Bool,
         statements: PostgresBatchStatements
     ) async throws -> [StoredDecision] {
-        try await statements.begin()
+        try await statements.begin(readOnly: !commit)
         do {
             // The keys of earlier attempts too: a retry locks every card it will need up front, in order.
             var wanted = keys.remembered
@@ -181,13 +233,17 @@ public final class PostgresWalletStore: WalletStore {
             for _ in 0..<8 {
                 let needed = snapshot.missing(from: wanted)
                 if !needed.isEmpty {
-                    try await statements.fetch(needed, into: &snapshot)
+                    try await statements.fetch(needed, into: &snapshot, lock: commit)
                 }
                 let pass = PostgresBatchOverlay(snapshot: snapshot)
                 let decisions = try BatchRouting.process(messages, router: router, now: now, in: pass)
                 if pass.missing.isEmpty {
-                    try await statements.write(pass, now: now)
-                    try await statements.commit()
+                    if commit {
+                        try await statements.write(pass, now: now)
+                        try await statements.commit()
+                    } else {
+                        try await statements.rollback()
+                    }
                     return decisions
                 }
                 // The real state led the router to reads the discovery did not foresee: fetch them, route again.

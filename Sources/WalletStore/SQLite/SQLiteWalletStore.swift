@@ -16,10 +16,14 @@ public final class SQLiteWalletStore: WalletStore {
         /// How long a write waits for another connection's lock before the batch fails as transient.
         /// Default: `.seconds(5)`.
         public var busyTimeout: Duration
+        /// Migrate at open (creating a missing file), or require this build's schema and create nothing.
+        /// Default: `.migrate`.
+        public var schemaMode: SchemaMode
 
         public init(path: String) {
             self.path = path
             self.busyTimeout = .seconds(5)
+            self.schemaMode = .migrate
         }
     }
 
@@ -35,13 +39,21 @@ public final class SQLiteWalletStore: WalletStore {
     /// Cards and histories between batches; locked by the batch that holds the write transaction.
     private let cache = Mutex(SQLiteStateCache())
 
-    /// Opens (creating when missing) and migrates the store.
+    /// Opens (creating when missing) and migrates the store; with `.requireCurrent`, opens an existing file and
+    /// checks its schema.
     /// - Throws: a permanent `StoreError` when the file cannot be opened, is not a database, or was migrated by a
-    ///   newer build; a transient one when it is locked for longer than the busy timeout.
+    ///   newer build (with `.requireCurrent`: is missing or not exactly this build's schema); a transient one when
+    ///   it is locked for longer than the busy timeout.
     public init(configuration: Configuration) throws(StoreError) {
         self.configuration = configuration
         let fileName = URL(fileURLWithPath: configuration.path).lastPathComponent
         self.fileName = fileName
+        if configuration.schemaMode == .requireCurrent, !FileManager.default.fileExists(atPath: configuration.path) {
+            throw StoreError(
+                .permanent,
+                "SQLite store file \(configuration.path) does not exist, and --no-migrate creates nothing: "
+                    + "run `wallet-worker migrate --store sqlite:\(configuration.path)` first")
+        }
         // Before SQLite sees the path: it would create the file (and so its -wal and -shm) with 0644 less the umask.
         permissionWarnings = SQLiteFilePermissions.prepare(path: configuration.path)
 
@@ -63,7 +75,16 @@ public final class SQLiteWalletStore: WalletStore {
         do {
             let queue = try DatabaseQueue(path: configuration.path, configuration: grdb)
             do {
-                try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout)
+                switch configuration.schemaMode {
+                case .migrate:
+                    try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout)
+                case .requireCurrent:
+                    let status = try queue.read(Self.schemaStatus)
+                    guard status.isCurrent else {
+                        throw status.requireCurrentError(
+                            store: "SQLite \(fileName)", location: "sqlite:\(configuration.path)")
+                    }
+                }
             } catch {
                 try? queue.close()
                 throw error
@@ -108,10 +129,48 @@ public final class SQLiteWalletStore: WalletStore {
         try migrator.migrate(queue)
     }
 
+    /// The schema of the file at `path`, read without changing it; a missing file has none.
+    public static func schemaStatus(path: String) throws(StoreError) -> SchemaStatus {
+        let fileName = URL(fileURLWithPath: path).lastPathComponent
+        guard FileManager.default.fileExists(atPath: path) else {
+            return SchemaStatus(applied: [], known: SQLiteSchema.migrator.migrations)
+        }
+        var grdb = GRDB.Configuration()
+        grdb.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: grdb)
+            defer { try? queue.close() }
+            return try queue.read(schemaStatus)
+        } catch {
+            throw StoreError.sqlite(error, phase: .opening, fileName: fileName)
+        }
+    }
+
+    private static func schemaStatus(_ db: Database) throws -> SchemaStatus {
+        let migrator = SQLiteSchema.migrator
+        let applied = try migrator.appliedIdentifiers(db)
+        let known = migrator.migrations
+        return SchemaStatus(
+            applied: known.filter(applied.contains) + applied.subtracting(known).sorted(), known: known)
+    }
+
     // MARK: - WalletStore
 
     public func process(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
         -> [StoredDecision]
+    {
+        try await route(messages, router: router, now: now, commit: true)
+    }
+
+    /// The batch's transaction rolled back: it holds the write lock only while the batch is routed.
+    public func dryRun(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
+        -> [StoredDecision]
+    {
+        try await route(messages, router: router, now: now, commit: false)
+    }
+
+    private func route(_ messages: [InboundMessage], router: NotificationRouter, now: Date, commit: Bool)
+        async throws(StoreError) -> [StoredDecision]
     {
         let queue = try openQueue()
         do {
@@ -128,8 +187,10 @@ public final class SQLiteWalletStore: WalletStore {
                             cache.validate(dataVersion: try Self.dataVersion(db))
                             decisions = try BatchRouting.process(
                                 messages, router: router, now: now, in: SQLiteBatchTransaction(db, cache: cache))
-                            return .commit
+                            return commit ? .commit : .rollback
                         }
+                        // What the cache learnt from a rolled-back batch never happened.
+                        if !commit { cache.clear() }
                     } catch {
                         cache.clear()
                         throw error

@@ -1,0 +1,45 @@
+import ArgumentParser
+import WalletStore
+import WalletWorker
+
+extension WalletWorkerCommand {
+    struct Migrate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply the store's schema migrations, then exit (for deploy jobs; `run --no-migrate` needs them).",
+            discussion: """
+                Prints the schema before and after. Safe to run again, and while workers run: a migration is one \
+                transaction (PostgreSQL: under an advisory lock, so replicas and jobs queue). A schema newer than \
+                this build is refused and left as it is. With --check, changes nothing: exits 0 when the schema is \
+                exactly this build's, 1 when it is missing, behind or newer.
+                """)
+
+        @Option(help: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (env WALLET_STORE). Default: sqlite:wallet.sqlite")
+        var store: String?
+        @Option(help: "PostgreSQL statement timeout, e.g. 5s; migrating waits at least 30s (env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s")
+        var storeStatementTimeout: String?
+        @Flag(help: "Only report the schema; change nothing; exit 1 unless it is this build's")
+        var check = false
+
+        func run() async throws {
+            let location = try storeSetting(store) ?? WorkerConfiguration().store
+            let timeout = try setting(
+                storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT",
+                expected: "a duration like 5s", duration) ?? .seconds(5)
+            do {
+                if check {
+                    let status = try await WalletStores.schemaStatus(location, statementTimeout: timeout)
+                    _ = try printLine("\(location): schema \(status)")
+                    if !status.isCurrent { throw ExitCode.failure }
+                } else {
+                    let (before, after) = try await WalletStores.migrate(location, statementTimeout: timeout)
+                    let applied = after.applied.filter { !before.applied.contains($0) }
+                    let what = applied.isEmpty ? "nothing to apply" : "applied \(applied.joined(separator: ", "))"
+                    _ = try printLine("\(location): \(what); schema \(after)")
+                }
+            } catch let error as StoreError {
+                progressLine("wallet-worker migrate: \(error)")
+                throw ExitCode.failure
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import GRDB
+import PostgresNIO
+import Testing
+import WalletRouting
+
+@testable import WalletStore
+
+/// `wallet-worker migrate` and `run --no-migrate` (issue 15, part 5): a store opened with `.requireCurrent`
+/// changes nothing and refuses a schema that is not exactly this build's, naming the command that fixes it;
+/// `WalletStores.migrate` brings it up to date and reports before and after.
+@Suite("Schema migrations run apart from the worker")
+struct SchemaMigrationTests {
+    private static let router = NotificationRouter()
+
+    private static func requireCurrent(sqlite path: String) throws -> any WalletStore {
+        try WalletStores.open(.sqlite(path: path), schemaMode: .requireCurrent)
+    }
+
+    @Test func requireCurrentRefusesAMissingSQLiteFileAndCreatesNothing() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let error = #expect(throws: StoreError.self) { try Self.requireCurrent(sqlite: path) }
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.contains("wallet-worker migrate --store sqlite:\(path)") == true)
+            let status = try SQLiteWalletStore.schemaStatus(path: path)
+            #expect(status.applied == [])
+            #expect(!FileManager.default.fileExists(atPath: path), "neither the open nor the status created it")
+        }
+    }
+
+    @Test func aSQLiteFileBehindThisBuildIsRefusedUnchangedThenMigrated() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            // A file as the build before v2 left it.
+            let old = try DatabaseQueue(path: path)
+            try SQLiteSchema.migrator.migrate(old, upTo: "v1")
+            try old.close()
+
+            let behind = try SQLiteWalletStore.schemaStatus(path: path)
+            #expect(behind.applied == ["v1"] && behind.pending == ["v2"] && !behind.isCurrent)
+            let error = #expect(throws: StoreError.self) { try Self.requireCurrent(sqlite: path) }
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.contains("missing: v2") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("wallet-worker migrate") == true)
+            let afterRefusal = try SQLiteWalletStore.schemaStatus(path: path)
+            #expect(afterRefusal == behind, "refusing changed nothing")
+
+            let (before, after) = try await WalletStores.migrate(.sqlite(path: path))
+            #expect(before == behind)
+            #expect(after.isCurrent && after.applied == ["v1", "v2"])
+
+            let store = try Self.requireCurrent(sqlite: path)
+            let decisions = try await store.process(
+                [Messages.ignored(id: "after-migrate")], router: Self.router, now: Date())
+            #expect(decisions.count == 1)
+            await store.close()
+        }
+    }
+
+    @Test func aSQLiteFileFromANewerBuildIsRefusedByRequireCurrentAndByMigrate() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            _ = try await WalletStores.migrate(.sqlite(path: path))
+            let other = try DatabaseQueue(path: path)
+            try await other.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-future')") }
+            try other.close()
+
+            let newer = try SQLiteWalletStore.schemaStatus(path: path)
+            #expect(newer.unknown == ["v99-future"])
+            let refused = #expect(throws: StoreError.self) { try Self.requireCurrent(sqlite: path) }
+            #expect(refused?.message.contains("run a newer worker") == true)
+            let notMigrated = await #expect(throws: StoreError.self) { try await WalletStores.migrate(.sqlite(path: path)) }
+            #expect(notMigrated?.message.contains("newer than this build") == true)
+        }
+    }
+
+    @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+    func postgresRequireCurrentCreatesNothingAndMigrateMakesItCurrent() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            var configuration = PostgresWalletStore.Configuration(location: location)
+            configuration.poolSize = 1
+            configuration.schemaMode = .requireCurrent
+            let refused = try PostgresWalletStore(configuration: configuration)
+            let error = await #expect(throws: StoreError.self) {
+                try await refused.process([Messages.ignored(id: "m1")], router: Self.router, now: Date())
+            }
+            await refused.close()
+            #expect(error?.kind == .permanent)
+            #expect(error?.message.contains("none (this build's migrations: v1)") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("wallet-worker migrate --store postgres://") == true)
+            #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
+            #expect(error?.message.contains(":***@") == true)
+            // Not even the schema was created.
+            let schemas = try await PostgresTestDatabase.withAdminConnection { connection in
+                var count = 0
+                for try await _ in try await connection.query(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = \(location.schema ?? "")",
+                    logger: PostgresTestDatabase.logger)
+                {
+                    count += 1
+                }
+                return count
+            }
+            #expect(schemas == 0)
+
+            let (before, after) = try await WalletStores.migrate(.postgres(location))
+            #expect(before.applied == [] && before.pending == ["v1"])
+            #expect(after.isCurrent && after.applied == ["v1"])
+
+            let store = try PostgresWalletStore(configuration: configuration)
+            let decisions = try await store.process([Messages.ignored(id: "m1")], router: Self.router, now: Date())
+            #expect(decisions.count == 1)
+            await store.close()
+
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                try await connection.query(
+                    "INSERT INTO wallet_schema_migrations (version, name) VALUES (99, 'from the future')",
+                    logger: PostgresTestDatabase.logger)
+            }
+            let newer = try await WalletStores.schemaStatus(.postgres(location))
+            #expect(newer.unknown == ["v99"] && !newer.isCurrent)
+            let stillCurrent = try PostgresWalletStore(configuration: configuration)
+            let refusedNewer = await #expect(throws: StoreError.self) { try await stillCurrent.prepare() }
+            await stillCurrent.close()
+            #expect(refusedNewer?.message.contains("run a newer worker") == true)
+        }
+    }
+}
