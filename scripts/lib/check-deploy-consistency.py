@@ -161,7 +161,8 @@ check("kustomization: lists every manifest but the examples", not unlisted, f"no
 check("kustomization: the example Secret is not applied", "secret.example.yaml" not in kustomization["resources"])
 
 config_map, secret = manifests["ConfigMap"], manifests["Secret"]
-deployment, job = manifests["Deployment"], manifests["Job"]
+deployment, job = manifests["Deployment"], manifests["declare-job.yaml"]
+migrate_job = manifests["migrate-job.yaml"]
 settings = config_map["data"]
 check_variables("ConfigMap", settings)
 check_topology_settings("ConfigMap", settings)
@@ -171,7 +172,7 @@ check("Secret example: holds AMQP_URL and WALLET_STORE", {"AMQP_URL", "WALLET_ST
 check("Secret example: the store is PostgreSQL (replicas share it)", secret["stringData"]["WALLET_STORE"].startswith("postgres://"))
 
 image_names = {image["name"] for image in kustomization.get("images", [])}
-for workload in [deployment, job]:
+for workload in [deployment, job, migrate_job]:
     name = workload["metadata"]["name"]
     pod = workload["spec"]["template"]["spec"]
     for container in pod["containers"]:
@@ -221,6 +222,9 @@ check("PodDisruptionBudget: selects the worker's pods", budget["spec"]["selector
 
 job_container = job["spec"]["template"]["spec"]["containers"][0]
 check("Job: runs wallet-worker declare", job_container.get("args") == ["declare"])
+migrate_container = migrate_job["spec"]["template"]["spec"]["containers"][0]
+check("Job: runs wallet-worker migrate", migrate_container.get("args") == ["migrate"])
+check("migrate Job: gets WALLET_STORE", any(variable["name"] == "WALLET_STORE" for variable in migrate_container.get("env", [])))
 
 scaled, authentication = manifests["ScaledObject"], manifests["TriggerAuthentication"]
 target = scaled["spec"]["scaleTargetRef"]
