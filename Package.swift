@@ -113,7 +113,10 @@ let package = Package(
         ),
         .testTarget(
             name: "WalletWorkerTests",
-            dependencies: ["WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport"]
+            dependencies: [
+                "WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "WalletWorkerIntegrationTests",

@@ -47,6 +47,8 @@ struct BatchProcessor: Sendable {
         fileprivate var messageSpans: [any Span] = []
         /// One per message of `plans`, in publication order, when tracing is on, else empty.
         fileprivate var publishSpans: [any Span] = []
+        /// Their registration in `MessageTracing.open`.
+        fileprivate var openSpansToken: Int?
     }
 
     /// The whole batch, then the next: store, publish, wait for the confirms, acknowledge.
@@ -92,7 +94,8 @@ struct BatchProcessor: Sendable {
             }
             return PublishedBatch(
                 deliveries: deliveries, plans: plans, confirms: confirms, started: started,
-                messageSpans: messageSpans, publishSpans: publishSpans)
+                messageSpans: messageSpans, publishSpans: publishSpans,
+                openSpansToken: tracing.open.insert(messageSpans + publishSpans))
         } catch {
             MessageTracing.fail(messageSpans, error)
             throw error
@@ -103,9 +106,10 @@ struct BatchProcessor: Sendable {
     /// acknowledges. Batches must come here in the order they were published: the acknowledgement covers every
     /// earlier delivery (`multiple`).
     func acknowledge(_ batch: PublishedBatch, consumeChannel: AMQPChannel, publishChannel: AMQPChannel) async throws {
-        guard !batch.messageSpans.isEmpty else {
+        guard let token = batch.openSpansToken else {
             return try await settle(batch, consumeChannel: consumeChannel, publishChannel: publishChannel)
         }
+        tracing?.open.remove(token)
         do {
             try await settle(batch, consumeChannel: consumeChannel, publishChannel: publishChannel)
         } catch {

@@ -12,6 +12,8 @@ extension Resilience {
         /// Another trace, on a message whose body is not JSON (rejected and dead-lettered).
         static let rejectedTraceID = "0af7651916cd43dd8448eb211c80319c"
         static let rejectedTraceparent = "00-\(rejectedTraceID)-b7ad6b7169203331-01"
+        /// Not W3C trace context (upper case): its message starts a trace of its own, and it is still copied as is.
+        static let malformedTraceparent = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01"
 
         /// `run` with the test's topology, JSON logs at debug (every processed message is logged).
         static func runArguments(_ topology: ResilienceTopology, database: String) -> [String] {
@@ -57,16 +59,22 @@ extension Resilience {
                 try await publishAll([
                     Self.inbound("trace-1", body: cps.body, traceparent: Self.traceparent, to: topology.inbound),
                     Self.inbound("trace-2", body: "not json", traceparent: Self.rejectedTraceparent, to: topology.inbound),
+                    Self.inbound(
+                        "trace-3", body: InboundNotification.action("trace-3", action: "tracing.root").body,
+                        traceparent: Self.malformedTraceparent, to: topology.inbound),
                 ], on: channel)
-                // Two results for the CPS install, one `rejected` result for the body that is not JSON.
+                // Two results for the CPS install, one `rejected` result for the body that is not JSON, one action.
                 let arrived = try await eventually(timeout: .seconds(20)) {
-                    try await readyCount(topology.capture, on: connection) >= 3
+                    try await readyCount(topology.capture, on: connection) >= 4
                 }
                 try #require(arrived, "\(worker.logTail())")
                 let results = capturedResults(try await drainQueue(topology.capture, on: connection))
-                #expect(results.count == 3)
+                #expect(results.count == 4)
+                let inboundTraceparents = [
+                    "trace-1": Self.traceparent, "trace-2": Self.rejectedTraceparent, "trace-3": Self.malformedTraceparent,
+                ]
                 for result in results {
-                    let expected = result.inboundID == "trace-1" ? Self.traceparent : Self.rejectedTraceparent
+                    let expected = inboundTraceparents[result.inboundID ?? ""] ?? "?"
                     #expect(result.headers?["traceparent"] == .string(expected),
                             "the result \(result.messageID ?? "?") does not carry the inbound traceparent unchanged")
                 }
@@ -75,7 +83,7 @@ extension Resilience {
                 worker.terminate()
                 let ended = await worker.waitForExit(timeout: .seconds(30))
                 #expect(ended?.exit == .exited(0), "\(worker.logTail())")
-                let exported = try await eventually(timeout: .seconds(5)) { try receiver.spans().count >= 8 }
+                let exported = try await eventually(timeout: .seconds(5)) { try receiver.spans().count >= 10 }
                 let spans = try receiver.spans()
                 try #require(exported, "spans received: \(spans)\n\(worker.logTail())")
                 #expect(receiver.requests.allSatisfy { $0.path == "/v1/traces" && $0.contentType == "application/json" })
@@ -120,6 +128,12 @@ extension Resilience {
                 let rejectedPublishes = spans.filter { $0.parentSpanID == rejected.spanID && $0.kind == 4 }.map(\.name)
                 #expect(Set(rejectedPublishes) == ["publish \(topology.events)", "publish \(topology.deadLetterExchange)"])
 
+                // A malformed traceparent: a new root, found by its message id, and no warning per message about it.
+                let root = try #require(
+                    spans.first { $0.kind == 5 && $0.attributes["messaging.message.id"] == "trace-3" }, "\(spans)")
+                #expect(root.parentSpanID == nil && root.traceID != Self.traceID, "\(root)")
+                #expect(!worker.log.contains("Failed to extract"), "\(worker.logTail())")
+
                 // The log lines about each message carry its trace.
                 let lines = worker.log.split(separator: "\n").compactMap {
                     try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -132,6 +146,22 @@ extension Resilience {
                 #expect(!deadLettered.isEmpty && deadLettered.allSatisfy { $0["trace_id"] as? String == Self.rejectedTraceID },
                         "\(deadLettered)")
             }
+        }
+
+        @Test("an exporter this build lacks stops the worker at start, naming the variable", arguments: [
+            (["OTEL_TRACES_EXPORTER": "zipkin"], "OTEL_TRACES_EXPORTER"),
+            (["OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"], "OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ])
+        func unsupportedExporterExits(environment: [String: String], variable: String) async throws {
+            let topology = ResilienceTopology("tracing-invalid")
+            let worker = try WorkerProcess(
+                Self.runArguments(topology, database: temporarySQLitePath("tracing-invalid")),
+                amqpURL: ResilienceBroker.url, label: "tracing-invalid-worker", environment: environment)
+            defer { worker.kill(); worker.process.removeLog() }
+            let ended = await worker.waitForExit(timeout: .seconds(20))
+            let (exit, _) = try #require(ended, "still running\n\(worker.logTail())")
+            #expect(exit != .exited(0) && exit != .signaled(SIGKILL), "\(exit)\n\(worker.logTail())")
+            #expect(worker.log.contains(variable), "\(worker.logTail())")
         }
 
         @Test("nothing is exported without OTEL_* settings, or with OTEL_SDK_DISABLED=true", arguments: [false, true])

@@ -17,6 +17,8 @@ struct MessageTracing: Sendable {
     let queue: String
     /// `db.system` of the store; nil for the in-memory store.
     let databaseSystem: String?
+    /// The spans of batches not yet at their acknowledgement, ended by the pipeline when a session drops them.
+    let open = OpenMessageSpans()
 
     init(tracer: any Tracer, queue: String, store: StoreLocation) {
         self.tracer = tracer
