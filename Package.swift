@@ -21,6 +21,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Tracing (off unless the OTEL_* environment turns it on): OTLP over HTTP only, no gRPC, for a smaller build.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     ],
     targets: [
         // MARK: - The C boundary (only AMQPTransport may import these)
@@ -71,6 +74,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
 
@@ -108,7 +113,10 @@ let package = Package(
         ),
         .testTarget(
             name: "WalletWorkerTests",
-            dependencies: ["WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport"]
+            dependencies: [
+                "WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "WalletWorkerIntegrationTests",

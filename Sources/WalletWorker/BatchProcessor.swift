@@ -1,6 +1,7 @@
 import AMQPTransport
 import Foundation
 import Logging
+import Tracing
 import WalletRouting
 import WalletStore
 
@@ -26,6 +27,8 @@ struct BatchProcessor: Sendable {
     var storeCircuit: StoreCircuit?
     /// Ends the wait for the store on SIGTERM.
     var stop = StopSignal()
+    /// The messages' spans; nil when tracing is off (the default), and then no span is ever made.
+    var tracing: MessageTracing?
 
     /// A store failure that retrying cannot fix and no single message explains (a corrupt or newer database): the
     /// worker stops without acknowledging, so the messages stay in the queue for a fixed deployment.
@@ -40,6 +43,12 @@ struct BatchProcessor: Sendable {
         fileprivate var plans: [DeliveryPlan]
         fileprivate var confirms: AMQPPendingConfirms?
         fileprivate var started: ContinuousClock.Instant
+        /// One per delivery when tracing is on, else empty.
+        fileprivate var messageSpans: [any Span] = []
+        /// One per message of `plans`, in publication order, when tracing is on, else empty.
+        fileprivate var publishSpans: [any Span] = []
+        /// Their registration in `MessageTracing.open`.
+        fileprivate var openSpansToken: Int?
     }
 
     /// The whole batch, then the next: store, publish, wait for the confirms, acknowledge.
@@ -59,22 +68,62 @@ struct BatchProcessor: Sendable {
     ) async throws -> PublishedBatch {
         let started = ContinuousClock.now
         metrics.batchSize.record(Double(deliveries.count))
-        let plans = try await plan(deliveries)
-        let confirms = startPublishing(plans, on: publishChannel)
-        if plans.contains(where: { !$0.directReplies.isEmpty }) {
-            await replies.send(plans.flatMap(\.directReplies))
+        guard let tracing else {
+            let plans = try await plan(deliveries)
+            let confirms = startPublishing(plans, on: publishChannel)
+            if plans.contains(where: { !$0.directReplies.isEmpty }) {
+                await replies.send(plans.flatMap(\.directReplies))
+            }
+            return PublishedBatch(deliveries: deliveries, plans: plans, confirms: confirms, started: started)
         }
-        return PublishedBatch(deliveries: deliveries, plans: plans, confirms: confirms, started: started)
+        let messageSpans = tracing.startMessageSpans(deliveries)
+        do {
+            let storeSpans = tracing.startStoreSpans(parents: messageSpans)
+            let plans: [DeliveryPlan]
+            do {
+                plans = try await plan(deliveries)
+            } catch {
+                MessageTracing.fail(storeSpans, error)
+                throw error
+            }
+            storeSpans.forEach { $0.end() }
+            let publishSpans = tracing.startPublishSpans(plans, parents: messageSpans)
+            let confirms = startPublishing(plans, on: publishChannel)
+            if plans.contains(where: { !$0.directReplies.isEmpty }) {
+                await replies.send(plans.flatMap(\.directReplies))
+            }
+            return PublishedBatch(
+                deliveries: deliveries, plans: plans, confirms: confirms, started: started,
+                messageSpans: messageSpans, publishSpans: publishSpans,
+                openSpansToken: tracing.open.insert(messageSpans + publishSpans))
+        } catch {
+            MessageTracing.fail(messageSpans, error)
+            throw error
+        }
     }
 
     /// The second stage: waits for the batch's confirms, sends what was not taken to the retry queue, then
     /// acknowledges. Batches must come here in the order they were published: the acknowledgement covers every
     /// earlier delivery (`multiple`).
     func acknowledge(_ batch: PublishedBatch, consumeChannel: AMQPChannel, publishChannel: AMQPChannel) async throws {
+        guard let token = batch.openSpansToken else {
+            return try await settle(batch, consumeChannel: consumeChannel, publishChannel: publishChannel)
+        }
+        tracing?.open.remove(token)
+        do {
+            try await settle(batch, consumeChannel: consumeChannel, publishChannel: publishChannel)
+        } catch {
+            MessageTracing.fail(batch.messageSpans, error)
+            throw error
+        }
+    }
+
+    private func settle(_ batch: PublishedBatch, consumeChannel: AMQPChannel, publishChannel: AMQPChannel) async throws {
         let deliveries = batch.deliveries
         guard let last = deliveries.last else { return }
         var plans = batch.plans
-        let failures = try await failures(of: plans, confirms: batch.confirms)
+        let spans = batch.messageSpans
+        let failures = try await failures(of: plans, confirms: batch.confirms, publishSpans: batch.publishSpans)
 
         // Deliveries whose messages were not all taken go to the retry queue (or, on their last attempt, the
         // dead-letter exchange) in a second confirmed publish; any still not taken are requeued.
@@ -83,7 +132,7 @@ struct BatchProcessor: Sendable {
             var second: [(index: Int, plan: DeliveryPlan)] = []
             for (index, failure) in failures {
                 logger.warning("publish not confirmed",
-                               metadata: deliveries[index].logMetadata(["error": "\(failure.reason)"]))
+                               metadata: deliveries[index].logMetadata(["error": "\(failure.reason)"], span: spans[safe: index]))
                 let original = plans[index].original
                 second.append((index, failure.isPermanent
                     ? DeliveryPlan(original: original, unpublishable: failure.reason, topology: topology)
@@ -92,8 +141,9 @@ struct BatchProcessor: Sendable {
                         topology: topology)))
             }
             let secondPlans = second.map(\.plan)
+            let secondSpans = tracing?.startPublishSpans(secondPlans, parents: second.map { spans[$0.index] }) ?? []
             let secondFailures = try await self.failures(
-                of: secondPlans, confirms: startPublishing(secondPlans, on: publishChannel))
+                of: secondPlans, confirms: startPublishing(secondPlans, on: publishChannel), publishSpans: secondSpans)
             for (position, entry) in second.enumerated() {
                 if secondFailures[position] != nil {
                     requeue.insert(entry.index)
@@ -118,7 +168,10 @@ struct BatchProcessor: Sendable {
         poisonGuard.recordSettled(deliveries)
         let elapsed = ContinuousClock.now - batch.started
         for (index, plan) in plans.enumerated() where !requeue.contains(index) {
-            record(plan, of: deliveries[index], elapsed: elapsed)
+            record(plan, of: deliveries[index], elapsed: elapsed, span: spans[safe: index])
+        }
+        for (index, span) in spans.enumerated() {
+            MessageTracing.finish(span, plan: plans[index], requeued: requeue.contains(index))
         }
     }
 
@@ -202,16 +255,18 @@ struct BatchProcessor: Sendable {
 
     /// Waits for the confirms of the plans' messages; returns, by plan index, why a plan failed.
     /// A confirm timeout fails every plan (the channel stays usable); a channel or connection error is thrown.
-    private func failures(of plans: [DeliveryPlan], confirms: AMQPPendingConfirms?) async throws
-        -> [Int: PublishFailure]
-    {
+    private func failures(
+        of plans: [DeliveryPlan], confirms: AMQPPendingConfirms?, publishSpans: [any Span] = []
+    ) async throws -> [Int: PublishFailure] {
         guard let confirms else { return [:] }
         let outcomes: [AMQPPublishOutcome]
         let began = ContinuousClock.now
         defer { metrics.confirmWait.record(ContinuousClock.now - began) }
         do {
             outcomes = try await confirms.outcomes()
+            MessageTracing.endPublishSpans(publishSpans, outcomes: outcomes)
         } catch {
+            MessageTracing.fail(publishSpans, error)
             guard error.code == .timeout else { throw error }
             metrics.countConfirms(.timeout, by: plans.reduce(0) { $0 + $1.messages.count })
             let reason = "publisher confirms timed out after \(confirmTimeout)"
@@ -274,12 +329,16 @@ struct BatchProcessor: Sendable {
     }
 
     /// Metrics and a log line for a delivery that has left the work queue.
-    private func record(_ plan: DeliveryPlan, of delivery: AMQPDelivery, elapsed: Duration) {
+    private func record(_ plan: DeliveryPlan, of delivery: AMQPDelivery, elapsed: Duration, span: (any Span)?) {
+        // Only the lines about this delivery carry its trace: `trace_id`, `span_id` (see `MessageTracing`).
+        func logMetadata(_ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+            delivery.logMetadata(extra, span: span)
+        }
         metrics.processingTime.record(elapsed)
         if plan.skippedReplyCopies > 0 {
             metrics.skippedReplyCopies.increment(by: Int64(plan.skippedReplyCopies))
             logger.warning("reply_to is malformed (not UTF-8, or a direct reply-to address RabbitMQ cannot decode); its copies were not published",
-                           metadata: delivery.logMetadata(["reply_to": "\(delivery.properties.replyTo ?? "")"]))
+                           metadata: logMetadata(["reply_to": "\(delivery.properties.replyTo ?? "")"]))
         }
         if delivery.redelivered { metrics.redeliveries.increment() }
         if let timestamp = delivery.properties.timestamp {
@@ -291,7 +350,7 @@ struct BatchProcessor: Sendable {
             metrics.retries.increment()
             let copy = plan.messages.first
             logger.warning("sent to the retry queue",
-                           metadata: delivery.logMetadata([
+                           metadata: logMetadata([
                                "attempt": "\(attempt)", "error": "\(error)",
                                "retry_queue": "\(copy?.routingKey ?? "?")",
                                "expiration_ms": "\(copy?.properties.expiration ?? "the queue's TTL")",
@@ -300,31 +359,31 @@ struct BatchProcessor: Sendable {
         case .retriesExhausted(let attempts, let error):
             metrics.countDeadLetter(reason: .retriesExhausted)
             logger.error("dead-lettered after the last attempt",
-                         metadata: delivery.logMetadata(["attempts": "\(attempts)", "error": "\(error)"]))
+                         metadata: logMetadata(["attempts": "\(attempts)", "error": "\(error)"]))
             return
         case .storeRefused(let reason):
             metrics.countDeadLetter(reason: .storeRefused)
             logger.error("dead-lettered: the store refused it",
-                         metadata: delivery.logMetadata(["reason": "\(reason)"]))
+                         metadata: logMetadata(["reason": "\(reason)"]))
             return
         case .poison(let reason):
             metrics.countDeadLetter(reason: .poison)
             logger.error("dead-lettered unprocessed: it failed too often",
-                         metadata: delivery.logMetadata(["reason": "\(reason)"]))
+                         metadata: logMetadata(["reason": "\(reason)"]))
             return
         case .unpublishable(let reason):
             metrics.countDeadLetter(reason: .unpublishable)
             logger.error("dead-lettered: a result cannot be published",
-                         metadata: delivery.logMetadata(["reason": "\(reason)"]))
+                         metadata: logMetadata(["reason": "\(reason)"]))
             return
         case .rejectedToBroker(let reason):
             metrics.countDeadLetter(reason: .rejectedToBroker)
             logger.warning("rejected to the broker's dead-lettering",
-                           metadata: delivery.logMetadata(["reason": "\(reason)"]))
+                           metadata: logMetadata(["reason": "\(reason)"]))
         case .deadLetter(let reason) where plan.stored == nil:
             // A body never read, failing transiently with the rest of its batch (see `DeliveryPlan`).
             metrics.countDeadLetter(reason: .rejected)
-            logger.warning("dead-lettered", metadata: delivery.logMetadata(["reason": "\(reason)"]))
+            logger.warning("dead-lettered", metadata: logMetadata(["reason": "\(reason)"]))
             return
         case .deadLetter, .results:
             break
@@ -344,7 +403,7 @@ struct BatchProcessor: Sendable {
         if case .rejectedToBroker = plan.route { return }
         // Built only when it will be written: this runs for every message.
         guard logger.logLevel <= level else { return }
-        var metadata = delivery.logMetadata(["outcome": "\(decision.outcome.rawValue)"])
+        var metadata = logMetadata(["outcome": "\(decision.outcome.rawValue)"])
         if let sender = decision.sender { metadata["sender"] = "\(sender)" }
         if let card = decision.digitalCardId { metadata["digitalCardId"] = "\(card)" }
         if stored.isReplay { metadata["replay"] = "true" }
@@ -363,10 +422,19 @@ extension AMQPDelivery {
             || properties.type == NotificationRouter.deviceInstallationDeletedType
     }
 
-    func logMetadata(_ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+    /// The delivery's log metadata; with its message span when tracing is on.
+    func logMetadata(_ extra: Logger.Metadata = [:], span: (any Span)? = nil) -> Logger.Metadata {
         var metadata = extra
         metadata["message_id"] = "\(properties.messageID ?? "")"
         metadata["delivery_tag"] = "\(deliveryTag)"
+        if let span { metadata.merge(MessageTracing.logMetadata(of: span)) { current, _ in current } }
         return metadata
+    }
+}
+
+extension Array {
+    /// The element at `index`, or nil past the end (the span arrays are empty when tracing is off).
+    subscript(safe index: Int) -> Element? {
+        indices.contains(index) ? self[index] : nil
     }
 }

@@ -2,6 +2,7 @@ import AMQPTransport
 import Foundation
 import Logging
 import ServiceLifecycle
+import Tracing
 import WalletRouting
 import WalletStore
 
@@ -20,11 +21,15 @@ public final class NotificationWorker: Service {
     private let connectionConfiguration: AMQPConnectionConfiguration
     private let stop = StopSignal()
     private let logger: Logger
+    /// Spans of every message when tracing is on; nil (the default) makes none.
+    private let tracer: (any Tracer)?
 
     public init(
-        configuration: WorkerConfiguration, store: any WalletStore, metrics: WorkerMetrics, logger: Logger
+        configuration: WorkerConfiguration, store: any WalletStore, metrics: WorkerMetrics, logger: Logger,
+        tracer: (any Tracer)? = nil
     ) throws {
         self.configuration = configuration
+        self.tracer = tracer
         self.store = store
         self.metrics = metrics
         self.logger = logger
@@ -46,7 +51,8 @@ public final class NotificationWorker: Service {
             let processor = BatchProcessor(
                 store: store, router: router, topology: topology, retry: configuration.retrySchedule,
                 confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger,
-                poisonGuard: poisonGuard, storeCircuit: storeCircuit, stop: stop)
+                poisonGuard: poisonGuard, storeCircuit: storeCircuit, stop: stop,
+                tracing: tracer.map { MessageTracing(tracer: $0, queue: queue.name, store: configuration.store) })
             return Pipeline(
                 index: index, queue: queue, configuration: configuration,
                 connectionConfiguration: connectionConfiguration, processor: processor, health: health,

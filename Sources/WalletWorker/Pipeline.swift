@@ -153,6 +153,7 @@ struct Pipeline: Sendable {
             }
         } catch {
             processor.poisonGuard.recordFailure(inFlight: inFlight.all, error: error)
+            processor.tracing?.open.failAll(error)
             await close(connections, replies: replies)
             if error is TopologyError || error is BatchProcessor.FatalStoreError { throw error }
             throw SessionFailure(error: error, consumed: consuming)

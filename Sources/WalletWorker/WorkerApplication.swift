@@ -14,6 +14,8 @@ public struct WorkerApplication: Sendable {
     public let operations: OperationsServer?
     public let metrics: WorkerMetrics
     public let health: WorkerHealth
+    /// Exports the spans when tracing is on (`WorkerConfiguration.tracing`).
+    private let tracing: TracingBackend?
     private let configuration: WorkerConfiguration
     private let logger: Logger
 
@@ -28,13 +30,19 @@ public struct WorkerApplication: Sendable {
             logger.warning("store file was readable by other users", metadata: ["detail": "\(warning)"])
         }
         let metrics = WorkerMetrics()
-        let worker = try NotificationWorker(configuration: configuration, store: store, metrics: metrics, logger: logger)
+        let tracing = try TracingBackend.make(configuration.tracing, logger: logger)
+        if tracing != nil {
+            logger.info("tracing on: spans are exported over OTLP/HTTP",
+                        metadata: ["protocol": "\(configuration.tracing.otlpProtocol)"])
+        }
+        let worker = try NotificationWorker(
+            configuration: configuration, store: store, metrics: metrics, logger: logger, tracer: tracing?.tracer)
         let operations = configuration.httpPort.map {
             OperationsServer(
                 host: configuration.httpHost, port: $0, health: worker.health, metrics: metrics, logger: logger)
         }
         return WorkerApplication(
-            worker: worker, operations: operations, metrics: metrics, health: worker.health,
+            worker: worker, operations: operations, metrics: metrics, health: worker.health, tracing: tracing,
             configuration: configuration, logger: logger)
     }
 
@@ -46,6 +54,11 @@ public struct WorkerApplication: Sendable {
     /// The service group; tests pass no signals and trigger graceful shutdown themselves.
     public func serviceGroup(signals: [UnixSignal]) -> ServiceGroup {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let tracing {
+            // First, so it stops last: the spans of the batches drained after SIGTERM are still exported.
+            services.append(.init(service: tracing.service, successTerminationBehavior: .gracefullyShutdownGroup,
+                                  failureTerminationBehavior: .gracefullyShutdownGroup))
+        }
         if let operations {
             // A failure (its port taken) stops the worker the graceful way, finishing the batches in hand, and is
             // what `run()` throws; the default would cancel the worker mid-batch.

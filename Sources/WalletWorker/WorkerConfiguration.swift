@@ -62,6 +62,8 @@ public struct WorkerConfiguration: Sendable {
     /// The routing core's limits and the result exchanges (kept in step with `topology`).
     public var routing = RoutingSettings()
     public var logLevel: Logger.Level = .info
+    /// OpenTelemetry tracing, from the `OTEL_*` environment (`TracingSettings(environment:)`). Default: off.
+    public var tracing = TracingSettings.off
     public var logFormat: LogFormat = .text
 
     public init() {}

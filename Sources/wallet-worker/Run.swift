@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import WalletWorker
 
@@ -18,6 +19,11 @@ extension WalletWorkerCommand {
             try worker.apply(to: &configuration)
             try routing.apply(to: &configuration)
             try logging.apply(to: &configuration)
+            do {
+                configuration.tracing = try TracingSettings(environment: ProcessInfo.processInfo.environment)
+            } catch {
+                throw ValidationError(error.description)
+            }
             WorkerLogging.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
             AllocatorTuning.apply()
             let logger = Logger(label: "wallet-worker")
