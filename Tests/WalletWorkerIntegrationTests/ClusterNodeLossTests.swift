@@ -223,7 +223,7 @@ extension Resilience {
             print("cluster node loss: \(results.count) results for \(totalResults) expected (\(accounting.identicalDuplicates) identical duplicates)")
             // Stopping three nodes takes seconds: awaited here, so the blocking `destroy()` of the `defer` (for the
             // paths that throw) finds nothing left to stop and does not hold a thread of the shared pool meanwhile.
-            try? await cluster.run(["stop"], timeout: .seconds(120))
+            _ = try? await cluster.run(["stop"], timeout: .seconds(120))
         }
     }
 }

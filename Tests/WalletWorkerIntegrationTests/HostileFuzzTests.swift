@@ -191,9 +191,9 @@ final class HostileFuzzRun: @unchecked Sendable {
         var found: Int?
         var scanned = resultCursor
         while found == nil {
-            let (index, count) = results.firstIndex(from: scanned) { $0.messageID == probeResultID }
-            if let index {
-                found = index
+            let (position, count) = results.firstIndex(from: scanned) { $0.messageID == probeResultID }
+            if let position {
+                found = position
                 break
             }
             scanned = count
