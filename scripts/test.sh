@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/prerequisites.sh
 # haproxy: the node-loss test puts a three-node cluster behind it (scripts/rabbitmq-cluster.sh).
 ensure_prerequisites haproxy
+# prometheus: the alert test evaluates deploy/'s PrometheusRule on a real Prometheus (PrometheusAlertTests).
+ensure_packages_without_recommends prometheus
 
 started_broker=false
 if [ -z "${AMQP_URL:-}" ]; then

@@ -106,11 +106,8 @@ for manifest in deploy/kubernetes/monitoring/*.yaml; do
 done
 
 # The alerts: promtool reads plain rule files, so the PrometheusRule's spec is written out beside the tests.
-if ! command -v promtool >/dev/null; then
-    echo "validate-deploy: installing prometheus (for promtool) with apt" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-fi
+source scripts/lib/prerequisites.sh
+ensure_packages_without_recommends prometheus  # for promtool
 rules_dir=$(mktemp -d)
 "$venv/bin/python" -c 'import sys, yaml; yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))["spec"], open(sys.argv[2], "w"))' \
     deploy/kubernetes/monitoring/prometheusrule.yaml "$rules_dir/rules.yaml"
