@@ -12,6 +12,14 @@ let package = Package(
         .library(name: "WalletWorker", targets: ["WalletWorker"]),
         .executable(name: "wallet-worker", targets: ["wallet-worker"]),
     ],
+    traits: [
+        // On by default. `--disable-default-traits` builds the worker without swift-otel (OTEL_* then stops it at
+        // start): .ci/run's thread-sanitizer build does, as swift-otel 1.6.0 does not compile with
+        // `-sanitize=thread` under Swift 6.3.1 (a "sending 'logger' risks causing data races" error in its batch
+        // processors that the same compiler does not raise without the sanitizer).
+        .trait(name: "OpenTelemetry", description: "OTLP/HTTP export of the worker's spans (swift-otel)"),
+        .default(enabledTraits: ["OpenTelemetry"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
@@ -74,7 +82,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OpenTelemetry"])),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),

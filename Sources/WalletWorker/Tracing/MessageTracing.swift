@@ -1,6 +1,8 @@
 import AMQPTransport
 import Logging
+#if OpenTelemetry
 import OTel
+#endif
 import Tracing
 import WalletStore
 
@@ -146,10 +148,16 @@ struct MessageTracing: Sendable {
 
     /// `trace_id`, `span_id` and `trace_flags` of a span, for the log lines about its message.
     static func logMetadata(of span: any Span) -> Logger.Metadata {
+        #if OpenTelemetry
         InstrumentationContext.withValue(span.context) { metadataProvider.get() }
+        #else
+        [:]  // no span of this build carries OpenTelemetry's context
+        #endif
     }
 
+    #if OpenTelemetry
     private static let metadataProvider = OTel.makeLoggingMetadataProvider()
+    #endif
 }
 
 /// Hands the tracer the one header it reads, already checked by `TraceParent.isValid`.

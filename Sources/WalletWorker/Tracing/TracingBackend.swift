@@ -1,5 +1,7 @@
 import Logging
+#if OpenTelemetry
 import OTel
+#endif
 import ServiceLifecycle
 import Tracing
 
@@ -17,6 +19,7 @@ struct TracingBackend: Sendable {
 
     static func make(_ settings: TracingSettings, logger: Logger) throws -> TracingBackend? {
         guard settings.isEnabled else { return nil }
+        #if OpenTelemetry
         var configuration = OTel.Configuration.default
         configuration.serviceName = "wallet-worker"  // `OTEL_SERVICE_NAME` overrides it
         configuration.logs.enabled = false
@@ -26,5 +29,10 @@ struct TracingBackend: Sendable {
         configuration.diagnosticLogger = .custom(diagnostics)
         let backend = try OTel.makeTracingBackend(configuration: configuration)
         return TracingBackend(tracer: backend.factory, service: backend.service)
+        #else
+        throw ConfigurationError(
+            "the OTEL_* environment turns tracing on, but this build has no OpenTelemetry exporter "
+                + "(built with --disable-default-traits): unset OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*")
+        #endif
     }
 }
