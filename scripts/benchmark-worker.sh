@@ -12,13 +12,15 @@
 # (scripts/postgres-local.sh, port POSTGRES_PORT, default 5762), builds the worker in release, the C baseline and
 # the preload tool, then, per round and interleaved: preload -> C baseline until the work queue is drained ->
 # preload -> the C baseline publishing as many results per notification as the worker (baseline2) until drained ->
-# preload -> worker (SQLite) until drained -> for each replica count R: preload -> R worker processes on one fresh
-# PostgreSQL database until drained. Each preload publishes the setup phase (45,250 card installs, state changes
+# preload -> worker (SQLite) until drained -> preload -> worker with the memory store (worker-mem) until drained
+# -> for each replica count R: preload -> R worker processes on one fresh PostgreSQL database until drained. Each preload publishes the setup phase (45,250 card installs, state changes
 # and histories) followed by the N measured notifications; the measured window starts when only the N measured
 # messages are left ready in the work queue (the setup phase has been delivered) and ends when none is ready.
 # CPU time and throughput are of that window (for R replicas, the CPU of all R processes; PostgreSQL's own CPU, the
-# server and its backends, in a column of its own); peak RSS is VmHWM at its end (summed over the replicas).
-# Prints a table per round and the medians; exits non-zero only on errors (never on targets).
+# server and its backends, in a column of its own), and the broker's (RabbitMQ's Erlang VM) in another: what each
+# contender's traffic costs the broker; peak RSS is VmHWM at its end (summed over the replicas).
+# Prints a table per round, the medians and issue 14's targets against them; exits non-zero only on errors (never
+# on targets).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -95,6 +97,7 @@ baseline_bin="$work/consume_publish_ack"
 # --- broker and topology -------------------------------------------------------------------------------------
 echo "== broker =="
 broker start
+broker_pid=$(cat "$RABBITMQ_DATA_DIR/rabbitmq.pid")
 if [ -n "$replica_counts" ]; then
     echo "== PostgreSQL =="
     postgres start
@@ -115,7 +118,8 @@ echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 # --- rounds --------------------------------------------------------------------------------------------------
 # run_contender NAME ROUND REPLICAS COMMAND...: preloads, starts REPLICAS processes of COMMAND, watches the queue
 # drain, stops them; appends "NAME ROUND msg/s cpu_us_per_msg peak_mib window_s server_cpu_us_per_msg" to
-# $work/results (the server column is PostgreSQL's CPU, "-" for contenders without it).
+# $work/results (the server column is PostgreSQL's CPU, "-" for contenders without it), then the broker's CPU,
+# then the contender's read and write system calls and bytes per message (sockets and files: /proc/PID/io).
 run_contender() {
     local name="$1" round="$2" replicas="$3"
     shift 3
@@ -129,20 +133,25 @@ run_contender() {
     [[ "$name" == pg-* ]] && server_flag="--server-pid $postgres_pid"
     local line pids
     pids=$(IFS=,; echo "${contender_pids[*]}")
-    if ! line=$("$load_bin" watch --pid "$pids" $server_flag --measured "$messages" --interval 0.05); then
+    if ! line=$("$load_bin" watch --pid "$pids" $server_flag --broker-pid "$broker_pid" --measured "$messages" \
+        --interval 0.05); then
         echo "benchmark-worker: $name did not drain the queue; its log:" >&2
         tail -n 20 "$work/$name-$round-1.log" >&2
         exit 1
     fi
     stop_contenders
-    # window_s=W messages=M cpu_s=C peak_kib=K server_cpu_s=S
+    # window_s=W messages=M cpu_s=C peak_kib=K server_cpu_s=S broker_cpu_s=B read_calls=… read_bytes=…
+    # write_calls=… write_bytes=…
     echo "$line" | awk -v name="$name" -v round="$round" '{
         for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-        server = name ~ /^pg-/ ? sprintf("%.1f", 1e6 * v["server_cpu_s"] / v["messages"]) : "-"
-        printf "%s %s %.0f %.1f %.1f %.3f %s\n", name, round, v["messages"] / v["window_s"],
-            1e6 * v["cpu_s"] / v["messages"], v["peak_kib"] / 1024, v["window_s"], server
+        m = v["messages"]
+        server = name ~ /^pg-/ ? sprintf("%.1f", 1e6 * v["server_cpu_s"] / m) : "-"
+        printf "%s %s %.0f %.1f %.1f %.3f %s %.1f %.3f %.0f %.3f %.0f\n", name, round, m / v["window_s"],
+            1e6 * v["cpu_s"] / m, v["peak_kib"] / 1024, v["window_s"], server, 1e6 * v["broker_cpu_s"] / m,
+            v["read_calls"] / m, v["read_bytes"] / m, v["write_calls"] / m, v["write_bytes"] / m
     }' | tee -a "$work/results" | awk '{
-        printf "  %-9s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  (%s s)", $1, $2, $3, $4, $5, $6
+        printf "  %-10s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  broker %6s CPU us/msg  (%s s)",
+            $1, $2, $3, $4, $5, $8, $6
         if ($7 != "-") printf "  PostgreSQL %s CPU us/msg", $7
         printf "\n" }'
 }
@@ -160,6 +169,8 @@ for round in $(seq 1 "$rounds"); do
         --results-per-delivery "$results_per_notification" --idle-exit 30
     rm -f "$work/store-$round.sqlite"*
     run_contender worker "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$round.sqlite" \
+        --prefetch 200 --http-port off
+    run_contender worker-mem "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store memory \
         --prefetch 200 --http-port off
     for count in $replica_counts; do
         database="bench_r${round}_x${count}"
@@ -180,9 +191,9 @@ ratio_of() {
     awk -v name="$1" -v base="${2:-baseline}" '$1 == base { b[$2] = $3 } $1 == name { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
         "$work/results" | median %.3f
 }
-printf '  %-9s %10s %14s %10s %18s %12s %12s\n' "" "msg/s" "CPU us/msg" "peak MiB" "PostgreSQL us/msg" "/baseline" \
-    "/baseline2"
-names="baseline baseline2 worker"
+printf '  %-10s %10s %12s %10s %14s %18s %11s %11s\n' "" "msg/s" "CPU us/msg" "peak MiB" "broker us/msg" \
+    "PostgreSQL us/msg" "/baseline" "/baseline2"
+names="baseline baseline2 worker worker-mem"
 for count in $replica_counts; do names="$names pg-$count"; done
 for name in $names; do
     server="-"
@@ -190,15 +201,36 @@ for name in $names; do
     ratio="-" ratio2="-"
     [ "$name" != baseline ] && ratio=$(ratio_of "$name")
     [[ "$name" != baseline* ]] && ratio2=$(ratio_of "$name" baseline2)
-    printf '  %-9s %10s %14s %10s %18s %12s %12s\n' "$name" "$(column_of "$name" 3 %.0f)" "$(column_of "$name" 4 %.1f)" \
-        "$(column_of "$name" 5 %.1f)" "$server" "$ratio" "$ratio2"
+    printf '  %-10s %10s %12s %10s %14s %18s %11s %11s\n' "$name" "$(column_of "$name" 3 %.0f)" \
+        "$(column_of "$name" 4 %.1f)" "$(column_of "$name" 5 %.1f)" "$(column_of "$name" 8 %.1f)" "$server" \
+        "$ratio" "$ratio2"
 done
-echo "  worker = one replica, SQLite store; pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
+echo "  worker = one replica, SQLite store; worker-mem = the same with --store memory;"
+echo "  pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
 echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
 echo "  broker and PostgreSQL for them."
+echo "  client I/O per message (system calls and bytes through sockets and files, /proc/PID/io; medians):"
+printf '  %-10s %12s %12s %12s %12s\n' "" "reads" "read bytes" "writes" "write bytes"
+for name in $names; do
+    printf '  %-10s %12s %12s %12s %12s\n' "$name" "$(column_of "$name" 9 %.3f)" "$(column_of "$name" 10 %.0f)" \
+        "$(column_of "$name" 11 %.3f)" "$(column_of "$name" 12 %.0f)"
+done
 echo "  baseline2 = the C loop publishing $results_per_notification results per notification, as the worker does:"
 echo "  the same work for the broker, none in the client."
-echo "  throughput ratio worker/baseline (median of per-round ratios): $(ratio_of worker)   (target >= 0.90)"
+echo "  throughput ratio worker/baseline (median of per-round ratios): $(ratio_of worker)"
 echo "  throughput ratio worker/baseline2: $(ratio_of worker baseline2);" \
     "baseline2/baseline: $(ratio_of baseline2) (what the extra results cost the broker)"
 echo "  worker CPU per message: $(column_of worker 4 %.1f) us   (target <= 30 us with the SQLite store)"
+
+# --- targets (issue 14) --------------------------------------------------------------------------------------
+# target LABEL VALUE OP LIMIT: one line, "met" or "not met".
+target() {
+    awk -v label="$1" -v value="$2" -v op="$3" -v limit="$4" 'BEGIN {
+        met = (op == ">=") ? value >= limit : value <= limit
+        printf "  %-44s %9s  (target %s %s)  %s\n", label, value, op, limit, met ? "met" : "NOT MET" }'
+}
+echo "== targets (medians above) =="
+target "throughput worker / baseline2 (SQLite)" "$(ratio_of worker baseline2)" ">=" 0.95
+target "worker CPU us/message (SQLite)" "$(column_of worker 4 %.1f)" "<=" 30
+target "worker CPU us/message (memory store)" "$(column_of worker-mem 4 %.1f)" "<=" 20
+target "worker peak RSS MiB (SQLite)" "$(column_of worker 5 %.1f)" "<=" 64

@@ -7,12 +7,14 @@
 //                                          notifications of the mix: persistent, message_id, publisher confirms
 //   worker-load result-size --messages N   what the worker publishes for the mix (routing core + in-memory state):
 //                                          results per notification and mean result body bytes (sizes the baseline)
-//   worker-load watch --pid P[,P...] --measured N [--server-pid S]
+//   worker-load watch --pid P[,P...] --measured N [--server-pid S] [--broker-pid B]
 //                                          waits until only the last N messages are ready in the work queue, then
 //                                          until none is; prints the window, the CPU time of the processes P in it
 //                                          (summed) and their peak RSS (summed); with --server-pid, also the CPU time
 //                                          of S and its children in the window (a PostgreSQL server: postmaster and
-//                                          backends)
+//                                          backends); with --broker-pid, the CPU time of B (RabbitMQ's Erlang VM);
+//                                          and the I/O of the processes P in it (/proc/P/io: read and write system
+//                                          calls and bytes, sockets and files alike)
 //
 // Environment: AMQP_URL (default amqp://guest:guest@127.0.0.1:5672/%2f) and the worker's WALLET_* names.
 import AMQPTransport
@@ -190,6 +192,43 @@ func serverCPUSeconds(pid: Int32) -> Double? {
     return total / ticks
 }
 
+/// The I/O counters of a process (all its threads) from /proc/PID/io: system calls and bytes, read and written,
+/// through any file descriptor (sockets and files alike; the page cache, not the disk).
+struct IOCounters {
+    var readCalls = 0.0, readBytes = 0.0, writeCalls = 0.0, writeBytes = 0.0
+
+    init() {}
+
+    init?(pid: Int32) {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/io", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":")
+            guard parts.count == 2, let value = Double(parts[1].trimmingCharacters(in: .whitespaces)) else { continue }
+            switch parts[0] {
+            case "syscr": readCalls = value
+            case "rchar": readBytes = value
+            case "syscw": writeCalls = value
+            case "wchar": writeBytes = value
+            default: break
+            }
+        }
+    }
+
+    static func + (a: Self, b: Self) -> Self {
+        var sum = a
+        sum.readCalls += b.readCalls; sum.readBytes += b.readBytes
+        sum.writeCalls += b.writeCalls; sum.writeBytes += b.writeBytes
+        return sum
+    }
+
+    static func - (a: Self, b: Self) -> Self {
+        var difference = a
+        difference.readCalls -= b.readCalls; difference.readBytes -= b.readBytes
+        difference.writeCalls -= b.writeCalls; difference.writeBytes -= b.writeBytes
+        return difference
+    }
+}
+
 func statusKiB(pid: Int32, field: String) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
     for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
@@ -198,11 +237,13 @@ func statusKiB(pid: Int32, field: String) -> Int? {
     return nil
 }
 
-func watch(pids: [Int32], serverPID: Int32?, measured: Int, timeout: Double, interval: Double) async throws {
+func watch(
+    pids: [Int32], serverPID: Int32?, brokerPID: Int32?, measured: Int, timeout: Double, interval: Double
+) async throws {
     let connection = try await connect("worker-load watch")
     let channel = try await connection.openChannel()
     let deadline = monotonicSeconds() + timeout
-    var start: (time: Double, cpu: Double, server: Double, ready: UInt32)?
+    var start: (time: Double, cpu: Double, server: Double, broker: Double, io: IOCounters, ready: UInt32)?
     while true {
         let ready = try await channel.queueStatus(workQueue).messageCount
         let now = monotonicSeconds()
@@ -212,16 +253,23 @@ func watch(pids: [Int32], serverPID: Int32?, measured: Int, timeout: Double, int
             cpu += seconds
         }
         let server = serverPID.flatMap { serverCPUSeconds(pid: $0) } ?? 0
+        let broker = brokerPID.flatMap { cpuSeconds(pid: $0) } ?? 0
+        let io = pids.reduce(IOCounters()) { $0 + (IOCounters(pid: $1) ?? IOCounters()) }
         if start == nil, ready <= measured {
-            start = (now, cpu, server, ready)
+            start = (now, cpu, server, broker, io, ready)
         }
         if let start, ready == 0 {
             let window = now - start.time
             let hwm = pids.reduce(0) { $0 + (statusKiB(pid: $1, field: "VmHWM") ?? 0) }
             // Machine-readable: window seconds, messages taken in the window, CPU seconds in it, peak RSS KiB, and
-            // the server's CPU seconds in it (0 without --server-pid).
-            print(String(format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d server_cpu_s=%.2f", window,
-                         Int(start.ready), cpu - start.cpu, hwm, server - start.server))
+            // the server's and the broker's CPU seconds in it (0 without --server-pid, --broker-pid), and the
+            // processes' read and write system calls and bytes in it.
+            let moved = io - start.io
+            print(String(
+                format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d server_cpu_s=%.2f broker_cpu_s=%.2f "
+                    + "read_calls=%.0f read_bytes=%.0f write_calls=%.0f write_bytes=%.0f",
+                window, Int(start.ready), cpu - start.cpu, hwm, server - start.server, broker - start.broker,
+                moved.readCalls, moved.readBytes, moved.writeCalls, moved.writeBytes))
             break
         }
         if now > deadline { fail("the queue still holds \(ready) after \(Int(timeout)) s") }
@@ -251,11 +299,12 @@ do {
             fail("watch needs --pid PID[,PID...] --measured N")
         }
         try await watch(pids: pids.compactMap { $0 }, serverPID: option("--server-pid", in: arguments).flatMap(Int32.init),
+                        brokerPID: option("--broker-pid", in: arguments).flatMap(Int32.init),
                         measured: measured,
                         timeout: option("--timeout", in: arguments).flatMap(Double.init) ?? 900,
                         interval: option("--interval", in: arguments).flatMap(Double.init) ?? 0.02)
     default:
-        fail("usage: worker-load prepare | preload [--messages N] [--batch N] [--no-setup] | result-size [--messages N] | watch --pid PID[,PID...] --measured N [--server-pid PID] [--timeout S] [--interval S]")
+        fail("usage: worker-load prepare | preload [--messages N] [--batch N] [--no-setup] | result-size [--messages N] | watch --pid PID[,PID...] --measured N [--server-pid PID] [--broker-pid PID] [--timeout S] [--interval S]")
     }
 } catch {
     fail("\(error)")
