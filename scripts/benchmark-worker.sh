@@ -96,6 +96,13 @@ baseline_bin="$work/consume_publish_ack"
 
 # --- broker and topology -------------------------------------------------------------------------------------
 echo "== broker =="
+# BENCH_BROKER_NO_BUSY_WAIT=1 runs the broker's Erlang VM without busy-waiting schedulers: their spinning counts
+# as the broker's CPU and, on a machine the contenders share, takes cores from them. The default is RabbitMQ's (as
+# in production, where the broker has hosts of its own); the C loops, which wait for each batch's confirms before
+# the next, are faster with the spinning (its wake-ups are quicker), the worker slower (it loses CPU to it).
+if [ "${BENCH_BROKER_NO_BUSY_WAIT:-0}" = 1 ]; then
+    export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+sbwt none +sbwtdcpu none +sbwtdio none"
+fi
 broker start
 broker_pid=$(cat "$RABBITMQ_DATA_DIR/rabbitmq.pid")
 if [ -n "$replica_counts" ]; then
@@ -119,12 +126,19 @@ echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 # run_contender NAME ROUND REPLICAS COMMAND...: preloads, starts REPLICAS processes of COMMAND, watches the queue
 # drain, stops them; appends "NAME ROUND msg/s cpu_us_per_msg peak_mib window_s server_cpu_us_per_msg" to
 # $work/results (the server column is PostgreSQL's CPU, "-" for contenders without it), then the broker's CPU,
-# then the contender's read and write system calls and bytes per message (sockets and files: /proc/PID/io).
+# then the contender's read and write system calls and bytes per message (/proc/PID/io: files, and sockets read
+# or written with read/write; librabbitmq's send/recv are not counted there), then the broker's socket counters
+# for the contender's connections per message of the whole run (setup phase included): packets received and sent,
+# bytes received and sent.
 run_contender() {
     local name="$1" round="$2" replicas="$3"
     shift 3
     "$load_bin" prepare >>"$work/prepare.log"
-    "$load_bin" preload --messages "$messages" $setup_flag | tee -a "$work/preload.log" | sed 's/^/  /'
+    "$load_bin" preload --messages "$messages" $setup_flag | tee "$work/preload-last.log" | sed 's/^/  /'
+    cat "$work/preload-last.log" >>"$work/preload.log"
+    # Everything the contender will take: the setup phase and the measured notifications.
+    local total
+    total=$(sed -n "s/.* holds \([0-9]*\)$/\1/p" "$work/preload-last.log" | tail -n 1)
     local replica server_flag=""
     for replica in $(seq 1 "$replicas"); do
         "$@" >"$work/$name-$round-$replica.log" 2>&1 &
@@ -139,6 +153,11 @@ run_contender() {
         tail -n 20 "$work/$name-$round-1.log" >&2
         exit 1
     fi
+    # The contender's connections are the only ones left open (preload and watch have closed theirs).
+    local traffic
+    traffic=$(broker ctl list_connections --quiet --no-table-headers recv_cnt send_cnt recv_oct send_oct |
+        awk -v total="$total" '{ r += $1; s += $2; ro += $3; so += $4 }
+            END { printf "%.3f %.3f %.0f %.0f", r / total, s / total, ro / total, so / total }')
     stop_contenders
     # window_s=W messages=M cpu_s=C peak_kib=K server_cpu_s=S broker_cpu_s=B read_calls=… read_bytes=…
     # write_calls=… write_bytes=…
@@ -149,7 +168,7 @@ run_contender() {
         printf "%s %s %.0f %.1f %.1f %.3f %s %.1f %.3f %.0f %.3f %.0f\n", name, round, m / v["window_s"],
             1e6 * v["cpu_s"] / m, v["peak_kib"] / 1024, v["window_s"], server, 1e6 * v["broker_cpu_s"] / m,
             v["read_calls"] / m, v["read_bytes"] / m, v["write_calls"] / m, v["write_bytes"] / m
-    }' | tee -a "$work/results" | awk '{
+    }' | awk -v traffic="$traffic" '{ print $0 " " traffic }' | tee -a "$work/results" | awk '{
         printf "  %-10s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  broker %6s CPU us/msg  (%s s)",
             $1, $2, $3, $4, $5, $8, $6
         if ($7 != "-") printf "  PostgreSQL %s CPU us/msg", $7
@@ -209,7 +228,13 @@ echo "  worker = one replica, SQLite store; worker-mem = the same with --store m
 echo "  pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
 echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
 echo "  broker and PostgreSQL for them."
-echo "  client I/O per message (system calls and bytes through sockets and files, /proc/PID/io; medians):"
+echo "  traffic with the broker per message, whole run (the broker's socket counters of the contender's connections):"
+printf '  %-10s %14s %14s %14s %14s\n' "" "packets in" "packets out" "bytes in" "bytes out"
+for name in $names; do
+    printf '  %-10s %14s %14s %14s %14s\n' "$name" "$(column_of "$name" 13 %.3f)" "$(column_of "$name" 14 %.3f)" \
+        "$(column_of "$name" 15 %.0f)" "$(column_of "$name" 16 %.0f)"
+done
+echo "  client file I/O per message (/proc/PID/io: read and write system calls and bytes; not send/recv):"
 printf '  %-10s %12s %12s %12s %12s\n' "" "reads" "read bytes" "writes" "write bytes"
 for name in $names; do
     printf '  %-10s %12s %12s %12s %12s\n' "$name" "$(column_of "$name" 9 %.3f)" "$(column_of "$name" 10 %.0f)" \
