@@ -228,27 +228,33 @@ echo "  worker = one replica, SQLite store; worker-mem = the same with --store m
 echo "  pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
 echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
 echo "  broker and PostgreSQL for them."
+# median_table "TITLE|TITLE|…" "COLUMN FORMAT" …: a row per contender, each cell the median of a results column.
+median_table() {
+    local titles name spec
+    IFS='|' read -ra titles <<<"$1"
+    shift
+    printf '  %-10s' ""
+    printf ' %13s' "${titles[@]}"
+    printf '\n'
+    for name in $names; do
+        printf '  %-10s' "$name"
+        # shellcheck disable=SC2086  # "COLUMN FORMAT" is two arguments of column_of
+        for spec in "$@"; do printf ' %13s' "$(column_of "$name" $spec)"; done
+        printf '\n'
+    done
+}
 echo "  traffic with the broker per message, whole run (the broker's socket counters of the contender's connections):"
-printf '  %-10s %14s %14s %14s %14s\n' "" "packets in" "packets out" "bytes in" "bytes out"
-for name in $names; do
-    printf '  %-10s %14s %14s %14s %14s\n' "$name" "$(column_of "$name" 13 %.3f)" "$(column_of "$name" 14 %.3f)" \
-        "$(column_of "$name" 15 %.0f)" "$(column_of "$name" 16 %.0f)"
-done
+median_table "packets in|packets out|bytes in|bytes out" "13 %.3f" "14 %.3f" "15 %.0f" "16 %.0f"
 echo "  client file I/O per message (/proc/PID/io: read and write system calls and bytes; not send/recv):"
-printf '  %-10s %12s %12s %12s %12s\n' "" "reads" "read bytes" "writes" "write bytes"
-for name in $names; do
-    printf '  %-10s %12s %12s %12s %12s\n' "$name" "$(column_of "$name" 9 %.3f)" "$(column_of "$name" 10 %.0f)" \
-        "$(column_of "$name" 11 %.3f)" "$(column_of "$name" 12 %.0f)"
-done
+median_table "reads|read bytes|writes|write bytes" "9 %.3f" "10 %.0f" "11 %.3f" "12 %.0f"
 echo "  baseline2 = the C loop publishing $results_per_notification results per notification, as the worker does:"
 echo "  the same work for the broker, none in the client."
 echo "  throughput ratio worker/baseline (median of per-round ratios): $(ratio_of worker)"
 echo "  throughput ratio worker/baseline2: $(ratio_of worker baseline2);" \
     "baseline2/baseline: $(ratio_of baseline2) (what the extra results cost the broker)"
-echo "  worker CPU per message: $(column_of worker 4 %.1f) us   (target <= 30 us with the SQLite store)"
 
 # --- targets (issue 14) --------------------------------------------------------------------------------------
-# target LABEL VALUE OP LIMIT: one line, "met" or "not met".
+# target LABEL VALUE OP LIMIT: one line, "met" or "NOT MET".
 target() {
     awk -v label="$1" -v value="$2" -v op="$3" -v limit="$4" 'BEGIN {
         met = (op == ">=") ? value >= limit : value <= limit

@@ -15,46 +15,12 @@ extension WalletWorkerCommand {
                 """,
             subcommands: [Card.self, Message.self, Installation.self])
 
-        struct StoreOptions: ParsableArguments {
-            @Option(help: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (env WALLET_STORE). Default: sqlite:wallet.sqlite")
-            var store: String?
-            @Option(help: "PostgreSQL statement timeout, e.g. 5s (env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s")
-            var storeStatementTimeout: String?
-
-            /// Opens the inspector, runs `body`, prints its object or says nothing was found.
-            func show(_ what: String, _ body: (any StoreInspector) async throws(StoreError) -> [UInt8]?) async throws {
-                let location = try storeSetting(store) ?? WorkerConfiguration().store
-                let timeout = try setting(
-                    storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT",
-                    expected: "a duration like 5s", duration) ?? .seconds(5)
-                let found: [UInt8]?
-                do {
-                    let inspector = try await StoreInspectors.open(location, statementTimeout: timeout)
-                    do {
-                        found = try await body(inspector)
-                    } catch {
-                        await inspector.close()
-                        throw error
-                    }
-                    await inspector.close()
-                } catch let error as StoreError {
-                    progressLine("wallet-worker inspect: \(error)")
-                    throw ExitCode(2)
-                }
-                guard let found else {
-                    progressLine("wallet-worker inspect: no \(what) in \(location)")
-                    throw ExitCode.failure
-                }
-                _ = try StandardOutput.write(found + [UInt8(ascii: "\n")])
-            }
-        }
-
         struct Card: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "A card's state, payment keys and newest transaction records.")
             @Argument(help: "The digitalCardId.") var digitalCardId: String
             @Option(help: "Transaction records shown, newest first. Default: 20") var transactions = 20
-            @OptionGroup var options: StoreOptions
+            @OptionGroup var options: StoreToolOptions
 
             func run() async throws {
                 guard transactions >= 0 else { throw ValidationError("--transactions must be 0 or more") }
@@ -70,7 +36,7 @@ extension WalletWorkerCommand {
             static let configuration = CommandConfiguration(
                 abstract: "A processed message: when, its outcome, and the results it published (replayed on a redelivery).")
             @Argument(help: "The inbound message_id.") var messageId: String
-            @OptionGroup var options: StoreOptions
+            @OptionGroup var options: StoreToolOptions
 
             func run() async throws {
                 try await options.show("processed message \(messageId)") { inspector throws(StoreError) in
@@ -84,7 +50,7 @@ extension WalletWorkerCommand {
             @Argument(help: "The installationId.") var installationId: String
             @Flag(help: "Show the whole push channel (a device's push token); by default only its last four characters")
             var showPushChannel = false
-            @OptionGroup var options: StoreOptions
+            @OptionGroup var options: StoreToolOptions
 
             func run() async throws {
                 try await options.show("installation \(installationId)") { inspector throws(StoreError) in
@@ -94,5 +60,35 @@ extension WalletWorkerCommand {
                 }
             }
         }
+    }
+}
+
+extension StoreToolOptions {
+    /// Opens the inspector, runs `body`, prints its object or says nothing was found (exit 1); a store that cannot
+    /// be read exits 2.
+    fileprivate func show(_ what: String, _ body: (any StoreInspector) async throws(StoreError) -> [UInt8]?)
+        async throws
+    {
+        let location = try location
+        let timeout = try statementTimeout
+        let found: [UInt8]?
+        do {
+            let inspector = try await StoreInspectors.open(location, statementTimeout: timeout)
+            do {
+                found = try await body(inspector)
+            } catch {
+                await inspector.close()
+                throw error
+            }
+            await inspector.close()
+        } catch let error as StoreError {
+            progressLine("wallet-worker inspect: \(error)")
+            throw ExitCode(2)
+        }
+        guard let found else {
+            progressLine("wallet-worker inspect: no \(what) in \(location)")
+            throw ExitCode.failure
+        }
+        _ = try StandardOutput.write(found + [UInt8(ascii: "\n")])
     }
 }

@@ -10,21 +10,17 @@ extension WalletWorkerCommand {
                 Prints the schema before and after. Safe to run again, and while workers run: a migration is one \
                 transaction (PostgreSQL: under an advisory lock, so replicas and jobs queue). A schema newer than \
                 this build is refused and left as it is. With --check, changes nothing: exits 0 when the schema is \
-                exactly this build's, 1 when it is missing, behind or newer.
+                exactly this build's, 1 when it is missing, behind or newer. PostgreSQL: a migration may take 4 times \
+                --store-statement-timeout, at least 30s.
                 """)
 
-        @Option(help: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (env WALLET_STORE). Default: sqlite:wallet.sqlite")
-        var store: String?
-        @Option(help: "PostgreSQL statement timeout, e.g. 5s; migrating waits at least 30s (env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s")
-        var storeStatementTimeout: String?
+        @OptionGroup var options: StoreToolOptions
         @Flag(help: "Only report the schema; change nothing; exit 1 unless it is this build's")
         var check = false
 
         func run() async throws {
-            let location = try storeSetting(store) ?? WorkerConfiguration().store
-            let timeout = try setting(
-                storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT",
-                expected: "a duration like 5s", duration) ?? .seconds(5)
+            let location = try options.location
+            let timeout = try options.statementTimeout
             do {
                 if check {
                     let status = try await WalletStores.schemaStatus(location, statementTimeout: timeout)

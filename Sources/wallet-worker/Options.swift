@@ -189,6 +189,26 @@ struct RoutingOptions: ParsableArguments {
     }
 }
 
+/// The store of the operators' store commands (`inspect`, `migrate`): the same variables as `run`.
+struct StoreToolOptions: ParsableArguments {
+    @Option(help: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (env WALLET_STORE). Default: sqlite:wallet.sqlite")
+    var store: String?
+    @Option(help: "PostgreSQL statement timeout, e.g. 5s (env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s")
+    var storeStatementTimeout: String?
+
+    var location: StoreLocation {
+        get throws { try storeSetting(store) ?? WorkerConfiguration().store }
+    }
+
+    var statementTimeout: Duration {
+        get throws {
+            try setting(
+                storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT",
+                expected: "a duration like 5s", duration) ?? .seconds(5)
+        }
+    }
+}
+
 struct LoggingOptions: ParsableArguments {
     @Option(help: "trace, debug, info, notice, warning, error or critical (env LOG_LEVEL). Default: info")
     var logLevel: String?

@@ -16,34 +16,22 @@ extension Resilience {
             try await walletWorkerCommand(arguments + topology.flags, input: input)
         }
 
-        private func objects(_ output: String) -> [[String: Any]] { jsonObjects(output) }
-
         @Test("list shows why each message was dead-lettered and takes nothing; replay --reason brings back the store failures, which the worker then processes; show prints one whole; purge asks first")
         func operatorFindsReplaysAndPurges() async throws {
             let database = temporarySQLitePath("dead-letter-tool")
             defer { removeSQLite(database) }
             try await withResilienceTopology("dlt") { topology, connection, channel in
-                let worker = try WorkerProcess(
-                    workerRunArguments(
-                        topology, store: "sqlite:\(database)", prefetch: 50,
-                        extra: ["--store-busy-timeout", "50ms", "--retry-attempts", "1"]),
-                    amqpURL: ResilienceBroker.url, label: "dlt-worker")
+                let worker = try await startOneAttemptWorker(topology, database: database, label: "dlt-worker")
                 defer { worker.kill(); worker.process.removeLog() }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
                 // Four that fail for the store, then three bad ones once it is back.
-                let lock = try await SQLiteLockHolder(path: database)
                 let storeFailures = (0..<4).map {
                     InboundNotification.mg("dlt-mg-\($0)", card: "DLT-\($0)")
                 }
-                try await publishAll(storeFailures.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let failed = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
-                    try await readyCount(topology.deadLetterQueue, on: connection) == 4
-                }
-                await lock.release()
-                try #require(failed, "the store failures were not dead-lettered\n\(worker.logTail())")
+                try await deadLetterAsStoreFailures(
+                    storeFailures, database: database, topology: topology, connection: connection, channel: channel,
+                    worker: worker)
                 var bad = InboundNotification.action("dlt-bad-0", action: "x")
                 let badOnes = (0..<3).map { index -> InboundNotification in
                     bad.messageID = "dlt-bad-\(index)"
@@ -60,7 +48,7 @@ extension Resilience {
                 // list: seven lines with their reasons; the queue keeps all seven.
                 let list = try await command(["dead-letters", "list", "--json"], topology)
                 #expect(list.exit == .exited(0), "\(list.output)")
-                let listed = objects(list.output)
+                let listed = jsonObjects(list.output)
                 #expect(listed.count == 7, "\(list.output)")
                 let storeListed = listed.filter { ($0["reason"] as? String)?.contains("store unavailable") == true }
                 #expect(Set(storeListed.compactMap { $0["messageId"] as? String }) == Set(storeFailures.map(\.messageID)))
@@ -71,15 +59,15 @@ extension Resilience {
 
                 // A filter with no match, and the dry run: nothing moves.
                 let none = try await command(["dead-letters", "list", "--json", "--sender", "CPS"], topology)
-                #expect(objects(none.output).isEmpty && none.exit == .exited(0))
+                #expect(jsonObjects(none.output).isEmpty && none.exit == .exited(0))
                 let dry = try await command(
                     ["dead-letters", "replay", "--reason", "store unavailable", "--dry-run", "--json"], topology)
-                #expect(dry.exit == .exited(0) && objects(dry.output).count == 4, "\(dry.output)")
+                #expect(dry.exit == .exited(0) && jsonObjects(dry.output).count == 4, "\(dry.output)")
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 7, "a dry run took messages")
 
                 // show: one dead letter whole.
                 let show = try await command(["dead-letters", "show", "--message-id", "dlt-bad-1"], topology)
-                let shown = objects(show.output)
+                let shown = jsonObjects(show.output)
                 #expect(shown.count == 1 && shown.first?["body"] as? String == badOnes[1].body, "\(show.output)")
                 let headers = shown.first?["headers"] as? [String: Any]
                 #expect((headers?["x-worker-error"] as? String)?.contains("body is not JSON") == true, "\(show.output)")

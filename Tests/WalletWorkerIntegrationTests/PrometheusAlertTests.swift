@@ -13,14 +13,9 @@ extension Resilience {
             let database = temporarySQLitePath("alerts")
             defer { removeSQLite(database) }
             try await withResilienceTopology("alerts") { topology, connection, channel in
-                let worker = try WorkerProcess(
-                    workerRunArguments(
-                        topology, store: "sqlite:\(database)", prefetch: 50,
-                        extra: ["--store-busy-timeout", "50ms", "--retry-attempts", "1"]),
-                    amqpURL: ResilienceBroker.url, label: "alerts-worker")
+                let worker = try await startOneAttemptWorker(topology, database: database, label: "alerts-worker")
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
 
                 let prometheus = try PrometheusServer(scrapingWorkerOn: port)
                 defer { prometheus.stop() }
@@ -37,14 +32,10 @@ extension Resilience {
 
                 // Four notifications fail for the store (another process holds the SQLite lock; one attempt).
                 try await channel.enableConfirms()
-                let lock = try await SQLiteLockHolder(path: database)
                 let storeFailures = (0..<4).map { InboundNotification.mg("alerts-mg-\($0)", card: "ALERTS-\($0)") }
-                try await publishAll(storeFailures.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let failed = try await eventually(timeout: .seconds(30)) {
-                    try await readyCount(topology.deadLetterQueue, on: connection) == 4
-                }
-                await lock.release()
-                try #require(failed, "the store failures were not dead-lettered\n\(worker.logTail())")
+                try await deadLetterAsStoreFailures(
+                    storeFailures, database: database, topology: topology, connection: connection, channel: channel,
+                    worker: worker)
 
                 let paged = try await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
                     try prometheus.alerts().contains { $0.name == "WalletRetriesExhausted" && $0.state == "firing" }

@@ -432,6 +432,48 @@ func workerRunArguments(
         + topology.flags + extra
 }
 
+/// A worker on the SQLite store `database` that gives up on a message after one attempt and waits 50 ms for the
+/// store's lock: while another process holds that lock, every message it takes is dead-lettered as a store failure.
+/// Ready (`/readyz` 200) when returned; the caller kills it.
+func startOneAttemptWorker(_ topology: ResilienceTopology, database: String, label: String) async throws -> WorkerProcess {
+    let worker = try WorkerProcess(
+        workerRunArguments(
+            topology, store: "sqlite:\(database)", prefetch: 50,
+            extra: ["--store-busy-timeout", "50ms", "--retry-attempts", "1"]),
+        amqpURL: ResilienceBroker.url, label: label)
+    do {
+        let port = try await worker.operationsPort()
+        try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+        return worker
+    } catch {
+        worker.kill()
+        worker.process.removeLog()
+        throw error
+    }
+}
+
+/// Publishes `notifications` (with confirms on `channel`) while another process holds the SQLite lock of
+/// `database`, and waits until `worker` has dead-lettered all of them into the topology's empty dead-letter queue;
+/// the lock is released before it returns.
+func deadLetterAsStoreFailures(
+    _ notifications: [InboundNotification], database: String, topology: ResilienceTopology,
+    connection: AMQPConnection, channel: AMQPChannel, worker: WorkerProcess
+) async throws {
+    let lock = try await SQLiteLockHolder(path: database)
+    let failed: Bool
+    do {
+        try await publishAll(notifications.map { $0.outbound(to: topology.inbound) }, on: channel)
+        failed = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
+            try await readyCount(topology.deadLetterQueue, on: connection) == notifications.count
+        }
+    } catch {
+        await lock.release()
+        throw error
+    }
+    await lock.release()
+    try #require(failed, "the store failures were not dead-lettered\n\(worker.logTail())")
+}
+
 /// `wallet-worker ARGUMENTS` (not `run`) to its end: its exit and output (stdout and stderr, in one log).
 func walletWorkerCommand(
     _ arguments: [String], environment: [String: String] = ["AMQP_URL": ResilienceBroker.url], input: String? = nil

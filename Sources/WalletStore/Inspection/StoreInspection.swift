@@ -60,25 +60,27 @@ public enum StoreInspectors {
         switch location {
         case .memory:
             throw StoreError(.permanent, "the memory store lives in the worker's process: nothing to inspect")
-        case .sqlite(let path) where !FileManager.default.fileExists(atPath: path):
-            throw StoreError(.permanent, "SQLite store file \(path) does not exist")
-        default:
-            break
+        case .sqlite(let path):
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw StoreError(.permanent, "SQLite store file \(path) does not exist")
+            }
+            try await requireCurrentSchema(location, statementTimeout: statementTimeout)
+            return try SQLiteStoreInspector(path: path)
+        case .postgres(let postgres):
+            try await requireCurrentSchema(location, statementTimeout: statementTimeout)
+            return try await PostgresStoreInspector.connect(postgres, statementTimeout: statementTimeout)
         }
+    }
+
+    private static func requireCurrentSchema(_ location: StoreLocation, statementTimeout: Duration)
+        async throws(StoreError)
+    {
         let status = try await WalletStores.schemaStatus(location, statementTimeout: statementTimeout)
         guard status.isCurrent else {
             throw StoreError(
                 .permanent,
                 "cannot inspect \(location): its schema is \(status); inspect reads this build's schema "
                     + "(`wallet-worker migrate --check` reports it)")
-        }
-        switch location {
-        case .memory:
-            throw StoreError(.permanent, "the memory store has nothing to inspect")
-        case .sqlite(let path):
-            return try SQLiteStoreInspector(path: path)
-        case .postgres(let postgres):
-            return try await PostgresStoreInspector.connect(postgres, statementTimeout: statementTimeout)
         }
     }
 }
