@@ -60,54 +60,85 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
 
     func newestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws -> [TransactionRecord] {
         guard limit > 0 else { return [] }
-        if let cached = cache?.newestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit) {
+        guard let cache else {
+            return try readNewestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
+        }
+        if let cached = cache.newestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit) {
             return cached
         }
-        let records = try readNewestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
-        cache?.remember(newest: records, digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
-        return records
+        let history = try readHistory(digitalCardId: digitalCardId, limit: limit)
+        cache.remember(history, digitalCardId: digitalCardId)
+        return history.view(auxiliary: auxiliary)
     }
 
+    private static let recordColumns = """
+        record_id, date, instant, status, type, currency_code, amount, display_amount, merchant_name, merchant_type,
+        merchant_postal_code, terminal_id, merchant_id, is_auxiliary, stored_sequence
+        """
+
+    /// One view, straight from the file (a transaction without a cache).
     private func readNewestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws
         -> [TransactionRecord]
     {
-        let select = """
-            SELECT record_id, date, instant, status, type, currency_code, amount, display_amount, merchant_name,
-                   merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary
-            FROM transactions
-            """
         let order = "ORDER BY instant DESC, stored_sequence DESC LIMIT ?"
         let sql =
             auxiliary == nil
-            ? "\(select) WHERE digital_card_id = ? \(order)"
-            : "\(select) WHERE digital_card_id = ? AND is_auxiliary = ? \(order)"
+            ? "SELECT \(Self.recordColumns) FROM transactions WHERE digital_card_id = ? \(order)"
+            : "SELECT \(Self.recordColumns) FROM transactions WHERE digital_card_id = ? AND is_auxiliary = ? \(order)"
         return try db.withDirectStatement(sql: sql) { statement in
             statement.bind(digitalCardId)
             if let auxiliary { statement.bind(auxiliary) }
             statement.bind(limit)
-            var records: [TransactionRecord] = []
-            records.reserveCapacity(min(limit, 16))
-            while try statement.step() {
-                records.append(
-                    TransactionRecord(
-                        id: statement.text(0),
-                        date: statement.text(1),
-                        // SQLite stores a NaN as NULL; the router never produces one, but read back what was written.
-                        instant: statement.optionalDouble(2) ?? .nan,
-                        status: statement.text(3),
-                        type: statement.text(4),
-                        currencyCode: statement.text(5),
-                        amount: JSONNumber(validatedLiteral: statement.text(6)),
-                        displayAmount: statement.optionalText(7),
-                        merchantName: statement.optionalText(8),
-                        merchantType: statement.optionalText(9),
-                        merchantPostalCode: statement.optionalText(10),
-                        terminalID: statement.optionalText(11),
-                        merchantID: statement.optionalText(12),
-                        isAuxiliaryTransaction: statement.int(13) != 0))
-            }
-            return records
+            return try Self.readRecords(statement, reservingCapacity: limit)
         }
+    }
+
+    /// The card's newest `limit` primary and newest `limit` auxiliary records in one list, in the views' order:
+    /// what the cache keeps (`SQLiteStateCache.History`).
+    private func readHistory(digitalCardId: String, limit: Int) throws -> SQLiteStateCache.History {
+        let newestOfOneKind = """
+            SELECT * FROM (SELECT \(Self.recordColumns) FROM transactions
+                           WHERE digital_card_id = ? AND is_auxiliary = ?
+                           ORDER BY instant DESC, stored_sequence DESC LIMIT ?)
+            """
+        let sql = "\(newestOfOneKind) UNION ALL \(newestOfOneKind) ORDER BY instant DESC, stored_sequence DESC"
+        return try db.withDirectStatement(sql: sql) { statement in
+            for auxiliary in [false, true] {
+                statement.bind(digitalCardId)
+                statement.bind(auxiliary)
+                statement.bind(limit)
+            }
+            return SQLiteStateCache.History(
+                limit: limit, records: try Self.readRecords(statement, reservingCapacity: limit))
+        }
+    }
+
+    /// The rows of a statement selecting `recordColumns`.
+    private static func readRecords(_ statement: borrowing DirectStatement, reservingCapacity capacity: Int) throws
+        -> [TransactionRecord]
+    {
+        var records: [TransactionRecord] = []
+        records.reserveCapacity(min(capacity, 16))
+        while try statement.step() {
+            records.append(
+                TransactionRecord(
+                    id: statement.text(0),
+                    date: statement.text(1),
+                    // SQLite stores a NaN as NULL; the router never produces one, but read back what was written.
+                    instant: statement.optionalDouble(2) ?? .nan,
+                    status: statement.text(3),
+                    type: statement.text(4),
+                    currencyCode: statement.text(5),
+                    amount: JSONNumber(validatedLiteral: statement.text(6)),
+                    displayAmount: statement.optionalText(7),
+                    merchantName: statement.optionalText(8),
+                    merchantType: statement.optionalText(9),
+                    merchantPostalCode: statement.optionalText(10),
+                    terminalID: statement.optionalText(11),
+                    merchantID: statement.optionalText(12),
+                    isAuxiliaryTransaction: statement.int(13) != 0))
+        }
+        return records
     }
 
     // MARK: - Effects

@@ -12,24 +12,43 @@ import WalletRouting
 /// Not thread-safe: the store keeps it in a `Mutex` held by the batch that has the write transaction, which lends
 /// it to that batch's `SQLiteBatchTransaction` (hence `@unchecked`: the lend outlives no lock).
 final class SQLiteStateCache: @unchecked Sendable {
-    /// Bounds on what is kept; past them an arbitrary entry is dropped (and read again when needed).
+    /// Bounds on what is kept; past them an arbitrary entry is dropped (and read again when needed). A packed
+    /// record is about 160 bytes: 200,000 of them about 30 MiB at most. The end-to-end benchmark's 5,000 cards
+    /// keep about 60,000.
     static let maximumCards = 100_000
-    static let maximumHistories = 20_000
+    static let maximumRecords = 200_000
 
-    private struct HistoryKey: Hashable {
-        var digitalCardId: String
-        var auxiliary: Bool?
-    }
-
-    /// The newest records of a card for one filter, exactly as `newestTransactions` returns them for `limit`.
-    private struct History {
+    /// The newest `limit` primary and the newest `limit` auxiliary records of a card, merged in the order
+    /// `newestTransactions` reads (newest first by instant, the later stored first among equal instants). Every
+    /// view reads from it: all records are its first `limit`, primary or auxiliary records the first `limit` of
+    /// that kind, since a view's records are among the newest `limit` of their own kind. One list per card instead
+    /// of one per view: the three views of a card held the same records up to three times.
+    struct History {
         var limit: Int
-        var records: [TransactionRecord]
+        var records: [PackedTransactionRecord]
+
+        init(limit: Int, records: [TransactionRecord]) {
+            self.limit = limit
+            self.records = records.map(PackedTransactionRecord.init)
+        }
+
+        /// What `newestTransactions` returns for `auxiliary` and this history's limit.
+        func view(auxiliary: Bool?) -> [TransactionRecord] {
+            var view: [TransactionRecord] = []
+            view.reserveCapacity(limit)
+            for record in records where auxiliary == nil || record.isAuxiliaryTransaction == auxiliary {
+                view.append(record.record)
+                if view.count == limit { break }
+            }
+            return view
+        }
     }
 
     /// Known cards; `.some(nil)`: known not to exist.
     private var cards: [String: CardRecord?] = [:]
-    private var histories: [HistoryKey: History] = [:]
+    private var histories: [String: History] = [:]
+    /// The records in `histories`.
+    private var recordCount = 0
     /// The file's `data_version` the contents match.
     private var dataVersion: Int?
 
@@ -45,6 +64,7 @@ final class SQLiteStateCache: @unchecked Sendable {
     func clear() {
         cards.removeAll(keepingCapacity: true)
         histories.removeAll(keepingCapacity: true)
+        recordCount = 0
         dataVersion = nil
     }
 
@@ -63,34 +83,38 @@ final class SQLiteStateCache: @unchecked Sendable {
     // MARK: - Histories
 
     func newestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) -> [TransactionRecord]? {
-        guard let history = histories[HistoryKey(digitalCardId: digitalCardId, auxiliary: auxiliary)],
-            history.limit == limit
-        else { return nil }
-        return history.records
+        guard let history = histories[digitalCardId], history.limit == limit else { return nil }
+        return history.view(auxiliary: auxiliary)
     }
 
-    func remember(newest records: [TransactionRecord], digitalCardId: String, auxiliary: Bool?, limit: Int) {
-        let key = HistoryKey(digitalCardId: digitalCardId, auxiliary: auxiliary)
-        if histories.count >= Self.maximumHistories, histories[key] == nil { histories.remove(at: histories.startIndex) }
-        histories[key] = History(limit: limit, records: records)
+    /// Keeps `history` (as `SQLiteBatchTransaction.readHistory` reads it) for the card.
+    func remember(_ history: History, digitalCardId: String) {
+        recordCount -= histories.removeValue(forKey: digitalCardId)?.records.count ?? 0
+        while recordCount + history.records.count > Self.maximumRecords, !histories.isEmpty {
+            recordCount -= histories.remove(at: histories.startIndex).value.records.count
+        }
+        histories[digitalCardId] = history
+        recordCount += history.records.count
     }
 
     /// A record the batch stored: inserted where `newestTransactions` would read it (newest first by instant, the
-    /// later stored first among equal instants, a NaN instant, stored as NULL, after every other), into each
-    /// cached history of its card it belongs to.
+    /// later stored first among equal instants, a NaN instant, stored as NULL, after every other), into the
+    /// card's cached history; the oldest record of its kind goes when the kind then has more than the limit.
     func stored(_ record: TransactionRecord, digitalCardId: String) {
-        for auxiliary in [nil, record.isAuxiliaryTransaction] as [Bool?] {
-            let key = HistoryKey(digitalCardId: digitalCardId, auxiliary: auxiliary)
-            guard var history = histories[key] else { continue }
-            histories[key] = nil  // Mutated without a copy.
-            let position =
-                history.records.firstIndex { !Self.sortsBefore($0.instant, record.instant) } ?? history.records.endIndex
-            if position < history.limit {
-                history.records.insert(record, at: position)
-                if history.records.count > history.limit { history.records.removeLast() }
-            }
-            histories[key] = history
+        guard var history = histories[digitalCardId] else { return }
+        histories[digitalCardId] = nil  // Mutated without a copy.
+        let position =
+            history.records.firstIndex { !Self.sortsBefore($0.instant, record.instant) } ?? history.records.endIndex
+        history.records.insert(PackedTransactionRecord(record), at: position)
+        recordCount += 1
+        let kind = record.isAuxiliaryTransaction
+        if history.records.count(where: { $0.isAuxiliaryTransaction == kind }) > history.limit,
+            let oldest = history.records.lastIndex(where: { $0.isAuxiliaryTransaction == kind })
+        {
+            history.records.remove(at: oldest)
+            recordCount -= 1
         }
+        histories[digitalCardId] = history
     }
 
     /// Whether a stored record with `existing` sorts before a newly stored one with `new`: it is newer, or the new
