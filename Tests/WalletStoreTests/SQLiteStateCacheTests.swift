@@ -65,6 +65,42 @@ import WalletRouting
         #expect(ids(false) == ["P5", "P6", "P4"])
     }
 
+    /// What is kept stays within both bounds however it arrives: histories read, records stored into them.
+    @Test func theCacheKeepsWithinItsBoundsOfCardsAndRecords() {
+        let cache = SQLiteStateCache(maximumCards: 3, maximumRecords: 5)
+        let limit = 2
+        /// The records cached per card, counted through the views: a history holds at most `limit` of each kind.
+        func cached() -> [String: Int] {
+            var counts: [String: Int] = [:]
+            for card in (0..<6).map({ "DC-\($0)" }) {
+                guard let primary = cache.newestTransactions(digitalCardId: card, auxiliary: false, limit: limit),
+                    let auxiliary = cache.newestTransactions(digitalCardId: card, auxiliary: true, limit: limit)
+                else { continue }
+                counts[card] = primary.count + auxiliary.count
+            }
+            return counts
+        }
+        // Histories with no records count against the cards.
+        for card in 0..<6 {
+            cache.remember(SQLiteStateCache.History(limit: limit, records: []), digitalCardId: "DC-\(card)")
+        }
+        #expect(cached().count == 3)
+        // Records stored into the cached histories count against the records: never more than 5 in all.
+        for index in 0..<12 {
+            for card in cached().keys.sorted() {
+                let record = Self.record("T-\(index)", instant: Double(index), auxiliary: index % 2 == 0)
+                cache.stored(record, digitalCardId: card)
+                #expect(cached().values.reduce(0, +) <= 5)
+            }
+        }
+        #expect(cached().values.reduce(0, +) >= 4, "the last card stored into keeps its history")
+        // A history of 4 records leaves room for 1 more record in the others.
+        let full = (0..<4).map { Self.record("F-\($0)", instant: Double(100 - $0), auxiliary: $0 < 2) }
+        cache.remember(SQLiteStateCache.History(limit: limit, records: full), digitalCardId: "DC-5")
+        #expect(cached()["DC-5"] == 4)
+        #expect(cached().values.reduce(0, +) <= 5)
+    }
+
     @Test func aCardNotCachedIsNotAnswered() {
         let cache = SQLiteStateCache()
         cache.stored(Self.record("P1", instant: 10), digitalCardId: "DC-2")

@@ -12,11 +12,16 @@ import WalletRouting
 /// Not thread-safe: the store keeps it in a `Mutex` held by the batch that has the write transaction, which lends
 /// it to that batch's `SQLiteBatchTransaction` (hence `@unchecked`: the lend outlives no lock).
 final class SQLiteStateCache: @unchecked Sendable {
-    /// Bounds on what is kept; past them an arbitrary entry is dropped (and read again when needed). A packed
-    /// record is about 160 bytes: 200,000 of them about 30 MiB at most. The end-to-end benchmark's 5,000 cards
-    /// keep about 60,000.
-    static let maximumCards = 100_000
-    static let maximumRecords = 200_000
+    /// Bounds on what is kept; past them an arbitrary entry is dropped (and read again when needed): at most
+    /// `maximumCards` cards and as many histories, holding at most `maximumRecords` records. A packed record is
+    /// about 160 bytes: 200,000 of them about 30 MiB. The end-to-end benchmark's 5,000 cards keep about 60,000.
+    let maximumCards: Int
+    let maximumRecords: Int
+
+    init(maximumCards: Int = 100_000, maximumRecords: Int = 200_000) {
+        self.maximumCards = maximumCards
+        self.maximumRecords = maximumRecords
+    }
 
     /// The newest `limit` primary and the newest `limit` auxiliary records of a card, merged in the order
     /// `newestTransactions` reads (newest first by instant, the later stored first among equal instants). Every
@@ -76,7 +81,7 @@ final class SQLiteStateCache: @unchecked Sendable {
     }
 
     func remember(card: CardRecord?, digitalCardId: String) {
-        if cards.count >= Self.maximumCards, cards[digitalCardId] == nil { cards.remove(at: cards.startIndex) }
+        if cards.count >= maximumCards, cards[digitalCardId] == nil { cards.remove(at: cards.startIndex) }
         cards[digitalCardId] = .some(card)
     }
 
@@ -90,31 +95,37 @@ final class SQLiteStateCache: @unchecked Sendable {
     /// Keeps `history` (as `SQLiteBatchTransaction.readHistory` reads it) for the card.
     func remember(_ history: History, digitalCardId: String) {
         recordCount -= histories.removeValue(forKey: digitalCardId)?.records.count ?? 0
-        while recordCount + history.records.count > Self.maximumRecords, !histories.isEmpty {
-            recordCount -= histories.remove(at: histories.startIndex).value.records.count
-        }
-        histories[digitalCardId] = history
-        recordCount += history.records.count
+        insert(history, digitalCardId: digitalCardId)
     }
 
     /// A record the batch stored: inserted where `newestTransactions` would read it (newest first by instant, the
     /// later stored first among equal instants, a NaN instant, stored as NULL, after every other), into the
     /// card's cached history; the oldest record of its kind goes when the kind then has more than the limit.
     func stored(_ record: TransactionRecord, digitalCardId: String) {
-        guard var history = histories[digitalCardId] else { return }
-        histories[digitalCardId] = nil  // Mutated without a copy.
+        // Taken out while it changes: mutated without a copy, and not a candidate for eviction.
+        guard var history = histories.removeValue(forKey: digitalCardId) else { return }
+        recordCount -= history.records.count
         let position =
             history.records.firstIndex { !Self.sortsBefore($0.instant, record.instant) } ?? history.records.endIndex
         history.records.insert(PackedTransactionRecord(record), at: position)
-        recordCount += 1
         let kind = record.isAuxiliaryTransaction
         if history.records.count(where: { $0.isAuxiliaryTransaction == kind }) > history.limit,
             let oldest = history.records.lastIndex(where: { $0.isAuxiliaryTransaction == kind })
         {
             history.records.remove(at: oldest)
-            recordCount -= 1
+        }
+        insert(history, digitalCardId: digitalCardId)
+    }
+
+    /// Adds the history of a card that has none here, first dropping others until it fits the bounds.
+    private func insert(_ history: History, digitalCardId: String) {
+        while !histories.isEmpty,
+            histories.count >= maximumCards || recordCount + history.records.count > maximumRecords
+        {
+            recordCount -= histories.remove(at: histories.startIndex).value.records.count
         }
         histories[digitalCardId] = history
+        recordCount += history.records.count
     }
 
     /// Whether a stored record with `existing` sorts before a newly stored one with `new`: it is newer, or the new
