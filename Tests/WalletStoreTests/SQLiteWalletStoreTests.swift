@@ -84,16 +84,23 @@ import WalletRouting
                 let blob = try Data.fetchOne(db, sql: "SELECT results FROM processed_messages WHERE message_id = 'm1'")
                 let recorded = try blob.map { data in try data.withUnsafeBytes { try RecordedResultsEncoding.decode($0) } }
                 #expect(recorded?.count == 2)
-                // newestTransactions reads the index in order: no temporary B-tree to sort.
-                let plan = try Row.fetchAll(
-                    db,
-                    sql: """
-                        EXPLAIN QUERY PLAN SELECT * FROM transactions WHERE digital_card_id = 'DC-1'
-                        ORDER BY instant DESC, stored_sequence DESC LIMIT 10
-                        """
-                ).map { $0["detail"] as String }
-                #expect(plan.contains { $0.contains("transactions_newest_first") })
-                #expect(!plan.contains { $0.contains("TEMP B-TREE") })
+                // newestTransactions reads each kind as one range of the index, in order: no temporary B-tree to
+                // sort, and neither kind walks the other's records.
+                for auxiliary in [0, 1] {
+                    let plan = try Row.fetchAll(
+                        db,
+                        sql: """
+                            EXPLAIN QUERY PLAN SELECT * FROM transactions
+                            WHERE digital_card_id = 'DC-1' AND is_auxiliary = \(auxiliary)
+                            ORDER BY instant DESC, stored_sequence DESC LIMIT 10
+                            """
+                    ).map { $0["detail"] as String }
+                    #expect(
+                        plan.contains {
+                            $0.contains("transactions_newest_first_by_kind (digital_card_id=? AND is_auxiliary=?)")
+                        }, "\(plan)")
+                    #expect(!plan.contains { $0.contains("TEMP B-TREE") })
+                }
             }
             try other.close()
             await store.close()

@@ -32,23 +32,23 @@ struct SchemaMigrationTests {
     @Test func aSQLiteFileBehindThisBuildIsRefusedUnchangedThenMigrated() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("wallet.sqlite").path
-            // A file as the build before v2 left it.
+            // A file as the build before v2 (and v3) left it.
             let old = try DatabaseQueue(path: path)
             try SQLiteSchema.migrator.migrate(old, upTo: "v1")
             try old.close()
 
             let behind = try SQLiteWalletStore.schemaStatus(path: path)
-            #expect(behind.applied == ["v1"] && behind.pending == ["v2"] && !behind.isCurrent)
+            #expect(behind.applied == ["v1"] && behind.pending == ["v2", "v3"] && !behind.isCurrent)
             let error = #expect(throws: StoreError.self) { try Self.requireCurrent(sqlite: path) }
             #expect(error?.kind == .permanent)
-            #expect(error?.message.contains("missing: v2") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("missing: v2, v3") == true, "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate") == true)
             let afterRefusal = try SQLiteWalletStore.schemaStatus(path: path)
             #expect(afterRefusal == behind, "refusing changed nothing")
 
             let (before, after) = try await WalletStores.migrate(.sqlite(path: path))
             #expect(before == behind)
-            #expect(after.isCurrent && after.applied == ["v1", "v2"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3"])
 
             let store = try Self.requireCurrent(sqlite: path)
             let decisions = try await store.process(

@@ -80,38 +80,44 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     private func readNewestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws
         -> [TransactionRecord]
     {
-        let order = "ORDER BY instant DESC, stored_sequence DESC LIMIT ?"
-        let sql =
-            auxiliary == nil
-            ? "SELECT \(Self.recordColumns) FROM transactions WHERE digital_card_id = ? \(order)"
-            : "SELECT \(Self.recordColumns) FROM transactions WHERE digital_card_id = ? AND is_auxiliary = ? \(order)"
-        return try db.withDirectStatement(sql: sql) { statement in
+        guard let auxiliary else {
+            return Array(try readNewestOfBothKinds(digitalCardId: digitalCardId, limit: limit).prefix(limit))
+        }
+        return try db.withDirectStatement(sql: Self.newestOfOneKind) { statement in
             statement.bind(digitalCardId)
-            if let auxiliary { statement.bind(auxiliary) }
+            statement.bind(auxiliary)
             statement.bind(limit)
             return try Self.readRecords(statement, reservingCapacity: limit)
         }
     }
 
     /// The card's newest `limit` primary and newest `limit` auxiliary records in one list, in the views' order:
-    /// what the cache keeps (`SQLiteStateCache.History`).
+    /// what the cache keeps (`SQLiteStateCache.History`). Two ranges of `transactions_newest_first_by_kind`.
     private func readHistory(digitalCardId: String, limit: Int) throws -> SQLiteStateCache.History {
-        let newestOfOneKind = """
-            SELECT * FROM (SELECT \(Self.recordColumns) FROM transactions
-                           WHERE digital_card_id = ? AND is_auxiliary = ?
-                           ORDER BY instant DESC, stored_sequence DESC LIMIT ?)
+        SQLiteStateCache.History(
+            limit: limit, records: try readNewestOfBothKinds(digitalCardId: digitalCardId, limit: limit))
+    }
+
+    private func readNewestOfBothKinds(digitalCardId: String, limit: Int) throws -> [TransactionRecord] {
+        let sql = """
+            SELECT * FROM (\(Self.newestOfOneKind)) UNION ALL SELECT * FROM (\(Self.newestOfOneKind))
+            ORDER BY instant DESC, stored_sequence DESC
             """
-        let sql = "\(newestOfOneKind) UNION ALL \(newestOfOneKind) ORDER BY instant DESC, stored_sequence DESC"
         return try db.withDirectStatement(sql: sql) { statement in
             for auxiliary in [false, true] {
                 statement.bind(digitalCardId)
                 statement.bind(auxiliary)
                 statement.bind(limit)
             }
-            return SQLiteStateCache.History(
-                limit: limit, records: try Self.readRecords(statement, reservingCapacity: limit))
+            return try Self.readRecords(statement, reservingCapacity: 2 * limit)
         }
     }
+
+    /// The newest `limit` records of one kind of a card, in the views' order.
+    private static let newestOfOneKind = """
+        SELECT \(recordColumns) FROM transactions WHERE digital_card_id = ? AND is_auxiliary = ?
+        ORDER BY instant DESC, stored_sequence DESC LIMIT ?
+        """
 
     /// The rows of a statement selecting `recordColumns`.
     private static func readRecords(_ statement: borrowing DirectStatement, reservingCapacity capacity: Int) throws
