@@ -66,11 +66,15 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
         if let cached = cache.newestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit) {
             return cached
         }
-        let history = try readHistory(digitalCardId: digitalCardId, limit: limit)
+        // The card's newest primary and auxiliary records in one list: what the cache keeps for every view.
+        let history = SQLiteStateCache.History(
+            limit: limit, records: try readNewestOfBothKinds(digitalCardId: digitalCardId, limit: limit))
         cache.remember(history, digitalCardId: digitalCardId)
         return history.view(auxiliary: auxiliary)
     }
 
+    /// `stored_sequence` is not read: it is selected for `newestOfBothKinds`' ORDER BY, which can only name the
+    /// compound select's result columns.
     private static let recordColumns = """
         record_id, date, instant, status, type, currency_code, amount, display_amount, merchant_name, merchant_type,
         merchant_postal_code, terminal_id, merchant_id, is_auxiliary, stored_sequence
@@ -91,19 +95,9 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
         }
     }
 
-    /// The card's newest `limit` primary and newest `limit` auxiliary records in one list, in the views' order:
-    /// what the cache keeps (`SQLiteStateCache.History`). Two ranges of `transactions_newest_first_by_kind`.
-    private func readHistory(digitalCardId: String, limit: Int) throws -> SQLiteStateCache.History {
-        SQLiteStateCache.History(
-            limit: limit, records: try readNewestOfBothKinds(digitalCardId: digitalCardId, limit: limit))
-    }
-
+    /// The card's newest `limit` primary and newest `limit` auxiliary records in one list, in the views' order.
     private func readNewestOfBothKinds(digitalCardId: String, limit: Int) throws -> [TransactionRecord] {
-        let sql = """
-            SELECT * FROM (\(Self.newestOfOneKind)) UNION ALL SELECT * FROM (\(Self.newestOfOneKind))
-            ORDER BY instant DESC, stored_sequence DESC
-            """
-        return try db.withDirectStatement(sql: sql) { statement in
+        try db.withDirectStatement(sql: Self.newestOfBothKinds) { statement in
             for auxiliary in [false, true] {
                 statement.bind(digitalCardId)
                 statement.bind(auxiliary)
@@ -113,10 +107,17 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
         }
     }
 
-    /// The newest `limit` records of one kind of a card, in the views' order.
+    /// The newest `limit` records of one kind of a card, in the views' order: one range of
+    /// `transactions_newest_first_by_kind`.
     private static let newestOfOneKind = """
         SELECT \(recordColumns) FROM transactions WHERE digital_card_id = ? AND is_auxiliary = ?
         ORDER BY instant DESC, stored_sequence DESC LIMIT ?
+        """
+
+    /// Both kinds' ranges merged (at most twice `limit` rows sorted).
+    private static let newestOfBothKinds = """
+        SELECT * FROM (\(newestOfOneKind)) UNION ALL SELECT * FROM (\(newestOfOneKind))
+        ORDER BY instant DESC, stored_sequence DESC
         """
 
     /// The rows of a statement selecting `recordColumns`.

@@ -92,7 +92,7 @@ final class SQLiteStateCache: @unchecked Sendable {
         return history.view(auxiliary: auxiliary)
     }
 
-    /// Keeps `history` (as `SQLiteBatchTransaction.readHistory` reads it) for the card.
+    /// Keeps `history` (as `SQLiteBatchTransaction.newestTransactions` reads it on a miss) for the card.
     func remember(_ history: History, digitalCardId: String) {
         recordCount -= histories.removeValue(forKey: digitalCardId)?.records.count ?? 0
         insert(history, digitalCardId: digitalCardId)
