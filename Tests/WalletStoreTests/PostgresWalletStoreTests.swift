@@ -166,6 +166,98 @@ struct PostgresWalletStoreTests {
         }
     }
 
+    /// A database as the build before v2 left it, with a heavy card: v2 swaps the index, the history reads of one
+    /// statement (several cards and kinds) are what the tie rule says, and each kind is one range of the index.
+    @Test func v2ReadsEachKindOfAHeavyCardAsOneIndexRange() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                let logger = PostgresTestDatabase.logger
+                try await PostgresSchema.migrate(
+                    on: connection, location: location, timeout: .seconds(30), logger: logger, through: 1)
+                // 600 primary records, two per instant (the tie rule), then auxiliary ones among them and the newest.
+                try await connection.query(
+                    """
+                    INSERT INTO transactions (digital_card_id, record_id, date, instant, status, type, currency_code,
+                                              amount, is_auxiliary)
+                    SELECT 'DC-HEAVY', 'p' || i, '2026-01-01T00:00:00Z', 1.7e9 + (i / 2) * 60, 'approved', 'purchase',
+                           'EUR', '1.00', false
+                    FROM generate_series(1, 600) AS i
+                    UNION ALL
+                    SELECT 'DC-HEAVY', 'a' || i, '2026-01-01T00:00:00Z', 1.7e9 + (i * 97 % 301) * 60, 'approved',
+                           'purchase', 'EUR', '1.00', true
+                    FROM generate_series(1, 5) AS i
+                    UNION ALL
+                    SELECT 'DC-LIGHT', 'l' || i, '2026-01-01T00:00:00Z', 1.7e9 + (i % 3) * 60, 'approved', 'purchase',
+                           'EUR', '1.00', i % 2 = 0
+                    FROM generate_series(1, 5) AS i
+                    """, logger: logger)
+                try await PostgresSchema.migrate(on: connection, location: location, timeout: .seconds(30), logger: logger)
+
+                var indexes: Set<String> = []
+                for try await row in try await connection.query(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = \(location.schema ?? "") AND tablename = 'transactions'",
+                    logger: logger)
+                {
+                    indexes.insert(try row.decode(String.self))
+                }
+                #expect(indexes.contains("transactions_newest_first_by_kind"))
+                #expect(!indexes.contains("transactions_newest_first"))
+
+                // The oracle: every record of the card, ordered by the tie rule in Swift.
+                var stored: [(card: String, id: String, instant: Double, sequence: Int, auxiliary: Bool)] = []
+                for try await row in try await connection.query(
+                    "SELECT digital_card_id, record_id, instant, stored_sequence, is_auxiliary FROM transactions",
+                    logger: logger)
+                {
+                    let (card, id, instant, sequence, auxiliary) = try row.decode((String, String, Double, Int, Bool).self)
+                    stored.append((card, id, instant, sequence, auxiliary))
+                }
+                func expected(_ key: HistoryKey, limit: Int) -> [String] {
+                    stored.filter { $0.card == key.digitalCardId && (key.auxiliary == nil || $0.auxiliary == key.auxiliary) }
+                        .sorted { ($0.instant, $0.sequence) > ($1.instant, $1.sequence) }
+                        .prefix(limit).map(\.id)
+                }
+                let requests: [(key: HistoryKey, limit: Int)] = [
+                    (HistoryKey(digitalCardId: "DC-HEAVY", auxiliary: true), 10),
+                    (HistoryKey(digitalCardId: "DC-HEAVY", auxiliary: false), 10),
+                    (HistoryKey(digitalCardId: "DC-HEAVY", auxiliary: nil), 10),
+                    (HistoryKey(digitalCardId: "DC-LIGHT", auxiliary: true), 3),
+                    (HistoryKey(digitalCardId: "DC-LIGHT", auxiliary: nil), 4),
+                    (HistoryKey(digitalCardId: "DC-HEAVY", auxiliary: nil), 1_000),
+                    (HistoryKey(digitalCardId: "DC-NONE", auxiliary: nil), 5),
+                ]
+                let histories = try await PostgresBatchStatements(connection: connection, logger: logger)
+                    .histories(requests)
+                for (index, request) in requests.enumerated() {
+                    #expect(
+                        (histories[index] ?? []).map(\.id) == expected(request.key, limit: request.limit),
+                        "\(request)")
+                }
+                #expect(histories[5]?.count == 605 && histories[6] == nil)
+
+                // The heavy card's auxiliary view reads its auxiliary records only: one index range per kind, no
+                // record filtered out after it was read.
+                try await connection.query("ANALYZE transactions", logger: logger)
+                var bindings = PostgresBindings()
+                bindings.append(["DC-HEAVY"])
+                bindings.append(PostgresNullableArray([true]))
+                bindings.append([10])
+                var plan: [String] = []
+                for try await row in try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF) " + PostgresBatchStatements.newestTransactions,
+                        binds: bindings),
+                    logger: logger)
+                {
+                    plan.append(try row.decode(String.self))
+                }
+                #expect(plan.contains { $0.contains("Index Cond:") && $0.contains("is_auxiliary = true") }, "\(plan)")
+                #expect(!plan.contains { $0.contains("Rows Removed by Filter") }, "\(plan)")
+                #expect(!plan.contains { $0.contains("Seq Scan") }, "\(plan)")
+            }
+        }
+    }
+
     @Test func aSchemaFromANewerBuildIsRefused() async throws {
         try await PostgresTestDatabase.withSchema { location in
             let store = try PostgresTestDatabase.store(location)

@@ -87,7 +87,7 @@ struct SchemaMigrationTests {
             }
             await refused.close()
             #expect(error?.kind == .permanent)
-            #expect(error?.message.contains("none (this build's migrations: v1)") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("none (this build's migrations: v1, v2)") == true, "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate --store postgres://") == true)
             #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
             #expect(error?.message.contains(":***@") == true)
@@ -105,8 +105,8 @@ struct SchemaMigrationTests {
             #expect(schemas == 0)
 
             let (before, after) = try await WalletStores.migrate(.postgres(location))
-            #expect(before.applied == [] && before.pending == ["v1"])
-            #expect(after.isCurrent && after.applied == ["v1"])
+            #expect(before.applied == [] && before.pending == ["v1", "v2"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2"])
 
             let store = try PostgresWalletStore(configuration: configuration)
             let decisions = try await store.process([Messages.ignored(id: "m1")], router: Self.router, now: Date())

@@ -139,26 +139,13 @@ struct PostgresBatchStatements {
     }
 
     /// For each request, the card's newest records (of the kind asked, at most `limit`), newest first, ties: the
-    /// later stored first; by request index. One statement: a lateral index range scan per request.
+    /// later stored first; by request index. One statement: a lateral index range scan per request and kind.
     func histories(_ requests: [(key: HistoryKey, limit: Int)]) async throws -> [Int: [TransactionRecord]] {
         var bindings = PostgresBindings()
         bindings.append(requests.map(\.key.digitalCardId))
         bindings.append(PostgresNullableArray(requests.map(\.key.auxiliary)))
         bindings.append(requests.map(\.limit))
-        let query = PostgresQuery(
-            unsafeSQL: """
-                SELECT k.ordinal, t.record_id, t.date, t.instant, t.status, t.type, t.currency_code, t.amount,
-                       t.display_amount, t.merchant_name, t.merchant_type, t.merchant_postal_code, t.terminal_id,
-                       t.merchant_id, t.is_auxiliary
-                FROM unnest($1::text[], $2::bool[], $3::int8[]) WITH ORDINALITY AS k(digital_card_id, auxiliary, row_limit, ordinal)
-                CROSS JOIN LATERAL (
-                    SELECT * FROM transactions AS t
-                    WHERE t.digital_card_id = k.digital_card_id AND (k.auxiliary IS NULL OR t.is_auxiliary = k.auxiliary)
-                    ORDER BY t.instant DESC, t.stored_sequence DESC
-                    LIMIT k.row_limit
-                ) AS t
-                ORDER BY k.ordinal, t.instant DESC, t.stored_sequence DESC
-                """, binds: bindings)
+        let query = PostgresQuery(unsafeSQL: Self.newestTransactions, binds: bindings)
         var histories: [Int: [TransactionRecord]] = [:]
         for try await row in try await connection.query(query, logger: logger) {
             let (ordinal, id, date, instant, status, type, currencyCode, amount, displayAmount, merchantName,
@@ -174,6 +161,32 @@ struct PostgresBatchStatements {
         }
         return histories
     }
+
+    /// The history reads of a batch ($1 cards, $2 kinds: true auxiliary, false primary, NULL both; $3 limits).
+    /// Each kind is one range of `transactions_newest_first_by_kind`, read only when asked for (a one-time filter
+    /// on the request's kind): no record of the other kind is read, and the view of both merges the two ranges.
+    static let newestTransactions = """
+        SELECT k.ordinal, t.record_id, t.date, t.instant, t.status, t.type, t.currency_code, t.amount,
+               t.display_amount, t.merchant_name, t.merchant_type, t.merchant_postal_code, t.terminal_id,
+               t.merchant_id, t.is_auxiliary
+        FROM unnest($1::text[], $2::bool[], $3::int8[]) WITH ORDINALITY AS k(digital_card_id, auxiliary, row_limit, ordinal)
+        CROSS JOIN LATERAL (
+            SELECT * FROM (
+                (SELECT * FROM transactions AS p
+                 WHERE p.digital_card_id = k.digital_card_id AND NOT p.is_auxiliary AND k.auxiliary IS NOT TRUE
+                 ORDER BY p.instant DESC, p.stored_sequence DESC
+                 LIMIT k.row_limit)
+                UNION ALL
+                (SELECT * FROM transactions AS a
+                 WHERE a.digital_card_id = k.digital_card_id AND a.is_auxiliary AND k.auxiliary IS NOT FALSE
+                 ORDER BY a.instant DESC, a.stored_sequence DESC
+                 LIMIT k.row_limit)
+            ) AS both_kinds
+            ORDER BY both_kinds.instant DESC, both_kinds.stored_sequence DESC
+            LIMIT k.row_limit
+        ) AS t
+        ORDER BY k.ordinal, t.instant DESC, t.stored_sequence DESC
+        """
 
     func installation(_ installationId: String) async throws -> Installation? {
         let query: PostgresQuery =
