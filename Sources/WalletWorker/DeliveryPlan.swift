@@ -188,10 +188,12 @@ struct DeliveryPlan: Sendable {
 
     /// How many of the plan's `reply_to` copies the broker returned (the requester's queue is gone).
     func returnedReplyCopies(in outcomes: ArraySlice<AMQPPublishOutcome>) -> Int {
-        zip(messages, outcomes).count { message, outcome in
-            if case .returned = outcome { return isReplyCopy(message) }
-            return false
+        // Runs for every delivery of every batch: the messages are looked at only for a return, never copied.
+        var returned = 0
+        for (offset, outcome) in zip(messages.indices, outcomes) {
+            if case .returned = outcome, isReplyCopy(messages[offset]) { returned += 1 }
         }
+        return returned
     }
 
     private func isReplyCopy(_ message: AMQPOutboundMessage) -> Bool {

@@ -407,22 +407,23 @@ final class ConnectionCore {
         let pool = CMemoryPool(pageSize: 16_384)
         let frameMax = Int(amqp_get_frame_max(state))
         var unencodable: [Int: String] = [:]
-        for (index, message) in messages.enumerated() {
-            if let problem = message.encodingProblem(frameMax: frameMax) { unencodable[index] = problem }
+        // The loops go by index: `enumerated()` would copy every message (its strings, body and properties).
+        for index in messages.indices {
+            if let problem = messages[index].encodingProblem(frameMax: frameMax) { unencodable[index] = problem }
         }
         if writesPublishFrames {
             try sendInOneWrite(messages, channel: channel.number, pool: pool, unencodable: &unencodable)
         }
         var settled: [PublisherConfirms.Resolution] = []
-        for (index, message) in messages.enumerated() {
+        for index in messages.indices {
             if let problem = unencodable[index] {
                 settled.append(.init(batch: batch, index: index, outcome: .unencodable(reason: problem)))
                 continue
             }
-            if !writesPublishFrames { try send(message, channel: channel.number, pool: pool) }
+            if !writesPublishFrames { try send(messages[index], channel: channel.number, pool: pool) }
             channel.confirms!.published(
-                batch: batch, index: index, exchange: message.exchange, routingKey: message.routingKey,
-                body: message.body, properties: message.properties
+                batch: batch, index: index, exchange: messages[index].exchange, routingKey: messages[index].routingKey,
+                body: messages[index].body, properties: messages[index].properties
             )
         }
         resolve(settled)
@@ -464,12 +465,13 @@ final class ConnectionCore {
     ) throws(AMQPError) {
         publishFrames.removeAll()
         let frameMax = Int(amqp_get_frame_max(state))
-        for (index, message) in messages.enumerated() where unencodable[index] == nil {
-            var properties = message.properties.encoded(in: pool)
+        for index in messages.indices where unencodable[index] == nil {
+            var properties = messages[index].properties.encoded(in: pool)
             do throws(AMQPError) {
                 try publishFrames.append(
-                    channel: number, exchange: pool.bytes(message.exchange), routingKey: pool.bytes(message.routingKey),
-                    mandatory: message.mandatory, properties: &properties, body: message.body, frameMax: frameMax)
+                    channel: number, exchange: pool.bytes(messages[index].exchange),
+                    routingKey: pool.bytes(messages[index].routingKey), mandatory: messages[index].mandatory,
+                    properties: &properties, body: messages[index].body, frameMax: frameMax)
             } catch {
                 unencodable[index] = "librabbitmq could not encode it: \(error.message)"
             }
