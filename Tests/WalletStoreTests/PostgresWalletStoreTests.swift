@@ -370,8 +370,11 @@ struct PostgresWalletStoreTests {
 
     @Test func aRowLockedForLongerThanTheStatementTimeoutFailsTheBatchAsTransient() async throws {
         try await PostgresTestDatabase.withSchema { location in
+            // Only the batch that waits on the lock gets the short timeout: under CI's load (suites in parallel) the
+            // other calls can outlast a 300 ms timeout's 1.6 s attempt deadline. `other` is another replica.
+            let other = try PostgresTestDatabase.store(location)
             let store = try PostgresTestDatabase.store(location, statementTimeout: .milliseconds(300))
-            _ = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            _ = try await other.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
             try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
                 // Another replica holding the card (its batch stuck mid-transaction).
                 try await connection.query("BEGIN", logger: PostgresTestDatabase.logger)
@@ -385,11 +388,12 @@ struct PostgresWalletStoreTests {
                 try await connection.query("ROLLBACK", logger: PostgresTestDatabase.logger)
             }
             // Nothing of the failed batch was kept: the retry applies it.
-            let retry = try await store.process(
+            let retry = try await other.process(
                 [Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
             #expect(retry[0].isReplay == false)
-            #expect(try await StoreHarness(store: store, path: nil).card("DC-1")?.state == .suspended)
+            #expect(try await StoreHarness(store: other, path: nil).card("DC-1")?.state == .suspended)
             await store.close()
+            await other.close()
         }
     }
 
