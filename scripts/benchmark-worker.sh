@@ -7,13 +7,15 @@
 #   scripts/benchmark-worker.sh --replicas "1 3" # PostgreSQL with 1 and 3 replicas (default "1 2 3"; "none": skip)
 #   scripts/benchmark-worker.sh --rounds 1 --messages 2000 --no-setup   # a quick check of the plumbing only
 #   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
+#   scripts/benchmark-worker.sh --floor-store-us 45 --floor-store-bytes 9400 # the floor's store work per notification
 #
 # It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752) and a private PostgreSQL
 # (scripts/postgres-local.sh, port POSTGRES_PORT, default 5762), builds the worker in release, the C baseline and
 # the preload tool, then, per round and interleaved: preload -> C baseline until the work queue is drained ->
 # preload -> the C baseline publishing as many results per notification as the worker (baseline2) until drained ->
 # preload -> worker (SQLite) until drained -> preload -> worker with the memory store (worker-mem) until drained
-# -> for each replica count R: preload -> R worker processes on one fresh PostgreSQL database until drained. Each preload publishes the setup phase (45,250 card installs, state changes
+# -> preload -> the floor: baseline2 doing the SQLite store's measured work too, overlapped as the worker is, until
+# drained -> for each replica count R: preload -> R worker processes on one fresh PostgreSQL database until drained. Each preload publishes the setup phase (45,250 card installs, state changes
 # and histories) followed by the N measured notifications; the measured window starts when only the N measured
 # messages are left ready in the work queue (the setup phase has been delivered) and ends when none is ready.
 # CPU time and throughput are of that window (for R replicas, the CPU of all R processes; PostgreSQL's own CPU, the
@@ -28,14 +30,22 @@ rounds=3
 messages=100000
 setup_flag=""
 replica_counts="1 2 3"
+# The floor contender's store work per notification (Benchmarks/README.md, "The floor for the throughput target"):
+# the CPU of routing and the SQLite store (store-benchmark) less what the C loop's own writes of the same bytes cost,
+# and the bytes the SQLite worker writes (WAL frames and checkpoints).
+floor_store_us=45
+floor_store_bytes=9400
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
         --messages) messages="$2"; shift 2 ;;
         --replicas) replica_counts="$2"; shift 2 ;;
+        --floor-store-us) floor_store_us="$2"; shift 2 ;;
+        --floor-store-bytes) floor_store_bytes="$2"; shift 2 ;;
         # Without the setup phase most card references are unknown: not the benchmark, a check of the script.
         --no-setup) setup_flag="--no-setup"; shift ;;
-        *) echo "usage: $0 [--rounds R] [--messages N] [--replicas \"1 2 3\"|none] [--no-setup]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--rounds R] [--messages N] [--replicas \"1 2 3\"|none] [--no-setup]" \
+               "[--floor-store-us US] [--floor-store-bytes BYTES]" >&2; exit 2 ;;
     esac
 done
 [ "$replica_counts" = none ] && replica_counts=""
@@ -72,7 +82,7 @@ cleanup() {
     stop_contenders
     broker stop >/dev/null 2>&1 || true
     if $postgres_started; then postgres stop >/dev/null 2>&1 || true; fi
-    rm -f "$work"/*.sqlite "$work"/*.sqlite-wal "$work"/*.sqlite-shm
+    rm -f "$work"/*.sqlite "$work"/*.sqlite-wal "$work"/*.sqlite-shm "$work"/floor-store.bin
     echo "benchmark-worker: logs in $work" >&2
     exit "$status"
 }
@@ -191,6 +201,10 @@ for round in $(seq 1 "$rounds"); do
         --prefetch 200 --http-port off
     run_contender worker-mem "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store memory \
         --prefetch 200 --http-port off
+    run_contender floor "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
+        --results-per-delivery "$results_per_notification" --idle-exit 30 --overlap \
+        --store-work-us "$floor_store_us" --store-file "$work/floor-store.bin" --store-bytes "$floor_store_bytes"
+    rm -f "$work/floor-store.bin"
     for count in $replica_counts; do
         database="bench_r${round}_x${count}"
         create_database "$database"
@@ -212,7 +226,7 @@ ratio_of() {
 }
 printf '  %-10s %10s %12s %10s %14s %18s %11s %11s\n' "" "msg/s" "CPU us/msg" "peak MiB" "broker us/msg" \
     "PostgreSQL us/msg" "/baseline" "/baseline2"
-names="baseline baseline2 worker worker-mem"
+names="baseline baseline2 worker worker-mem floor"
 for count in $replica_counts; do names="$names pg-$count"; done
 for name in $names; do
     server="-"
@@ -225,6 +239,9 @@ for name in $names; do
         "$ratio" "$ratio2"
 done
 echo "  worker = one replica, SQLite store; worker-mem = the same with --store memory;"
+echo "  floor = baseline2 doing the SQLite store's work and nothing else: $floor_store_us us of CPU and"
+echo "  $floor_store_bytes bytes written per notification, one fdatasync per batch, the next batch stored while"
+echo "  the previous one's confirms are on their way (as the worker does);"
 echo "  pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
 echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
 echo "  broker and PostgreSQL for them."
@@ -265,3 +282,5 @@ target "throughput worker / baseline2 (SQLite)" "$(ratio_of worker baseline2)" "
 target "worker CPU us/message (SQLite)" "$(column_of worker 4 %.1f)" "<=" 30
 target "worker CPU us/message (memory store)" "$(column_of worker-mem 4 %.1f)" "<=" 20
 target "worker peak RSS MiB (SQLite)" "$(column_of worker 5 %.1f)" "<=" 64
+echo "  the throughput target's floor: floor / baseline2 = $(ratio_of floor baseline2) (the C loop given only the"
+echo "  SQLite store's work); worker / floor = $(ratio_of worker floor) (what the worker's own overhead costs)"

@@ -5,6 +5,7 @@
  *   cc -O2 -o consume_publish_ack consume_publish_ack.c $(pkg-config --cflags --libs librabbitmq)
  *   consume_publish_ack [--host H] [--port P] [--queue Q] [--exchange X] [--routing-key K] [--prefetch N]
  *                       [--body-bytes B] [--results-per-delivery R] [--idle-exit S] [--count N]
+ *                       [--overlap] [--store-work-us US] [--store-file PATH --store-bytes B]
  *
  * What it does, per batch:
  *   1. takes deliveries as they come on the consume connection: waits for the first one, then takes every one
@@ -19,6 +20,12 @@
  *   4. acknowledges the batch with one basic.ack multiple=true (if anything failed, it nacks those deliveries
  *      with requeue instead: a competent loop does not ack what was not taken).
  * It exits when nothing was delivered for --idle-exit seconds (default 2) or after --count deliveries.
+ *
+ * The floor contender (issue 14: what throughput a client that does the SQLite store's work and nothing more can
+ * reach) adds, between 1 and 2, the store's share of the batch: --store-work-us of CPU per delivery (burnt), and
+ * --store-bytes per delivery written to --store-file in 4 KiB writes, then one fdatasync (the commit). With
+ * --overlap the next batch is taken, stored and published before the previous one's confirms are waited for and it
+ * is acknowledged, as the worker's two stages do.
  *
  * Two connections (consume and publish), like the worker and as RabbitMQ's production checklist recommends: the
  * broker's flow control throttles a publishing connection, which must not hold up deliveries and acks. Both are
@@ -43,6 +50,8 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define MAX_PREFETCH 65535
 
@@ -111,6 +120,13 @@ struct confirms {
     size_t pending;
 };
 
+/* A batch of deliveries and the confirms of its results. */
+struct batch {
+    amqp_envelope_t *envelopes;
+    size_t n;
+    struct confirms confirms;
+};
+
 static void settle(struct confirms *c, uint64_t tag, int multiple, uint8_t value) {
     uint64_t from = multiple ? c->first_seq : tag;
     for (uint64_t seq = from; seq <= tag; seq++) {
@@ -122,9 +138,13 @@ static void settle(struct confirms *c, uint64_t tag, int multiple, uint8_t value
 }
 
 /* A basic.return carries the returned message's publish sequence only implicitly: the broker sends the return
- * right before the basic.ack of the same message, so the next ack for a single tag marks it failed. */
-static void wait_confirms(amqp_connection_state_t conn, struct confirms *c, size_t *returned_total) {
-    int returned_pending = 0;
+ * right before the basic.ack of the same message, so the next ack for a single tag marks it failed. Kept across
+ * calls: with --overlap the ack may arrive while the loop waits for the other batch. */
+static int returned_pending = 0;
+
+/* Reads the publish connection until every publish of `c` is settled; confirms of `other` (the batch published
+ * after it, with --overlap) that arrive meanwhile are settled too. */
+static void wait_confirms(amqp_connection_state_t conn, struct confirms *c, struct confirms *other, size_t *returned_total) {
     struct timeval timeout = {.tv_sec = 30, .tv_usec = 0};
     while (c->pending > 0) {
         amqp_frame_t frame;
@@ -136,12 +156,14 @@ static void wait_confirms(amqp_connection_state_t conn, struct confirms *c, size
         case AMQP_BASIC_ACK_METHOD: {
             amqp_basic_ack_t *ack = frame.payload.method.decoded;
             settle(c, ack->delivery_tag, ack->multiple, returned_pending ? 2 : 1);
+            if (other) settle(other, ack->delivery_tag, ack->multiple, returned_pending ? 2 : 1);
             returned_pending = 0;
             break;
         }
         case AMQP_BASIC_NACK_METHOD: {
             amqp_basic_nack_t *nack = frame.payload.method.decoded;
             settle(c, nack->delivery_tag, nack->multiple, 2);
+            if (other) settle(other, nack->delivery_tag, nack->multiple, 2);
             break;
         }
         case AMQP_BASIC_RETURN_METHOD: {
@@ -163,13 +185,46 @@ static void wait_confirms(amqp_connection_state_t conn, struct confirms *c, size
     amqp_maybe_release_buffers(conn);
 }
 
+/* The store's share of a batch, simulated (--store-work-us, --store-file, --store-bytes): the CPU of the routing
+ * core and the store per delivery, burnt in a loop; the bytes the store writes per delivery, in 4 KiB writes (a
+ * WAL frame each), over a 64 MiB region of the file; one fdatasync per batch (the commit). */
+static double store_work_us = 0;
+static int store_fd = -1;
+static size_t store_bytes = 0;
+static off_t store_offset = 0;
+
+static double thread_cpu_seconds(void) {
+    struct timespec spec;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec);
+    return (double)spec.tv_sec + (double)spec.tv_nsec / 1e9;
+}
+
+static void store_batch(size_t n) {
+    if (store_work_us > 0) {
+        double until = thread_cpu_seconds() + store_work_us * 1e-6 * (double)n;
+        while (thread_cpu_seconds() < until) {}
+    }
+    if (store_fd < 0) return;
+    static char frame[4096];
+    for (size_t left = n * store_bytes; left > 0;) {
+        size_t chunk = left < sizeof frame ? left : sizeof frame;
+        if (store_offset + (off_t)chunk > ((off_t)64 << 20)) store_offset = 0;
+        if (pwrite(store_fd, frame, chunk, store_offset) != (ssize_t)chunk) { perror("consume_publish_ack: store write"); exit(1); }
+        store_offset += (off_t)chunk;
+        left -= chunk;
+    }
+    if (fdatasync(store_fd) != 0) { perror("consume_publish_ack: store fdatasync"); exit(1); }
+}
+
 int main(int argc, char **argv) {
     const char *host = "127.0.0.1", *queue = "wallet.notifications.work", *exchange = "wallet.transactions";
-    const char *routing_key = "transactions.records";
-    int port = 5672, prefetch = 200, body_bytes = 1024;
+    const char *routing_key = "transactions.records", *store_path = NULL;
+    int port = 5672, prefetch = 200, body_bytes = 1024, overlap = 0;
     double idle_exit = 2.0, results_per_delivery = 1.0;
     long long target = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--overlap")) { overlap = 1; i--; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "consume_publish_ack: %s needs a value\n", argv[i]); return 2; }
         if (!strcmp(argv[i], "--host")) host = argv[i + 1];
         else if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--queue")) queue = argv[i + 1];
@@ -180,10 +235,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--results-per-delivery")) results_per_delivery = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--idle-exit")) idle_exit = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--count")) target = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--store-work-us")) store_work_us = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--store-file")) store_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--store-bytes")) store_bytes = (size_t)atol(argv[i + 1]);
         else { fprintf(stderr, "consume_publish_ack: unknown option %s\n", argv[i]); return 2; }
     }
     if (prefetch < 1 || prefetch > MAX_PREFETCH || body_bytes < 2) { fprintf(stderr, "bad --prefetch or --body-bytes\n"); return 2; }
     if (!(results_per_delivery >= 1.0 && results_per_delivery <= 8.0)) { fprintf(stderr, "bad --results-per-delivery\n"); return 2; }
+    if (store_work_us < 0 || (store_bytes > 0) != (store_path != NULL)) { fprintf(stderr, "bad --store-work-us, or --store-file without --store-bytes\n"); return 2; }
+    if (store_path) {
+        store_fd = open(store_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (store_fd < 0) { perror("consume_publish_ack: --store-file"); return 1; }
+    }
     const size_t max_results = (size_t)prefetch * 8;
 
     /* A JSON-looking body of the requested size, built once. */
@@ -206,87 +269,117 @@ int main(int argc, char **argv) {
     amqp_basic_consume(consume, 1, amqp_cstring_bytes(queue), amqp_empty_bytes, 0, /*no_ack*/ 0, 0, amqp_empty_table);
     die_on_reply(amqp_get_rpc_reply(consume), "basic.consume");
 
-    amqp_envelope_t *batch = calloc((size_t)prefetch, sizeof(amqp_envelope_t));
-    struct confirms confirms = {.first_seq = 1, .count = 0, .state = calloc(max_results, 1),
-                                .owner = calloc(max_results, sizeof(size_t)), .pending = 0};
+    /* Two batches: with --overlap, the next one is taken, stored and published while the previous one's confirms
+     * are on their way (as the worker's two stages do); without it, one batch at a time. */
+    struct batch batches[2];
+    for (int b = 0; b < 2; b++) {
+        batches[b].envelopes = calloc((size_t)prefetch, sizeof(amqp_envelope_t));
+        batches[b].n = 0;
+        batches[b].confirms = (struct confirms){.first_seq = 1, .count = 0, .state = calloc(max_results, 1),
+                                                .owner = calloc(max_results, sizeof(size_t)), .pending = 0};
+    }
+    struct batch *in_flight = NULL; /* published, its confirms not yet waited for */
+    int next_batch = 0;
     double result_credit = 0; /* fractional results carried over to the next delivery */
     uint64_t next_seq = 1;
-    long long delivered = 0, batches = 0;
+    long long taken = 0, delivered = 0, batches_done = 0;
     size_t returned = 0, failed = 0;
     double first_delivery = 0, last_ack = 0;
 
     for (;;) {
-        /* 1. The first delivery of a batch: wait up to the idle limit. */
-        size_t n = 0;
+        struct batch *current = &batches[next_batch];
+        /* 1. The first delivery of a batch: wait up to the idle limit (not at all while a batch is in flight:
+         * its deliveries may be the whole prefetch, and its ack is what lets the broker send more). */
         struct timeval idle = {.tv_sec = (long)idle_exit, .tv_usec = (long)((idle_exit - (long)idle_exit) * 1e6)};
-        amqp_maybe_release_buffers(consume);
-        amqp_rpc_reply_t reply = amqp_consume_message(consume, &batch[0], &idle, 0);
-        if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && reply.library_error == AMQP_STATUS_TIMEOUT) break;
-        die_on_reply(reply, "consume");
-        n = 1;
+        struct timeval zero = {0, 0};
+        size_t n = 0;
+        amqp_rpc_reply_t reply;
+        if (target == 0 || taken < target) {
+            amqp_maybe_release_buffers(consume);
+            reply = amqp_consume_message(consume, &current->envelopes[0], in_flight ? &zero : &idle, 0);
+            if (reply.reply_type == AMQP_RESPONSE_NORMAL) n = 1;
+            else if (reply.reply_type != AMQP_RESPONSE_LIBRARY_EXCEPTION || reply.library_error != AMQP_STATUS_TIMEOUT)
+                die_on_reply(reply, "consume");
+        }
+        if (n == 0 && !in_flight) break;
         /* Then every delivery already received, without blocking, up to the prefetch. */
-        while (n < (size_t)prefetch && (target == 0 || delivered + (long long)n < target)) {
-            struct timeval zero = {0, 0};
-            reply = amqp_consume_message(consume, &batch[n], &zero, 0);
+        while (n > 0 && n < (size_t)prefetch && (target == 0 || taken + (long long)n < target)) {
+            reply = amqp_consume_message(consume, &current->envelopes[n], &zero, 0);
             if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && reply.library_error == AMQP_STATUS_TIMEOUT) break;
             die_on_reply(reply, "consume");
             n++;
         }
-        if (delivered == 0) first_delivery = now_seconds();
+        current->n = n;
+        if (n > 0 && taken == 0) first_delivery = now_seconds();
+        taken += (long long)n;
 
-        /* 2. One result per delivery (or --results-per-delivery), with the delivery's identifiers. */
-        confirms.first_seq = next_seq;
-        size_t published = 0;
-        for (size_t i = 0; i < n; i++) {
-            amqp_basic_properties_t *in = &batch[i].message.properties;
-            amqp_basic_properties_t props;
-            memset(&props, 0, sizeof props);
-            props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_TYPE_FLAG;
-            props.content_type = amqp_cstring_bytes("application/json");
-            props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-            props.type = amqp_cstring_bytes("transactionRecords");
-            if (in->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) { props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG; props.message_id = in->message_id; }
-            if (in->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) { props._flags |= AMQP_BASIC_CORRELATION_ID_FLAG; props.correlation_id = in->correlation_id; }
-            if (in->_flags & AMQP_BASIC_HEADERS_FLAG) { props._flags |= AMQP_BASIC_HEADERS_FLAG; props.headers = in->headers; }
-            result_credit += results_per_delivery;
-            size_t results = (size_t)result_credit;
-            result_credit -= (double)results;
-            for (size_t r = 0; r < results; r++) {
-                die_on_status(amqp_basic_publish(publish, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes(routing_key),
-                                                 /*mandatory*/ 1, 0, &props, body_view), "publish");
-                confirms.state[published] = 0;
-                confirms.owner[published++] = i;
+        if (n > 0) {
+            /* 2. The store's share (nothing unless --store-work-us or --store-file). */
+            store_batch(n);
+
+            /* 3. One result per delivery (or --results-per-delivery), with the delivery's identifiers. */
+            struct confirms *confirms = &current->confirms;
+            confirms->first_seq = next_seq;
+            size_t published = 0;
+            for (size_t i = 0; i < n; i++) {
+                amqp_basic_properties_t *in = &current->envelopes[i].message.properties;
+                amqp_basic_properties_t props;
+                memset(&props, 0, sizeof props);
+                props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_TYPE_FLAG;
+                props.content_type = amqp_cstring_bytes("application/json");
+                props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+                props.type = amqp_cstring_bytes("transactionRecords");
+                if (in->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) { props._flags |= AMQP_BASIC_MESSAGE_ID_FLAG; props.message_id = in->message_id; }
+                if (in->_flags & AMQP_BASIC_CORRELATION_ID_FLAG) { props._flags |= AMQP_BASIC_CORRELATION_ID_FLAG; props.correlation_id = in->correlation_id; }
+                if (in->_flags & AMQP_BASIC_HEADERS_FLAG) { props._flags |= AMQP_BASIC_HEADERS_FLAG; props.headers = in->headers; }
+                result_credit += results_per_delivery;
+                size_t results = (size_t)result_credit;
+                result_credit -= (double)results;
+                for (size_t r = 0; r < results; r++) {
+                    die_on_status(amqp_basic_publish(publish, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes(routing_key),
+                                                     /*mandatory*/ 1, 0, &props, body_view), "publish");
+                    confirms->state[published] = 0;
+                    confirms->owner[published++] = i;
+                }
             }
+            confirms->count = published;
+            confirms->pending = published;
+            next_seq += published;
         }
-        confirms.count = published;
-        confirms.pending = published;
-        next_seq += published;
 
-        /* 3. Every confirm of the batch. */
-        wait_confirms(publish, &confirms, &returned);
+        /* 4. Every confirm of the batch before (with --overlap) or of this one, then its ack. */
+        struct batch *finishing = overlap ? in_flight : current;
+        struct batch *published_after = overlap && n > 0 ? current : NULL;
+        if (overlap) {
+            in_flight = n > 0 ? current : NULL;
+            if (n > 0) next_batch ^= 1;
+        }
+        if (!finishing || finishing->n == 0) continue;
+        wait_confirms(publish, &finishing->confirms, published_after ? &published_after->confirms : NULL, &returned);
 
-        /* 4. One ack for the batch (or per delivery when a publish failed). */
-        size_t batch_failed = 0;
-        uint8_t *delivery_failed = calloc(n, 1);
-        for (size_t j = 0; j < published; j++) {
-            if (confirms.state[j] == 2 && !delivery_failed[confirms.owner[j]]) {
-                delivery_failed[confirms.owner[j]] = 1;
+        /* One ack for the batch (or per delivery when a publish failed). */
+        size_t m = finishing->n, batch_failed = 0;
+        uint8_t *delivery_failed = calloc(m, 1);
+        for (size_t j = 0; j < finishing->confirms.count; j++) {
+            if (finishing->confirms.state[j] == 2 && !delivery_failed[finishing->confirms.owner[j]]) {
+                delivery_failed[finishing->confirms.owner[j]] = 1;
                 batch_failed++;
             }
         }
         if (batch_failed == 0) {
-            die_on_status(amqp_basic_ack(consume, 1, batch[n - 1].delivery_tag, 1), "ack");
+            die_on_status(amqp_basic_ack(consume, 1, finishing->envelopes[m - 1].delivery_tag, 1), "ack");
         } else {
-            for (size_t i = 0; i < n; i++) {
-                if (delivery_failed[i]) die_on_status(amqp_basic_nack(consume, 1, batch[i].delivery_tag, 0, 1), "nack");
-                else die_on_status(amqp_basic_ack(consume, 1, batch[i].delivery_tag, 0), "ack");
+            for (size_t i = 0; i < m; i++) {
+                if (delivery_failed[i]) die_on_status(amqp_basic_nack(consume, 1, finishing->envelopes[i].delivery_tag, 0, 1), "nack");
+                else die_on_status(amqp_basic_ack(consume, 1, finishing->envelopes[i].delivery_tag, 0), "ack");
             }
             failed += batch_failed;
         }
         free(delivery_failed);
-        for (size_t i = 0; i < n; i++) amqp_destroy_envelope(&batch[i]);
-        delivered += (long long)n;
-        batches++;
+        for (size_t i = 0; i < m; i++) amqp_destroy_envelope(&finishing->envelopes[i]);
+        finishing->n = 0;
+        delivered += (long long)m;
+        batches_done++;
         last_ack = now_seconds();
         if (target > 0 && delivered >= target) break;
     }
@@ -294,7 +387,7 @@ int main(int argc, char **argv) {
     double span = last_ack - first_delivery;
     fprintf(stderr, "consume_publish_ack: %lld deliveries in %lld batches (mean %.1f), %zu returned, %zu not confirmed; "
                     "%.0f/s from the first delivery to the last ack\n",
-            delivered, batches, batches ? (double)delivered / (double)batches : 0.0, returned, failed,
+            delivered, batches_done, batches_done ? (double)delivered / (double)batches_done : 0.0, returned, failed,
             span > 0 ? (double)delivered / span : 0.0);
     amqp_channel_close(consume, 1, AMQP_REPLY_SUCCESS);
     amqp_connection_close(consume, AMQP_REPLY_SUCCESS);
@@ -302,9 +395,12 @@ int main(int argc, char **argv) {
     amqp_channel_close(publish, 1, AMQP_REPLY_SUCCESS);
     amqp_connection_close(publish, AMQP_REPLY_SUCCESS);
     amqp_destroy_connection(publish);
-    free(batch);
-    free(confirms.state);
-    free(confirms.owner);
+    for (int b = 0; b < 2; b++) {
+        free(batches[b].envelopes);
+        free(batches[b].confirms.state);
+        free(batches[b].confirms.owner);
+    }
+    if (store_fd >= 0) close(store_fd);
     free(body);
     return 0;
 }
