@@ -30,7 +30,7 @@ rounds=3
 messages=100000
 setup_flag=""
 replica_counts="1 2 3"
-# The floor contender's store work per notification (Benchmarks/README.md, "The floor for the throughput target"):
+# The floor contender's store work per notification (Benchmarks/README.md, "Issue 14: the floor of the throughput target"):
 # the CPU of routing and the SQLite store (store-benchmark) less what the C loop's own writes of the same bytes cost,
 # and the bytes the SQLite worker writes (WAL frames and checkpoints).
 floor_store_us=45

@@ -216,6 +216,33 @@ static void store_batch(size_t n) {
     if (fdatasync(store_fd) != 0) { perror("consume_publish_ack: store fdatasync"); exit(1); }
 }
 
+/* Waits for every confirm of `b` (settling those of `published_after` that arrive meanwhile), then acknowledges
+ * its deliveries: one basic.ack multiple=true, or per delivery when a publish failed (those are nacked with
+ * requeue). Frees the deliveries; returns how many of them failed. */
+static size_t finish_batch(amqp_connection_state_t consume, amqp_connection_state_t publish, struct batch *b,
+                           struct batch *published_after, size_t *returned) {
+    wait_confirms(publish, &b->confirms, published_after ? &published_after->confirms : NULL, returned);
+    size_t batch_failed = 0;
+    uint8_t *delivery_failed = calloc(b->n, 1);
+    for (size_t j = 0; j < b->confirms.count; j++) {
+        if (b->confirms.state[j] == 2 && !delivery_failed[b->confirms.owner[j]]) {
+            delivery_failed[b->confirms.owner[j]] = 1;
+            batch_failed++;
+        }
+    }
+    if (batch_failed == 0) {
+        die_on_status(amqp_basic_ack(consume, 1, b->envelopes[b->n - 1].delivery_tag, 1), "ack");
+    } else {
+        for (size_t i = 0; i < b->n; i++) {
+            if (delivery_failed[i]) die_on_status(amqp_basic_nack(consume, 1, b->envelopes[i].delivery_tag, 0, 1), "nack");
+            else die_on_status(amqp_basic_ack(consume, 1, b->envelopes[i].delivery_tag, 0), "ack");
+        }
+    }
+    free(delivery_failed);
+    for (size_t i = 0; i < b->n; i++) amqp_destroy_envelope(&b->envelopes[i]);
+    return batch_failed;
+}
+
 int main(int argc, char **argv) {
     const char *host = "127.0.0.1", *queue = "wallet.notifications.work", *exchange = "wallet.transactions";
     const char *routing_key = "transactions.records", *store_path = NULL;
@@ -278,8 +305,7 @@ int main(int argc, char **argv) {
         batches[b].confirms = (struct confirms){.first_seq = 1, .count = 0, .state = calloc(max_results, 1),
                                                 .owner = calloc(max_results, sizeof(size_t)), .pending = 0};
     }
-    struct batch *in_flight = NULL; /* published, its confirms not yet waited for */
-    int next_batch = 0;
+    struct batch *in_flight = NULL; /* with --overlap: published, its confirms not yet waited for */
     double result_credit = 0; /* fractional results carried over to the next delivery */
     uint64_t next_seq = 1;
     long long taken = 0, delivered = 0, batches_done = 0;
@@ -287,7 +313,7 @@ int main(int argc, char **argv) {
     double first_delivery = 0, last_ack = 0;
 
     for (;;) {
-        struct batch *current = &batches[next_batch];
+        struct batch *current = in_flight == &batches[0] ? &batches[1] : &batches[0];
         /* 1. The first delivery of a batch: wait up to the idle limit (not at all while a batch is in flight:
          * its deliveries may be the whole prefetch, and its ack is what lets the broker send more). */
         struct timeval idle = {.tv_sec = (long)idle_exit, .tv_usec = (long)((idle_exit - (long)idle_exit) * 1e6)};
@@ -347,38 +373,16 @@ int main(int argc, char **argv) {
             next_seq += published;
         }
 
-        /* 4. Every confirm of the batch before (with --overlap) or of this one, then its ack. */
-        struct batch *finishing = overlap ? in_flight : current;
-        struct batch *published_after = overlap && n > 0 ? current : NULL;
+        /* 4. Every confirm of this batch, then its ack; with --overlap, of the batch before it instead. */
+        struct batch *finishing = current, *published_after = NULL;
         if (overlap) {
-            in_flight = n > 0 ? current : NULL;
-            if (n > 0) next_batch ^= 1;
+            finishing = in_flight;
+            published_after = n > 0 ? current : NULL;
+            in_flight = published_after;
         }
-        if (!finishing || finishing->n == 0) continue;
-        wait_confirms(publish, &finishing->confirms, published_after ? &published_after->confirms : NULL, &returned);
-
-        /* One ack for the batch (or per delivery when a publish failed). */
-        size_t m = finishing->n, batch_failed = 0;
-        uint8_t *delivery_failed = calloc(m, 1);
-        for (size_t j = 0; j < finishing->confirms.count; j++) {
-            if (finishing->confirms.state[j] == 2 && !delivery_failed[finishing->confirms.owner[j]]) {
-                delivery_failed[finishing->confirms.owner[j]] = 1;
-                batch_failed++;
-            }
-        }
-        if (batch_failed == 0) {
-            die_on_status(amqp_basic_ack(consume, 1, finishing->envelopes[m - 1].delivery_tag, 1), "ack");
-        } else {
-            for (size_t i = 0; i < m; i++) {
-                if (delivery_failed[i]) die_on_status(amqp_basic_nack(consume, 1, finishing->envelopes[i].delivery_tag, 0, 1), "nack");
-                else die_on_status(amqp_basic_ack(consume, 1, finishing->envelopes[i].delivery_tag, 0), "ack");
-            }
-            failed += batch_failed;
-        }
-        free(delivery_failed);
-        for (size_t i = 0; i < m; i++) amqp_destroy_envelope(&finishing->envelopes[i]);
-        finishing->n = 0;
-        delivered += (long long)m;
+        if (!finishing) continue;
+        failed += finish_batch(consume, publish, finishing, published_after, &returned);
+        delivered += (long long)finishing->n;
         batches_done++;
         last_ack = now_seconds();
         if (target > 0 && delivered >= target) break;
