@@ -149,12 +149,13 @@ public final class AMQPChannel: Sendable {
 
     /// Starts a consumer, with manual acknowledgement unless told otherwise. Deliveries arrive in batches (all
     /// that were available at once, at most the prefetch). A body over `maximumBodyBytes` is not kept: the
-    /// delivery arrives with an empty body and `withheldBodySize` set. The sequence ends when the consumer is cancelled by us,
+    /// delivery arrives with an empty body and `withheldBodySize` set; unless `keepingBodyWhen` accepts the
+    /// delivery's properties (it is asked from the content header, before any body frame is read). The sequence ends when the consumer is cancelled by us,
     /// and throws when the broker cancels it (`.consumerCancelled`) or the channel or connection fails.
     public func consume(
         queue: String, consumerTag: String = "", exclusive: Bool = false,
         acknowledgement: AMQPConsumer.Acknowledgement = .manual, arguments: AMQPTable = [:],
-        maximumBodyBytes: Int? = nil
+        maximumBodyBytes: Int? = nil, keepingBodyWhen keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)? = nil
     ) async throws(AMQPError) -> AMQPConsumer {
         let automatic = acknowledgement == .automatic
         let reference = reference
@@ -179,7 +180,7 @@ public final class AMQPChannel: Sendable {
             let tag = ok.consumer_tag.string
             core.register(ConsumerSink(
                 channel: number, tag: tag, automaticAcknowledgement: automatic, maximumBodyBytes: maximumBodyBytes,
-                deliveries: deliveries))
+                keepsBody: keepsBody, deliveries: deliveries))
             return tag
         }
         knownTag.withLock { $0 = tag }

@@ -9,11 +9,18 @@ public final class AMQPConnection: Sendable {
     /// Broker notifications: blocked/unblocked and the final close. Finishes when the connection ends.
     public let events: AsyncStream<AMQPConnectionEvent>
     public let configuration: AMQPConnectionConfiguration
+    /// The frame size the broker agreed to (at most `configuration.frameMax`): a message's content header must fit in
+    /// one frame of it.
+    public let frameMax: Int
 
-    private init(runtime: ConnectionRuntime, events: AsyncStream<AMQPConnectionEvent>, configuration: AMQPConnectionConfiguration) {
+    private init(
+        runtime: ConnectionRuntime, events: AsyncStream<AMQPConnectionEvent>, configuration: AMQPConnectionConfiguration,
+        frameMax: Int
+    ) {
         self.runtime = runtime
         self.events = events
         self.configuration = configuration
+        self.frameMax = frameMax
     }
 
     deinit {
@@ -27,8 +34,9 @@ public final class AMQPConnection: Sendable {
         logger: Logger = Logger(label: "amqp")
     ) async throws(AMQPError) -> AMQPConnection {
         let (events, continuation) = AsyncStream.makeStream(of: AMQPConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
-        let runtime = try await ConnectionRuntime.start(configuration: configuration, logger: logger, events: continuation)
-        return AMQPConnection(runtime: runtime, events: events, configuration: configuration)
+        let (runtime, frameMax) = try await ConnectionRuntime.start(
+            configuration: configuration, logger: logger, events: continuation)
+        return AMQPConnection(runtime: runtime, events: events, configuration: configuration, frameMax: frameMax)
     }
 
     /// Opens a new channel.

@@ -73,7 +73,7 @@ extension AMQPFieldValue {
         case .int64, .uint64, .double, .timestamp: 9
         case .decimal: 6
         case .string(let text): 5 + text.utf8.count
-        case .bytes(let bytes): 5 + bytes.count
+        case .bytes(let bytes), .undecodedString(let bytes): 5 + bytes.count
         case .array(let values): values.reduce(5) { $0 + $1.encodedByteCount }
         case .table(let table): 1 + table.encodedByteCount
         case .void: 1

@@ -14,8 +14,11 @@ public indirect enum AMQPFieldValue: Sendable, Hashable {
     /// AMQP decimal: `value` × 10^-`scale`.
     case decimal(scale: UInt8, value: UInt32)
     case string(String)
-    /// A long string that is not UTF-8 (kind `x`).
+    /// A byte array (kind `x`).
     case bytes([UInt8])
+    /// A long string (kind `S`) whose bytes are not UTF-8: kept as they came, and sent back as a long string, so a
+    /// message the worker copies keeps its headers' kinds byte for byte.
+    case undecodedString([UInt8])
     /// Seconds since the Unix epoch.
     case timestamp(UInt64)
     case array([AMQPFieldValue])

@@ -14,6 +14,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 
     public var kind: Kind
+    /// A transient failure of the store as a whole, not of the batch that met it: the server is unreachable,
+    /// read-only or out of space, the SQLite file is locked by another process, full or read-only. The worker holds its
+    /// batches until the store answers instead of retrying them through the queue.
+    public var isOutage: Bool
     /// What failed, for logs and the `x-worker-error` header of a message dead-lettered after its last retry.
     public var message: String
     public var file: String
@@ -21,8 +25,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
     public var isTransient: Bool { kind == .transient }
 
-    public init(_ kind: Kind, _ message: String, file: String = #fileID, line: Int = #line) {
+    public init(_ kind: Kind, _ message: String, outage: Bool = false, file: String = #fileID, line: Int = #line) {
         self.kind = kind
+        self.isOutage = outage && kind == .transient
         self.message = message
         self.file = file
         self.line = line

@@ -30,8 +30,9 @@ public protocol WalletStore: Sendable {
     /// The file stores open ready; the default does nothing.
     func prepare() async throws(StoreError)
 
-    /// A cheap round trip to the store, outside any batch: when a batch fails transiently, this tells an
-    /// unavailable store (it fails too) from a failure of that batch's own (it succeeds). The default does nothing.
+    /// Proves, outside any batch, that the store can do what a batch needs: a write, rolled back. When a batch fails
+    /// transiently, this tells a store that cannot take writes (it fails too: the worker holds its batches) from a
+    /// failure of that batch's own (it passes: the batch goes to the retry queue). The default does nothing.
     func checkAvailable() async throws(StoreError)
 }
 

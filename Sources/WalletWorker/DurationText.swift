@@ -15,4 +15,16 @@ public enum DurationText {
         guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
         return .milliseconds(Int64((value * scale * 1_000).rounded()))
     }
+
+    /// A duration as an operator reads it, in the largest unit that keeps it exact to a millisecond or so: `250ms`,
+    /// `5s`, `1.5s`, `12m`, `2h`.
+    public static func format(_ duration: Duration) -> String {
+        let milliseconds = duration.milliseconds
+        if milliseconds < 1_000 { return "\(milliseconds)ms" }
+        for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000)] where milliseconds >= size && milliseconds % size == 0 {
+            return "\(milliseconds / size)\(unit)"
+        }
+        let seconds = Double(milliseconds) / 1_000
+        return seconds == seconds.rounded() ? "\(Int64(seconds))s" : "\(seconds)s"
+    }
 }

@@ -10,9 +10,10 @@ import WalletStore
 /// pipeline per shard plus one on the work queue), plus the deduplication retention sweep, until graceful shutdown
 /// (SIGTERM/SIGINT through the `ServiceGroup`).
 ///
-/// On shutdown every pipeline cancels its consumer, finishes the batch it holds (store, publish, confirms,
-/// acknowledgement) and closes its connections (a shard pipeline finishes its batch in hand and hands the rest
-/// back to the broker: `ShardHandover`); then the store is closed and `run()` returns.
+/// What happens to each delivery is decided by one `DeliveryLifecycle` for the process, run by a `LifecycleDriver`;
+/// each `Pipeline` executes its sessions' actions. On shutdown every work-queue pipeline cancels its consumer and
+/// finishes what it received (store, publish, confirms, acknowledgement); a shard pipeline finishes its batch in
+/// hand and hands the rest back to the broker; then the store is closed and `run()` returns.
 public final class NotificationWorker: Service {
     public let health: WorkerHealth
     public let metrics: WorkerMetrics
@@ -39,43 +40,46 @@ public final class NotificationWorker: Service {
 
     public func run() async throws {
         let router = NotificationRouter(settings: configuration.routingSettings)
-        // One for the process: a redelivered message may reach another pipeline.
-        let poisonGuard = PoisonGuard()
-        let storeCircuit = StoreCircuit(health: health, metrics: metrics, logger: logger)
-        let pipelines = configuration.consumedQueues.enumerated().map { index, queue in
+        let queues = configuration.consumedQueues
+        var lifecycle = DeliveryLifecycle.Configuration(
+            topology: configuration.topology, retry: configuration.retrySchedule)
+        lifecycle.reconnectBackoff = configuration.reconnectBackoff
+        lifecycle.giveBackAfter = configuration.storeHoldLimit
+        let driver = LifecycleDriver(
+            DeliveryLifecycle(configuration: lifecycle, queues: queues, seed: .random(in: .min ... .max)),
+            pipelines: queues.count)
+        let storage = BatchStorage(store: store, router: router, metrics: metrics)
+        let tracing = tracer.map { MessageTracing(tracer: $0, queues: queues.map(\.name), store: configuration.store) }
+        let pipelines = queues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
-            // A shard's retries wait in the shard's own retry queue, which dead-letters back to the shard.
-            var topology = configuration.topology
-            topology.retryQueue = queue.retryQueue
-            let processor = BatchProcessor(
-                store: store, router: router, topology: topology, retry: configuration.retrySchedule,
-                confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger,
-                poisonGuard: poisonGuard, storeCircuit: storeCircuit, stop: stop,
-                tracing: tracer.map { MessageTracing(tracer: $0, queue: queue.name, store: configuration.store) })
             return Pipeline(
                 index: index, queue: queue, configuration: configuration,
-                connectionConfiguration: connectionConfiguration, processor: processor, health: health,
+                connectionConfiguration: connectionConfiguration, storage: storage, driver: driver,
+                observer: LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing),
                 metrics: metrics, stop: stop, logger: logger)
         }
+        let observer = LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing)
         if let sharded = configuration.topology.sharded, configuration.concurrency > 1 {
             logger.notice("--concurrency does not apply in the ordered mode: one pipeline per shard",
                           metadata: ["shards": "\(sharded.count)"])
         }
         do {
-            // Cancellation (ServiceLifecycle's, once the grace period is over) stops the loops too; the batches
-            // it interrupts are left unacknowledged for the broker to redeliver (see `BatchPlanner`).
+            // Cancellation (ServiceLifecycle's, once the grace period is over) stops the loops too; the deliveries
+            // not settled by then are left unacknowledged for the broker to redeliver.
             try await withTaskCancellationHandler {
                 try await withGracefulShutdownHandler {
-                    try await self.runUntilStopped(pipelines)
+                    try await self.runUntilStopped(pipelines, driver: driver, storage: storage, observer: observer)
                 } onGracefulShutdown: {
                     self.logger.info("shutting down: finishing the batches in hand")
                     self.health.stopping()
                     self.stop.stop()
+                    driver.handle { $0.stopRequested(now: $1) }
                 }
             } onCancel: {
                 self.health.stopping()
                 self.stop.stop()
+                driver.handle { $0.stopRequested(now: $1) }
             }
         } catch {
             health.failed("\(error)")
@@ -91,25 +95,36 @@ public final class NotificationWorker: Service {
         }
     }
 
-    /// The pipelines and the retention sweep, once the store is ready, until the stop signal fires.
-    private func runUntilStopped(_ pipelines: [Pipeline]) async throws {
+    /// The pipelines, the lifecycle's own timers and store checks, and the retention sweep, once the store is ready,
+    /// until every pipeline has stopped. Throws the failure that stopped them, if one did (`failWorker`).
+    private func runUntilStopped(
+        _ pipelines: [Pipeline], driver: LifecycleDriver, storage: BatchStorage, observer: LifecycleObserver
+    ) async throws {
         try await prepareStore()
         guard !stop.isStopped else { return }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for pipeline in pipelines {
-                group.addTask { try await pipeline.run() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await driver.run(checkStore: storage.check, observe: observer.observe) {
+                    // A failure no retry fixes: the pipelines finish what they committed and stop.
+                    self.health.stopping()
+                    self.stop.stop()
+                }
             }
             group.addTask { await self.expireProcessedMessages() }
-            // A pipeline only throws what reconnecting cannot fix: stop the others and fail.
-            // (`next()` rethrows at once; `waitForAll()` would first wait for every other task.)
-            do {
-                while try await group.next() != nil {}
-            } catch {
-                stop.stop()
-                while (try? await group.next()) != nil {}
-                throw error
+            group.addTask {
+                await withDiscardingTaskGroup { pipelineGroup in
+                    for pipeline in pipelines {
+                        pipelineGroup.addTask { await pipeline.run() }
+                    }
+                }
+                // Every pipeline has stopped.
+                self.stop.stop()
+                driver.finish()
             }
+            driver.handle { machine, _ in machine.start() }
+            await group.waitForAll()
         }
+        if let failure = driver.workerFailure { throw failure }
     }
 
     /// Waits until the store can be used before consuming anything: a permanent failure (credentials, a missing
@@ -123,7 +138,7 @@ public final class NotificationWorker: Service {
                 try await store.prepare()
                 return
             } catch {
-                guard error.isTransient else { throw BatchProcessor.FatalStoreError(underlying: error) }
+                guard error.isTransient else { throw StoreFailure(error) }
                 attempt += 1
                 logger.warning("store unavailable at start; trying again", metadata: ["error": "\(error)"])
                 await stop.sleep(for: configuration.reconnectBackoff.delay(attempt: attempt, using: &generator))

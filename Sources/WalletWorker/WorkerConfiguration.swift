@@ -50,6 +50,10 @@ public struct WorkerConfiguration: Sendable {
     public var retryAttempts = 5
     /// How long a publish batch waits for the broker's confirms before it counts as failed. Default: `10 s`.
     public var confirmTimeout: Duration = .seconds(10)
+    /// The broker's `consumer_timeout`: how long it lets a consumer hold a delivery unacknowledged before it closes
+    /// the channel (RabbitMQ's own default is 30 minutes). Deliveries held while the store is out are given back to
+    /// the queue at half of it, and the pipeline pauses until the store answers. Default: `30 m`.
+    public var consumerTimeout: Duration = .seconds(1_800)
     /// Time allowed after SIGTERM to finish the batch in hand and exit. Default: `25 s` (Kubernetes gives 30 s).
     public var shutdownGracePeriod: Duration = .seconds(25)
     /// First and largest pause between reconnection attempts (exponential, with full jitter).
@@ -74,6 +78,10 @@ public struct WorkerConfiguration: Sendable {
             firstDelay: retryDelay, longestDelay: longestRetryDelay ?? max(.seconds(300), retryDelay),
             attempts: retryAttempts)
     }
+
+    /// How long deliveries may be held while the store is out: half the broker's consumer timeout, so they are given
+    /// back before the broker times them out (it checks about once a minute).
+    var storeHoldLimit: Duration { consumerTimeout / 2 }
 
     /// The routing settings with the result exchange names taken from the topology.
     var routingSettings: RoutingSettings {

@@ -104,6 +104,8 @@ struct WorkerOptions: ParsableArguments {
     var concurrency: String?
     @Option(help: "Wait for publisher confirms, e.g. 10s (env WALLET_CONFIRM_TIMEOUT). Default: 10s")
     var confirmTimeout: String?
+    @Option(help: "The broker's consumer_timeout; deliveries held while the store is out are given back at half of it (env WALLET_CONSUMER_TIMEOUT). Default: 30m")
+    var consumerTimeout: String?
     @Option(help: "Store lock wait before a batch counts as failed (env WALLET_STORE_BUSY_TIMEOUT). Default: 5s")
     var storeBusyTimeout: String?
     @Option(help: "PostgreSQL connections per process (env WALLET_STORE_POOL_SIZE). Default: 4")
@@ -139,6 +141,9 @@ struct WorkerOptions: ParsableArguments {
                to: &configuration.concurrency)
         assign(try setting(confirmTimeout, "--confirm-timeout", "WALLET_CONFIRM_TIMEOUT", expected: "a duration like 10s", duration),
                to: &configuration.confirmTimeout)
+        assign(try setting(consumerTimeout, "--consumer-timeout", "WALLET_CONSUMER_TIMEOUT", expected: "a duration like 30m",
+                           { duration($0).flatMap { $0 >= .seconds(2) ? $0 : nil } }),
+               to: &configuration.consumerTimeout)
         assign(try setting(storeBusyTimeout, "--store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", expected: "a duration like 5s", duration),
                to: &configuration.storeBusyTimeout)
         assign(try setting(storePoolSize, "--store-pool-size", "WALLET_STORE_POOL_SIZE", expected: "a positive integer", positiveInt),

@@ -37,8 +37,8 @@ import WalletStore
     }
 
     @Test func resultsArePublishedAsTheContractSays() throws {
-        let plan = DeliveryPlan(original: original(), stored: decision(disposition: .acknowledge), topology: topology)
-        #expect(plan.route == .results)
+        let plan = DeliveryPlan(original: original(), stored: decision(disposition: .acknowledge), topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .processed)
         let message = try #require(plan.messages.first)
         #expect(plan.messages.count == 1)
         #expect(message.exchange == "wallet.replenishment")
@@ -55,8 +55,8 @@ import WalletStore
     @Test func badInputPublishesTheRejectionThenTheOriginalToTheDeadLetterExchange() throws {
         let plan = DeliveryPlan(
             original: original(), stored: decision(disposition: .deadLetter(reason: "action is wrong")),
-            topology: topology)
-        #expect(plan.route == .deadLetter(reason: "action is wrong"))
+            topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .rejected(reason: "action is wrong"))
         #expect(plan.messages.count == 2)
         let deadLetter = plan.messages[1]
         #expect(deadLetter.exchange == topology.deadLetterExchange)
@@ -71,8 +71,8 @@ import WalletStore
 
     @Test func aTransientFailureGoesToTheRetryQueueWithItsAttemptCount() throws {
         let plan = DeliveryPlan(
-            original: original(), transientFailure: "store unavailable: busy", retry: .attempts(5), jitter: 0.5, topology: topology)
-        #expect(plan.route == .retry(attempt: 1, error: "store unavailable: busy"))
+            original: original(), transientFailure: "store unavailable: busy", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .retried(attempt: 1, error: "store unavailable: busy"))
         let retry = try #require(plan.messages.first)
         #expect(retry.exchange == "")
         #expect(retry.routingKey == topology.retryQueue)
@@ -86,8 +86,8 @@ import WalletStore
     func theLastAttemptDeadLettersWithTheError(count: AMQPFieldValue) throws {
         let plan = DeliveryPlan(
             original: original(headers: ["x-retry-count": count]), transientFailure: "confirm timeout",
-            retry: .attempts(5), jitter: 0.5, topology: topology)
-        #expect(plan.route == .retriesExhausted(attempts: 5, error: "confirm timeout"))
+            retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .retriesExhausted(attempts: 5, error: "confirm timeout"))
         let deadLetter = try #require(plan.messages.first)
         #expect(deadLetter.exchange == topology.deadLetterExchange)
         let reason = try #require(deadLetter.properties.headers?["x-worker-error"]?.text)
@@ -100,8 +100,8 @@ import WalletStore
         let error = "PostgreSQL data exception (SQLSTATE 22021): invalid byte sequence for encoding \"UTF8\": 0x00"
         let plan = DeliveryPlan(
             original: original(headers: ["x-tenant": .string("eu"), "x-retry-count": .int32(2)]),
-            storeRefusal: error, topology: topology)
-        #expect(plan.route == .storeRefused(reason: "the store refused this message: \(error)"))
+            storeRefusal: error, topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .storeRefused(reason: "the store refused this message: \(error)"))
         #expect(plan.stored == nil)
         let deadLetter = try #require(plan.messages.first)
         #expect(plan.messages.count == 1, "no rejected result: the router accepted the message")
@@ -123,27 +123,27 @@ import WalletStore
     @Test func anUnencodableResultDeadLettersAtOnce() throws {
         let plan = DeliveryPlan(
             original: original(replyTo: "amq.gen-1"), stored: decision(disposition: .acknowledge, replyTo: "amq.gen-1"),
-            topology: topology)
+            topology: topology, frameMax: 131_072)
         let unencodable = AMQPPublishOutcome.unencodable(reason: "correlation_id is 750 bytes")
         let failure = try #require(plan.failure(in: [unencodable, .confirmed]))
         #expect(failure.contains("correlation_id is 750 bytes"))
         #expect(plan.isUnpublishable(in: [unencodable, .confirmed]))
         #expect(!plan.isUnpublishable(in: [.nacked, .confirmed]), "a nack is worth a retry")
 
-        let deadLettered = DeliveryPlan(original: original(headers: nil), unpublishable: failure, topology: topology)
-        #expect(deadLettered.route == .unpublishable(reason: "a result of this message cannot be published: \(failure)"))
+        let deadLettered = DeliveryPlan(original: original(headers: nil), unpublishable: failure, topology: topology, frameMax: 131_072)
+        #expect(deadLettered.fate == .unpublishable(reason: "a result of this message cannot be published: \(failure)"))
         #expect(deadLettered.messages.map(\.exchange) == [topology.deadLetterExchange])
     }
 
     @Test func aSingleAttemptNeverRetries() {
-        let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retry: .attempts(1), jitter: 0.5, topology: topology)
-        #expect(plan.route == .retriesExhausted(attempts: 1, error: "x"))
+        let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retry: .attempts(1), jitter: 0.5, topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .retriesExhausted(attempts: 1, error: "x"))
     }
 
     @Test func confirmationsDecideSuccess() throws {
         let plan = DeliveryPlan(
             original: original(replyTo: "amq.gen-1"), stored: decision(disposition: .acknowledge, replyTo: "amq.gen-1"),
-            topology: topology)
+            topology: topology, frameMax: 131_072)
         #expect(plan.failure(in: [.confirmed, .confirmed]) == nil)
         // The requester's reply queue is gone: not a failure, but counted.
         let returned = AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE")
@@ -163,7 +163,7 @@ import WalletStore
         let direct = "amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==.mD+9en6VaDpb2ckwe0UOrg=="
         let plan = DeliveryPlan(
             original: original(replyTo: direct), stored: decision(disposition: .acknowledge, replyTo: direct),
-            topology: topology)
+            topology: topology, frameMax: 131_072)
         try #require(plan.messages.count == 1 && plan.directReplies.count == 1)
         #expect(plan.messages[0].mandatory, "the primary result")
         #expect(!plan.directReplies[0].mandatory, "the direct reply-to copy, sent apart (DirectReplyPublisher)")
@@ -171,7 +171,7 @@ import WalletStore
 
         let queue = DeliveryPlan(
             original: original(replyTo: "rpc.replies"), stored: decision(disposition: .acknowledge, replyTo: "rpc.replies"),
-            topology: topology)
+            topology: topology, frameMax: 131_072)
         #expect(queue.messages.map(\.mandatory) == [true, true])
         // Only the default exchange's reply-to names: a result exchange's routing key is never special.
         #expect(AMQPOutboundMessage(OutboundResult(
@@ -184,7 +184,7 @@ import WalletStore
     @Test func aRejectedDeliveryDependsOnlyOnItsDeadLetter() throws {
         let plan = DeliveryPlan(
             original: original(), stored: decision(disposition: .deadLetter(reason: "action is wrong")),
-            topology: topology)
+            topology: topology, frameMax: 131_072)
         let returned = AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE")
         #expect(plan.failure(in: [.confirmed, .confirmed]) == nil)
         #expect(plan.undeliveredResult(in: [.confirmed, .confirmed]) == nil)

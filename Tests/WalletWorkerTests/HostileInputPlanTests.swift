@@ -30,8 +30,8 @@ import WalletStore
     @Test func aHugeRetryCountIsDeadLetteredInsteadOfTrapping() {
         let plan = DeliveryPlan(
             original: original(headers: ["x-retry-count": .int64(.max)]), transientFailure: "store down",
-            retry: .attempts(5), jitter: 0.5, topology: topology)
-        #expect(plan.route == .retriesExhausted(attempts: 1_000_001, error: "store down"))
+            retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .retriesExhausted(attempts: 1_000_001, error: "store down"))
         #expect(plan.messages.map(\.exchange) == [topology.deadLetterExchange])
     }
 
@@ -70,48 +70,64 @@ import WalletStore
             decision: Decision(effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
                                outcome: .rejected, sender: nil, digitalCardId: nil),
             isReplay: false)
-        let plan = DeliveryPlan(original: withheld, stored: decision, topology: topology)
+        let plan = DeliveryPlan(original: withheld, stored: decision, topology: topology, frameMax: 131_072)
         #expect(plan.isRejectedToBroker)
         #expect(plan.messages.isEmpty)
-        let retry = DeliveryPlan(original: withheld, transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology)
+        let retry = DeliveryPlan(original: withheld, transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
         #expect(retry.isRejectedToBroker, "a body never kept cannot go to the retry queue")
     }
 
+    /// RabbitMQ 3.10 replaces an `x-death` that is not an array (checked live for a string, an int, a float and a
+    /// table); a queue crashes only on an array holding a non-table entry or an entry whose `count` is not an integer.
     @Test(arguments: [
         (nil, true),
         (.array([]), true),
         (.array([.table(["queue": .string("q"), "reason": .string("expired"), "count": .int64(3)])]), true),
         (.array([.table(["queue": .string("q")])]), true),
-        (.string("forged"), false),
+        (.array([.table(["count": .int64(.max)])]), true),
+        (.string("forged"), true),
+        (.int32(7), true),
+        (.double(1.5), true),
+        (.table(["count": .string("1")]), true),
         (.array([.string("x")]), false),
         (.array([.table(["count": .string("1")])]), false),
-        (.array([.table(["count": .int64(.max)])]), false),
+        (.array([.table(["count": .decimal(scale: 1, value: 10)])]), false),
+        (.array([.table(["count": .float(1)])]), false),
+        (.array([.table(["count": .double(1)])]), false),
     ] as [(AMQPFieldValue?, Bool)])
     func xDeathHeadersTheBrokerCanUpdate(value: AMQPFieldValue?, updatable: Bool) {
         var headers: AMQPTable = ["x-tenant": .string("eu")]
         headers["x-death"] = value
         #expect(XDeathHeader.brokerCanUpdate(headers) == updatable)
+        #expect(XDeathHeader.bodyMustBeKept(AMQPMessageProperties(headers: headers)) == !updatable)
     }
 
+    /// Issue 23, defect 7: a body over twice the limit whose `x-death` the broker can replace is left to the broker
+    /// (it was dead-lettered by the worker with its body thrown away for any non-array `x-death`). One the broker
+    /// cannot update is read whole by the transport (`bodyMustBeKept`) and dead-lettered by the worker, body untouched.
     @Test func aMalformedXDeathIsNeverLeftToTheBrokersDeadLettering() throws {
-        let forged: AMQPTable = ["x-death": .array([.string("x")]), "x-tenant": .string("eu")]
-        var withheld = original(headers: forged)
-        withheld.body = []
-        withheld.withheldBodySize = 100_000_000
+        var resettable = original(headers: ["x-death": .string("forged"), "x-tenant": .string("eu")])
+        resettable.body = []
+        resettable.withheldBodySize = 100_000_000
         let decision = StoredDecision(
             decision: Decision(effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
                                outcome: .rejected, sender: nil, digitalCardId: nil),
             isReplay: false)
-        let plan = DeliveryPlan(original: withheld, stored: decision, topology: topology)
+        let brokers = DeliveryPlan(original: resettable, stored: decision, topology: topology, frameMax: 131_072)
+        #expect(brokers.isRejectedToBroker, "the broker replaces a non-array x-death and dead-letters the body whole")
+
+        let forged: AMQPTable = ["x-death": .array([.string("x")]), "x-tenant": .string("eu")]
+        var kept = original(headers: forged)
+        kept.body = Array(repeating: UInt8(ascii: "a"), count: 200_000)
+        let plan = DeliveryPlan(original: kept, stored: decision, topology: topology, frameMax: 131_072)
         #expect(!plan.isRejectedToBroker)
         let deadLetter = try #require(plan.messages.last)
-        #expect(deadLetter.exchange == topology.deadLetterExchange && deadLetter.body.isEmpty)
-        #expect(deadLetter.properties.headers?["x-worker-omitted-body-bytes"] == .int64(100_000_000))
+        #expect(deadLetter.exchange == topology.deadLetterExchange && deadLetter.body == kept.body, "body untouched")
+        #expect(deadLetter.properties.headers?["x-worker-omitted-body-bytes"] == nil)
         #expect(deadLetter.properties.headers?["x-death"] == .array([.string("x")]), "the dead letter keeps its headers")
-        #expect(deadLetter.properties.headers?["x-worker-error"]?.text?.contains("malformed x-death") == true)
 
         // A retry copy goes through the retry queue's TTL: the malformed header travels under another name.
-        let retry = DeliveryPlan(original: original(headers: forged), transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology)
+        let retry = DeliveryPlan(original: original(headers: forged), transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
         let copy = try #require(retry.messages.first)
         #expect(copy.properties.headers?["x-death"] == nil)
         #expect(copy.properties.headers?["x-original-x-death"] == .array([.string("x")]))
@@ -138,7 +154,7 @@ import WalletStore
         let routed = try NotificationRouter().route(InboundMessage(replying), state: InMemoryWalletState(), now: Date())
         #expect(!routed.results.isEmpty && routed.results.allSatisfy { !$0.exchange.isEmpty }, "no reply_to copies")
         let plan = DeliveryPlan(
-            original: replying, stored: StoredDecision(decision: routed, isReplay: false), topology: topology)
+            original: replying, stored: StoredDecision(decision: routed, isReplay: false), topology: topology, frameMax: 131_072)
         #expect(plan.skippedReplyCopies == routed.results.count)
     }
 
@@ -156,7 +172,7 @@ import WalletStore
                 decision: Decision(effects: [], results: [result, copy], disposition: .acknowledge,
                                    outcome: .processed, sender: nil, digitalCardId: nil),
                 isReplay: false)
-            let plan = DeliveryPlan(original: original(), stored: decision, topology: topology)
+            let plan = DeliveryPlan(original: original(), stored: decision, topology: topology, frameMax: 131_072)
             #expect(plan.messages.map(\.exchange) == ["wallet.actions"])
             #expect(plan.directReplies.count == copies)
             #expect(plan.skippedReplyCopies == skipped)
@@ -179,7 +195,7 @@ import WalletStore
     }
 
     @Test func requeueDelaysDoubleUpToTheCeilingAndReset() {
-        let backoff = RequeueBackoff()
+        var backoff = RequeueBackoff()
         #expect((0..<7).map { _ in backoff.next() } == [1, 2, 4, 8, 16, 30, 30].map { Duration.seconds($0) })
         backoff.reset()
         #expect(backoff.next() == .seconds(1))

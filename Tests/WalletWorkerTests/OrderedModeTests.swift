@@ -74,26 +74,4 @@ import Testing
             "x-dead-letter-routing-key": .string("wallet.notifications.work.shard.2"),
         ])
     }
-
-    @Test func aStopWhileIdleClosesAtOnce() {
-        let handover = ShardHandover()
-        #expect(handover.requestStop())
-        #expect(!handover.beginBatch(), "a batch taken after the stop is left to the broker")
-    }
-
-    @Test func aStopDuringABatchWaitsForIt() {
-        let handover = ShardHandover()
-        #expect(handover.beginBatch())
-        #expect(!handover.requestStop(), "the batch in hand is finished first")
-        #expect(handover.endBatch(), "then the loop ends and closes the channel")
-        #expect(!handover.beginBatch())
-    }
-
-    @Test func batchesRunUntilAStop() {
-        let handover = ShardHandover()
-        for _ in 0..<3 {
-            #expect(handover.beginBatch())
-            #expect(!handover.endBatch())
-        }
-    }
 }

@@ -61,8 +61,8 @@ extension RetrySchedule {
             routingKey: "backend.tns")
         let plan = DeliveryPlan(
             original: original, transientFailure: "publish not confirmed", retry: .attempts(5), jitter: 0.5,
-            topology: topology)
-        #expect(plan.route == .retry(attempt: 3, error: "publish not confirmed"))
+            topology: topology, frameMax: 131_072)
+        #expect(plan.fate == .retried(attempt: 3, error: "publish not confirmed"))
         let copy = try #require(plan.messages.first)
         #expect(copy.exchange == "")
         #expect(copy.routingKey == "wallet.notifications.retry.3")
@@ -72,7 +72,7 @@ extension RetrySchedule {
         // The first retry: the contract's queue, its TTL alone.
         let first = DeliveryPlan(
             original: OriginalMessage(body: [], properties: AMQPMessageProperties(expiration: "60000"), routingKey: "k"),
-            transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology)
+            transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
         let firstCopy = try #require(first.messages.first)
         #expect(firstCopy.routingKey == "wallet.notifications.retry")
         #expect(firstCopy.properties.expiration == nil, "the message's own TTL no longer shortens the wait")
@@ -85,7 +85,7 @@ extension RetrySchedule {
         let plan = DeliveryPlan(
             original: OriginalMessage(
                 body: [], properties: AMQPMessageProperties(headers: ["x-retry-count": .int32(1)]), routingKey: "k"),
-            transientFailure: "x", retry: .attempts(5), jitter: 0, topology: topology)
+            transientFailure: "x", retry: .attempts(5), jitter: 0, topology: topology, frameMax: 131_072)
         #expect(plan.messages.first?.routingKey == "wallet.notifications.retry.shard.2.2")
         #expect(plan.messages.first?.properties.expiration == "5000")
     }

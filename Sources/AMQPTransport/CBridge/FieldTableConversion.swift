@@ -47,9 +47,13 @@ extension AMQPFieldValue {
         case Self.kind(AMQP_FIELD_KIND_F64): self = .double(value.f64)
         case Self.kind(AMQP_FIELD_KIND_DECIMAL): self = .decimal(scale: value.decimal.decimals, value: value.decimal.value)
         case Self.kind(AMQP_FIELD_KIND_UTF8):
-            // RabbitMQ sends every long string as 'S'; keep bytes that are not UTF-8 as bytes.
+            // RabbitMQ sends every long string as 'S'; bytes that are not UTF-8 stay bytes, of the same kind.
             let bytes = value.bytes.array
-            if let string = String(validating: bytes, as: UTF8.self) { self = .string(string) } else { self = .bytes(bytes) }
+            if let string = String(validating: bytes, as: UTF8.self) {
+                self = .string(string)
+            } else {
+                self = .undecodedString(bytes)
+            }
         case Self.kind(AMQP_FIELD_KIND_BYTES): self = .bytes(value.bytes.array)
         case Self.kind(AMQP_FIELD_KIND_TIMESTAMP): self = .timestamp(value.u64)
         case Self.kind(AMQP_FIELD_KIND_TABLE): self = .table(AMQPTable(copying: value.table))
@@ -110,6 +114,9 @@ extension AMQPFieldValue {
             field.value.bytes = pool.bytes(string)
         case .bytes(let bytes):
             field.kind = Self.kind(AMQP_FIELD_KIND_BYTES)
+            field.value.bytes = pool.bytes(bytes)
+        case .undecodedString(let bytes):
+            field.kind = Self.kind(AMQP_FIELD_KIND_UTF8)
             field.value.bytes = pool.bytes(bytes)
         case .timestamp(let seconds):
             field.kind = Self.kind(AMQP_FIELD_KIND_TIMESTAMP)

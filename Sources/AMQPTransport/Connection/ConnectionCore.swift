@@ -19,6 +19,8 @@ final class ConnectionCore {
     let heartbeat: Duration
     let events: AsyncStream<AMQPConnectionEvent>.Continuation
     let socketDescriptor: Int32
+    /// The frame size negotiated with the broker: a content header must fit in one frame.
+    let frameMax: Int
     /// Plain TCP: batches of publishes are written with one `send` (`PublishFrames`); TLS goes through librabbitmq.
     private let writesPublishFrames: Bool
     private var publishFrames = PublishFrames()
@@ -109,6 +111,7 @@ final class ConnectionCore {
         self.events = events
         self.heartbeat = .seconds(Int(amqp_get_heartbeat(state)))
         self.socketDescriptor = amqp_get_sockfd(state)
+        self.frameMax = Int(amqp_get_frame_max(state))
         self.writesPublishFrames = !configuration.url.useTLS
         logger.info("AMQP connection open", metadata: [
             AMQPLoggingKeys.url: "\(url)", AMQPLoggingKeys.heartbeat: "\(amqp_get_heartbeat(state))",
@@ -594,7 +597,9 @@ final class ConnectionCore {
             let exchange = deliver.exchange.string
             let routingKey = deliver.routing_key.string
             let consumer = consumers[ConsumerKey(channel: number, tag: tag)]
-            let content = readContent(channel: number, bodyLimit: consumer?.maximumBodyBytes, context: "reading a delivery")
+            let content = readContent(
+                channel: number, bodyLimit: consumer?.maximumBodyBytes, keepingBodyWhen: consumer?.keepsBody,
+                context: "reading a delivery")
             let body: [UInt8], properties: AMQPMessageProperties, withheldBodySize: UInt64?
             switch content {
             case nil:
@@ -730,7 +735,10 @@ final class ConnectionCore {
     ///
     /// Frames of other channels that arrive meanwhile are queued by librabbitmq and dispatched by the next pump.
     /// Nil when the connection failed (it is failed here, with a reason).
-    private func readContent(channel: UInt16, bodyLimit: Int?, context: String) -> Content? {
+    private func readContent(
+        channel: UInt16, bodyLimit: Int?, keepingBodyWhen keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)? = nil,
+        context: String
+    ) -> Content? {
         var frame = amqp_frame_t()
         let status = nextFrame(&frame, channel: channel)
         if Self.decodingFailures.contains(status) {
@@ -744,7 +752,8 @@ final class ConnectionCore {
         }
         // Copied before the channel's pool is recycled below.
         let properties = AMQPMessageProperties(copying: decoded.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee)
-        let withheld = bodyLimit.map { bodySize > UInt64(max($0, 0)) } ?? false
+        // Decided from the content header, before any body frame is read: nothing is dropped that is then wanted.
+        let withheld = (bodyLimit.map { bodySize > UInt64(max($0, 0)) } ?? false) && !(keepsBody?(properties) ?? false)
         var body: [UInt8] = []
         if !withheld { body.reserveCapacity(Int(bodySize)) }
         var received: UInt64 = 0
@@ -872,15 +881,21 @@ final class ConsumerSink {
     let automaticAcknowledgement: Bool
     /// Bodies larger than this are read and dropped instead of held (`AMQPDelivery.withheldBodySize`).
     let maximumBodyBytes: Int?
+    /// Deliveries whose properties this accepts are read whole, whatever their body's size.
+    let keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)?
     let deliveries: DeliveryBuffer
     /// What the current pump read for this consumer; handed over in one piece by `flush()`.
     var pending: [AMQPDelivery] = []
 
-    init(channel: UInt16, tag: String, automaticAcknowledgement: Bool, maximumBodyBytes: Int?, deliveries: DeliveryBuffer) {
+    init(
+        channel: UInt16, tag: String, automaticAcknowledgement: Bool, maximumBodyBytes: Int?,
+        keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)? = nil, deliveries: DeliveryBuffer
+    ) {
         self.channel = channel
         self.tag = tag
         self.automaticAcknowledgement = automaticAcknowledgement
         self.maximumBodyBytes = maximumBodyBytes
+        self.keepsBody = keepsBody
         self.deliveries = deliveries
     }
 

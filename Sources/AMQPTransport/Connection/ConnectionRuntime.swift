@@ -50,11 +50,12 @@ final class ConnectionRuntime: @unchecked Sendable {
     static func start(
         configuration: AMQPConnectionConfiguration, logger: Logger,
         events: AsyncStream<AMQPConnectionEvent>.Continuation
-    ) async throws(AMQPError) -> ConnectionRuntime {
+    ) async throws(AMQPError) -> (runtime: ConnectionRuntime, frameMax: Int) {
         let runtime = ConnectionRuntime()
         let name = configuration.connectionName ?? "amqp"
+        let frameMax: Int
         do {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            frameMax = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
                 let thread = Thread {
                     let core: ConnectionCore
                     do throws(AMQPError) {
@@ -66,7 +67,7 @@ final class ConnectionRuntime: @unchecked Sendable {
                         return
                     }
                     runtime.queue.withLock { $0.socketDescriptor = core.socketDescriptor }
-                    continuation.resume()
+                    continuation.resume(returning: core.frameMax)
                     runtime.run(core)
                 }
                 thread.name = "amqp-io:\(name)"
@@ -80,7 +81,7 @@ final class ConnectionRuntime: @unchecked Sendable {
         } catch {
             throw AMQPError(code: .connectionFailed, message: "\(error)")
         }
-        return runtime
+        return (runtime, frameMax)
     }
 
     /// Queues a command for the I/O thread. Returns the termination error instead when the thread is gone.

@@ -30,12 +30,12 @@ extension StoreError {
         case is CancellationError:
             return StoreError(.transient, "PostgreSQL access cancelled \(place)")
         case let error as IOError:
-            return StoreError(.transient, "PostgreSQL unreachable: \(error.description) \(place)")
+            return StoreError(.transient, "PostgreSQL unreachable: \(error.description) \(place)", outage: true)
         case let error as ChannelError:
-            return StoreError(.transient, "PostgreSQL connection failed: \(error) \(place)")
+            return StoreError(.transient, "PostgreSQL connection failed: \(error) \(place)", outage: true)
         default:
             // NIO's connect errors (refused, DNS) and other transport failures: the network, worth a retry.
-            return StoreError(.transient, "PostgreSQL connection failed: \(type(of: error)) \(place)")
+            return StoreError(.transient, "PostgreSQL connection failed: \(type(of: error)) \(place)", outage: true)
         }
     }
 
@@ -54,14 +54,16 @@ extension StoreError {
             let state = error.serverInfo?[.sqlState] ?? "?????"
             let message = error.serverInfo?[.message] ?? "no message"
             let (kind, label) = PostgresSQLState.classify(state)
-            return StoreError(kind, "PostgreSQL \(label) (SQLSTATE \(state)): \(message) \(place)")
+            return StoreError(
+                kind, "PostgreSQL \(label) (SQLSTATE \(state)): \(message) \(place)",
+                outage: PostgresSQLState.isOutage(state))
         case .serverClosedConnection, .uncleanShutdown:
-            return StoreError(.transient, "PostgreSQL connection lost \(place)")
+            return StoreError(.transient, "PostgreSQL connection lost \(place)", outage: true)
         case .clientClosedConnection:
-            return StoreError(.transient, "PostgreSQL connection closed (no answer in time) \(place)")
+            return StoreError(.transient, "PostgreSQL connection closed (no answer in time) \(place)", outage: true)
         case .connectionError:
             let cause = error.underlying.map { underlyingDescription($0) } ?? "unknown cause"
-            return StoreError(.transient, "PostgreSQL unreachable: \(cause) \(place)")
+            return StoreError(.transient, "PostgreSQL unreachable: \(cause) \(place)", outage: true)
         case .queryCancelled:
             return StoreError(.transient, "PostgreSQL query cancelled \(place)")
         case .poolClosed:
@@ -86,6 +88,15 @@ enum PostgresSQLState {
     /// Another transaction won a race: serialization failure, deadlock, unique violation (a processed
     /// `message_id` or a new card recorded by another replica first).
     static let conflicts: Set<String> = ["40001", "40P01", "23505"]
+
+    /// The server as a whole cannot take the batch's writes, whatever the batch: it is read-only (a standby answering
+    /// as the primary after a failover, 25006), out of disk, memory or connections (class 53), shutting down or
+    /// restarting (57P01-57P03), or its connection or system failed (classes 08 and 58). Not a statement timeout, a
+    /// lock wait or a conflict: those can be one batch's rows.
+    static func isOutage(_ state: String) -> Bool {
+        if state == "25006" || ["57P01", "57P02", "57P03"].contains(state) { return true }
+        return ["08", "53", "58"].contains(state.prefix(2))
+    }
 
     static func classify(_ state: String) -> (StoreError.Kind, String) {
         switch state {

@@ -267,7 +267,7 @@ public final class PostgresWalletStore: WalletStore {
 
     /// Whether `error` left the connection unusable: the connection failed, or the server ended the session
     /// (a FATAL error: terminated, shutting down, idle-transaction timeout).
-    private static func isConnectionBroken(by error: any Error) -> Bool {
+    static func isConnectionBroken(by error: any Error) -> Bool {
         guard let error = error as? PSQLError else { return false }
         guard error.code == .server else { return true }
         return ["FATAL", "PANIC"].contains(error.serverInfo?[.severity] ?? "")
@@ -304,7 +304,8 @@ public final class PostgresWalletStore: WalletStore {
         } catch let failure as WorkFailure {
             throw failure.underlying
         } catch is PostgresAttemptDeadline.ConnectionClosed {
-            throw StoreError(.transient, "PostgreSQL connection lost while idle in the pool (\(location.shortName))")
+            throw StoreError(
+                .transient, "PostgreSQL connection lost while idle in the pool (\(location.shortName))", outage: true)
         } catch let exceeded as PostgresAttemptDeadline.Exceeded {
             if exceeded.phase == .running {
                 throw StoreError(

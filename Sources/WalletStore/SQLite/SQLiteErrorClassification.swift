@@ -22,13 +22,27 @@ extension StoreError {
         case let error as DatabaseError:
             let (kind, label) = classify(error.resultCode, phase: phase)
             let explanation = error.message ?? "\(error.extendedResultCode)"
-            return StoreError(kind, "SQLite \(label): \(explanation) (\(fileName))")
+            return StoreError(
+                kind, "SQLite \(label): \(explanation) (\(fileName))",
+                outage: phase == .processing && isOutage(error.resultCode))
         case is CancellationError:
             // The caller gave up (shutdown): the batch rolled back and is worth processing again.
             return StoreError(.transient, "SQLite access cancelled (\(fileName))")
         default:
             // Not `\(error)`: GRDB's decoding errors print the row and the arguments, which may hold a push token.
             return StoreError(.permanent, "SQLite store failed: unexpected \(type(of: error)) (\(fileName))")
+        }
+    }
+
+    /// Failures of the file as a whole, whatever the batch: another process holds the write lock, the disk is full or
+    /// failing, the file became read-only or unreachable. The worker holds its batches until a write passes again.
+    private static func isOutage(_ code: ResultCode) -> Bool {
+        switch code {
+        case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_IOERR, .SQLITE_FULL, .SQLITE_PROTOCOL, .SQLITE_CANTOPEN,
+            .SQLITE_READONLY:
+            true
+        default:
+            false
         }
     }
 
@@ -47,7 +61,9 @@ extension StoreError {
         // The same failure every time: a damaged file, another format, a file we may not write, a bad row.
         case .SQLITE_CORRUPT: (.permanent, "corrupt")
         case .SQLITE_NOTADB: (.permanent, "not a database")
-        case .SQLITE_READONLY: (.permanent, "read-only")
+        // At start-up a read-only file is a misconfiguration; later it was remounted or its mode changed under the
+        // worker, which an operator fixes: the worker waits for it.
+        case .SQLITE_READONLY: (phase == .opening ? .permanent : .transient, "read-only")
         case .SQLITE_CONSTRAINT: (.permanent, "constraint violated")
         case .SQLITE_SCHEMA: (.permanent, "schema changed")
         // A value over SQLite's length limit: this message's data, not the file.

@@ -243,6 +243,21 @@ public final class SQLiteWalletStore: WalletStore {
         return queue
     }
 
+    /// Runs `body` in an IMMEDIATE transaction that is always rolled back.
+    func writeAndRollBack(_ body: @escaping @Sendable (Database) throws -> Void) async throws(StoreError) {
+        let queue = try openQueue()
+        do {
+            try await queue.writeWithoutTransaction { db in
+                try db.inTransaction(.immediate) {
+                    try body(db)
+                    return .rollback
+                }
+            }
+        } catch {
+            throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
+        }
+    }
+
     /// Reads committed state in a transaction of its own: for tests and diagnostics.
     func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteBatchTransaction) throws -> T) async throws(StoreError)
         -> T

@@ -1,4 +1,5 @@
 import AMQPTransport
+import Synchronization
 import Logging
 #if OpenTelemetry
 import OTel
@@ -6,25 +7,33 @@ import OTel
 import Tracing
 import WalletStore
 
-/// The spans of the messages a pipeline processes, following the OpenTelemetry messaging conventions: a CONSUMER
+/// The spans of the messages the worker processes, following the OpenTelemetry messaging conventions: a CONSUMER
 /// span `process <queue>` per delivery, continuing the inbound `traceparent` when it is valid; under it a CLIENT
 /// span for the batch's store transaction and a PRODUCER span `publish <exchange>` per published message, from the
 /// publish to its confirm.
 ///
-/// Results keep the inbound `traceparent` unchanged (CONTRACT.md §2): nothing here injects a context into them.
-/// A pipeline without tracing has no `MessageTracing` at all, so the hot path only tests an optional.
-struct MessageTracing: Sendable {
+/// It observes the lifecycle and writes nothing of its own into the delivery path: a message span starts when its
+/// delivery is received (`LifecycleEvent.received`) and ends with the delivery's fate (`LifecycleEvent.ended`),
+/// whatever that is, a session's failure included; the executor wraps its store and publish actions in the other
+/// spans. Results keep the inbound `traceparent` unchanged (CONTRACT.md §2): nothing here injects a context into
+/// them. Without tracing there is no `MessageTracing` at all, so the hot path only tests an optional.
+final class MessageTracing: Sendable {
     let tracer: any Tracer
-    /// The queue the pipeline consumes: the work queue or a shard.
-    let queue: String
     /// `db.system` of the store; nil for the in-memory store.
     let databaseSystem: String?
-    /// The spans of batches not yet at their acknowledgement, ended by the pipeline when a session drops them.
-    let open = OpenMessageSpans()
+    /// The queue each pipeline consumes: the work queue or a shard.
+    private let queues: [String]
+    /// The message spans of deliveries not yet ended.
+    private let open = Mutex<[SpanKey: any Span]>([:])
 
-    init(tracer: any Tracer, queue: String, store: StoreLocation) {
+    private struct SpanKey: Hashable {
+        var session: DeliveryLifecycle.SessionID
+        var tag: UInt64
+    }
+
+    init(tracer: any Tracer, queues: [String], store: StoreLocation) {
         self.tracer = tracer
-        self.queue = queue
+        self.queues = queues
         switch store {
         case .sqlite: databaseSystem = "sqlite"
         case .postgres: databaseSystem = "postgresql"
@@ -33,56 +42,78 @@ struct MessageTracing: Sendable {
     }
 
     /// One CONSUMER span per delivery, started now.
-    func startMessageSpans(_ deliveries: [AMQPDelivery]) -> [any Span] {
+    func started(_ session: DeliveryLifecycle.SessionID, _ deliveries: [DeliveryLifecycle.Delivery]) {
+        let queue = queues.indices.contains(session.pipeline) ? queues[session.pipeline] : "?"
         let name = "process \(queue)"
-        return deliveries.map { delivery in
+        let spans = deliveries.map { delivery -> (SpanKey, any Span) in
+            let properties = delivery.original.properties
             var parent = InstrumentationContext.topLevel
-            if let header = delivery.properties.headers?[WorkerHeaders.traceparent]?.text, TraceParent.isValid(header) {
+            if let header = properties.headers?[WorkerHeaders.traceparent]?.text, TraceParent.isValid(header) {
                 tracer.extract(header, into: &parent, using: TraceParentExtractor())
             }
             let span = tracer.startSpan(name, context: parent, ofKind: .consumer)
-            guard span.isRecording else { return span }
-            span.updateAttributes { attributes in
-                attributes["messaging.system"] = "rabbitmq"
-                attributes["messaging.operation.type"] = "process"
-                attributes["messaging.operation.name"] = "process"
-                attributes["messaging.destination.name"] = queue
-                attributes["messaging.rabbitmq.destination.routing_key"] = delivery.routingKey
-                attributes["messaging.rabbitmq.message.delivery_tag"] = Int64(truncatingIfNeeded: delivery.deliveryTag)
-                attributes["messaging.message.body.size"] = delivery.withheldBodySize.map { Int64(clamping: $0) } ?? Int64(delivery.body.count)
-                if let messageID = delivery.properties.messageID, !messageID.isEmpty {
-                    attributes["messaging.message.id"] = messageID
+            if span.isRecording {
+                span.updateAttributes { attributes in
+                    attributes["messaging.system"] = "rabbitmq"
+                    attributes["messaging.operation.type"] = "process"
+                    attributes["messaging.operation.name"] = "process"
+                    attributes["messaging.destination.name"] = queue
+                    attributes["messaging.rabbitmq.destination.routing_key"] = delivery.original.routingKey
+                    attributes["messaging.rabbitmq.message.delivery_tag"] = Int64(truncatingIfNeeded: delivery.tag)
+                    attributes["messaging.message.body.size"] =
+                        delivery.original.withheldBodySize.map { Int64(clamping: $0) } ?? Int64(delivery.original.body.count)
+                    if let messageID = properties.messageID, !messageID.isEmpty {
+                        attributes["messaging.message.id"] = messageID
+                    }
+                    if let correlationID = properties.correlationID, !correlationID.isEmpty {
+                        attributes["messaging.message.conversation_id"] = correlationID
+                    }
+                    if delivery.redelivered { attributes["wallet.redelivered"] = true }
                 }
-                if let correlationID = delivery.properties.correlationID, !correlationID.isEmpty {
-                    attributes["messaging.message.conversation_id"] = correlationID
+            }
+            return (SpanKey(session: session, tag: delivery.tag), span)
+        }
+        open.withLock { open in
+            for (key, span) in spans { open[key] = span }
+        }
+    }
+
+    /// One CLIENT span per delivery for the batch's store transaction (the deliveries share it); end them with
+    /// `endStoreSpans`.
+    func startStoreSpans(_ session: DeliveryLifecycle.SessionID, _ deliveries: [DeliveryLifecycle.Delivery])
+        -> [any Span]
+    {
+        parents(session, deliveries.map(\.tag)).map { parent in
+            let span = tracer.startSpan("store transaction", context: parent.context, ofKind: .client)
+            if span.isRecording {
+                span.updateAttributes { attributes in
+                    if let databaseSystem {
+                        attributes["db.system"] = databaseSystem
+                        attributes["db.system.name"] = databaseSystem
+                    }
+                    attributes["db.operation.batch.size"] = deliveries.count
                 }
-                if delivery.redelivered { attributes["wallet.redelivered"] = true }
             }
             return span
         }
     }
 
-    /// One CLIENT span per message for the batch's store transaction (the messages share it).
-    func startStoreSpans(parents: [any Span]) -> [any Span] {
-        parents.map { parent in
-            let span = tracer.startSpan("store transaction", context: parent.context, ofKind: .client)
-            guard span.isRecording else { return span }
-            span.updateAttributes { attributes in
-                if let databaseSystem {
-                    attributes["db.system"] = databaseSystem
-                    attributes["db.system.name"] = databaseSystem
-                }
-                attributes["db.operation.batch.size"] = parents.count
+    /// Ends the store spans with the store's answer.
+    static func endStoreSpans(_ spans: [any Span], failure: StoreError?) {
+        for span in spans {
+            if let failure {
+                span.recordError(failure)
+                span.setStatus(SpanStatus(code: .error, message: "\(failure)"))
             }
-            return span
+            span.end()
         }
     }
 
     /// One PRODUCER span per message the plans publish, in publication order (the order of their confirms).
-    func startPublishSpans(_ plans: [DeliveryPlan], parents: [any Span]) -> [any Span] {
+    func startPublishSpans(_ session: DeliveryLifecycle.SessionID, tags: [UInt64], plans: [DeliveryPlan]) -> [any Span] {
         var spans: [any Span] = []
         spans.reserveCapacity(plans.reduce(0) { $0 + $1.messages.count })
-        for (plan, parent) in zip(plans, parents) {
+        for (plan, parent) in zip(plans, parents(session, tags)) {
             for message in plan.messages {
                 let exchange = message.exchange.isEmpty ? "amq.default" : message.exchange
                 let span = tracer.startSpan("publish \(exchange)", context: parent.context, ofKind: .producer)
@@ -127,22 +158,35 @@ struct MessageTracing: Sendable {
         }
     }
 
-    /// Ends a message span once its delivery has left the work queue (or was requeued), with the worker's outcome.
-    static func finish(_ span: any Span, plan: DeliveryPlan, requeued: Bool) {
+    /// Ends a message span with its delivery's fate.
+    func finished(_ end: DeliveryEnd) {
+        guard let span = open.withLock({ $0.removeValue(forKey: SpanKey(session: end.session, tag: end.delivery.tag)) })
+        else { return }
         defer { span.end() }
         guard span.isRecording else { return }
         span.updateAttributes { attributes in
-            attributes["wallet.route"] = requeued ? "requeued" : plan.route.traceName
-            if let stored = plan.stored {
+            attributes["wallet.fate"] = end.fate.name
+            if let stored = end.stored {
                 attributes["wallet.outcome"] = stored.decision.outcome.rawValue
                 if let sender = stored.decision.sender { attributes["wallet.sender"] = sender }
                 if stored.isReplay { attributes["wallet.replay"] = true }
             }
         }
-        if requeued {
-            span.setStatus(SpanStatus(code: .error, message: "requeued: the retry and dead-letter publishes failed"))
-        } else if let failure = plan.route.failureDescription {
+        if let failure = end.fate.failureDescription {
             span.setStatus(SpanStatus(code: .error, message: failure))
+        }
+    }
+
+    /// The log metadata of a delivery's message span (empty when it has none).
+    func logMetadata(of delivery: DeliveryLifecycle.Delivery, session: DeliveryLifecycle.SessionID) -> Logger.Metadata {
+        guard let span = open.withLock({ $0[SpanKey(session: session, tag: delivery.tag)] }) else { return [:] }
+        return Self.logMetadata(of: span)
+    }
+
+    /// The message spans of these deliveries, in order; a span that no longer exists is replaced by a no-op one.
+    private func parents(_ session: DeliveryLifecycle.SessionID, _ tags: [UInt64]) -> [any Span] {
+        open.withLock { open in
+            tags.map { open[SpanKey(session: session, tag: $0)] ?? NoOpTracer.NoOpSpan(context: .topLevel) }
         }
     }
 
@@ -164,35 +208,5 @@ struct MessageTracing: Sendable {
 private struct TraceParentExtractor: Extractor {
     func extract(key: String, from traceparent: String) -> String? {
         key == WorkerHeaders.traceparent ? traceparent : nil
-    }
-}
-
-extension DeliveryPlan.Route {
-    /// The route as a span attribute value.
-    var traceName: String {
-        switch self {
-        case .results: "results"
-        case .deadLetter: "dead_letter"
-        case .retry: "retry"
-        case .retriesExhausted: "retries_exhausted"
-        case .storeRefused: "store_refused"
-        case .poison: "poison"
-        case .rejectedToBroker: "rejected_to_broker"
-        case .unpublishable: "unpublishable"
-        }
-    }
-
-    /// Why the message failed, for its span's error status; nil when it was processed.
-    var failureDescription: String? {
-        switch self {
-        case .results: nil
-        case .deadLetter(let reason): "dead-lettered: \(reason)"
-        case .retry(let attempt, let error): "sent to the retry queue after attempt \(attempt): \(error)"
-        case .retriesExhausted(let attempts, let error): "dead-lettered after \(attempts) attempts: \(error)"
-        case .storeRefused(let reason): "dead-lettered, the store refused it: \(reason)"
-        case .poison(let reason): "dead-lettered unprocessed: \(reason)"
-        case .rejectedToBroker(let reason): "rejected to the broker's dead-lettering: \(reason)"
-        case .unpublishable(let reason): "dead-lettered, a result cannot be published: \(reason)"
-        }
     }
 }

@@ -1,57 +1,6 @@
 import AMQPTransport
 import WalletRouting
 
-/// Header names the worker reads and writes on inbound messages.
-enum WorkerHeaders {
-    /// W3C trace context, copied onto every result (CONTRACT.md §2).
-    static let traceparent = "traceparent"
-    /// Failed processing attempts so far, set on the copy sent to the retry queue.
-    static let retryCount = "x-retry-count"
-    /// The error of the last failed attempt, on the retry copy.
-    static let lastError = "x-worker-last-error"
-    /// Why the worker dead-lettered a message (CONTRACT.md §8).
-    static let workerError = "x-worker-error"
-    /// The `expiration` of a dead-lettered message: the dead letter itself carries none, as when RabbitMQ
-    /// dead-letters (it keeps the value in `x-death`'s `original-expiration`), so it cannot expire out of the
-    /// dead-letter queue.
-    static let originalExpiration = "x-original-expiration"
-    /// The `user_id` of a retried or dead-lettered message: the copy cannot carry it (see `OriginalMessage.copy`).
-    static let originalUserID = "x-original-user-id"
-    /// The original's headers a dead letter leaves out because the copy would not fit a frame, with their sizes.
-    static let droppedHeaders = "x-worker-dropped-headers"
-    /// The size of a body the worker did not read (over twice `--max-body-bytes`) on a dead letter that lacks it.
-    static let omittedBodyBytes = "x-worker-omitted-body-bytes"
-}
-
-extension InboundMessage {
-    /// The routing core's view of a delivery: the body and the properties the contract reads.
-    init(_ delivery: AMQPDelivery) {
-        self.init(OriginalMessage(delivery))
-    }
-
-    /// The routing core's view of a delivery's original.
-    init(_ original: OriginalMessage) {
-        let properties = original.properties
-        let messageIDIsInvalidUTF8 = properties.undecodedStrings[.messageID] != nil
-        let correlationIDIsInvalidUTF8 = properties.undecodedStrings[.correlationID] != nil
-        self.init(
-            body: original.body,
-            properties: InboundProperties(
-                messageID: messageIDIsInvalidUTF8 ? nil : properties.messageID,
-                correlationID: correlationIDIsInvalidUTF8 ? nil : properties.correlationID,
-                // A repaired text would name another queue (and may outgrow a short string): no copies.
-                replyTo: original.hasInvalidUTF8ReplyTo ? nil : properties.replyTo,
-                type: properties.type,
-                timestamp: properties.timestamp.map { Int64(clamping: $0) },
-                traceparent: properties.headers?[WorkerHeaders.traceparent]?.text,
-                messageIDIsInvalidUTF8: messageIDIsInvalidUTF8,
-                correlationIDIsInvalidUTF8: correlationIDIsInvalidUTF8
-            ),
-            omittedBodyByteCount: original.withheldBodySize
-        )
-    }
-}
-
 /// The parts of an inbound delivery the worker republishes (to the retry queue or the dead-letter exchange).
 struct OriginalMessage: Sendable, Hashable {
     var body: [UInt8]
@@ -149,7 +98,7 @@ struct OriginalMessage: Sendable, Hashable {
     private func expirationMovedAside() -> (message: OriginalMessage, header: [(String, AMQPFieldValue)]) {
         guard let expiration = properties.expiration else { return (self, []) }
         var message = self
-        let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.bytes) ?? .string(expiration)
+        let exact = properties.undecodedStrings[.expiration].map(AMQPFieldValue.undecodedString) ?? .string(expiration)
         message.properties.expiration = nil
         message.properties.undecodedStrings[.expiration] = nil
         return (message, [(WorkerHeaders.originalExpiration, exact)])
@@ -172,57 +121,12 @@ struct OriginalMessage: Sendable, Hashable {
         // channel): a message the backend sent with its own `user_id` could never be retried or dead-lettered.
         if let userID = properties.userID {
             headers[WorkerHeaders.originalUserID] =
-                properties.undecodedStrings[.userID].map(AMQPFieldValue.bytes) ?? .string(userID)
+                properties.undecodedStrings[.userID].map(AMQPFieldValue.undecodedString) ?? .string(userID)
             properties.userID = nil
             properties.undecodedStrings[.userID] = nil
         }
         properties.headers = headers
         return AMQPOutboundMessage(
             exchange: exchange, routingKey: routingKey, body: body, properties: properties, mandatory: true)
-    }
-}
-
-extension AMQPFieldValue {
-    /// A string header, whichever AMQP string kind carried it.
-    var text: String? {
-        switch self {
-        case .string(let value): value
-        case .bytes(let bytes): String(validating: bytes, as: UTF8.self)
-        default: nil
-        }
-    }
-}
-
-extension AMQPOutboundMessage {
-    /// A result as the contract publishes it (§9): JSON, persistent, mandatory so an unbound exchange is noticed
-    /// (except a copy for a direct reply-to requester, see `isDirectReplyTo`).
-    init(_ result: OutboundResult) {
-        var headers: AMQPTable?
-        if let traceparent = result.properties.traceparent {
-            headers = [WorkerHeaders.traceparent: .string(traceparent)]
-        }
-        self.init(
-            exchange: result.exchange,
-            routingKey: result.routingKey,
-            body: result.body,
-            properties: AMQPMessageProperties(
-                contentType: OutboundProperties.contentType,
-                headers: headers,
-                deliveryMode: .persistent,
-                correlationID: result.properties.correlationID,
-                messageID: result.properties.messageID,
-                type: result.properties.type
-            ),
-            mandatory: !Self.isDirectReplyTo(exchange: result.exchange, routingKey: result.routingKey)
-        )
-    }
-
-    /// A `reply_to` copy for a requester using RabbitMQ's direct reply-to (`amq.rabbitmq.reply-to`, which the
-    /// broker rewrites to `amq.rabbitmq.reply-to.<name>`). RabbitMQ 3.10 returns such a publish as unroutable
-    /// (312 NO_ROUTE) when it is `mandatory`, even as it delivers it (DirectReplyToTests), so a return would say
-    /// nothing: these copies go without `mandatory`. One whose requester has gone is dropped by the broker, which
-    /// is direct reply-to's own guarantee.
-    static func isDirectReplyTo(exchange: String, routingKey: String) -> Bool {
-        exchange.isEmpty && routingKey.hasPrefix("amq.rabbitmq.reply-to.")
     }
 }

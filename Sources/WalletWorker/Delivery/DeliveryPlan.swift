@@ -8,8 +8,8 @@ struct DeliveryPlan: Sendable {
     var original: OriginalMessage
     /// Published in this order, in one confirmed batch with the rest of the batch's messages.
     var messages: [AMQPOutboundMessage]
-    /// Why the delivery is leaving the work queue without an ordinary acknowledgement, for metrics and logs.
-    var route: Route
+    /// How the delivery leaves the worker once everything in `messages` is confirmed.
+    var fate: DeliveryFate
     /// The store's decision, when it made one (not on a store failure).
     var stored: StoredDecision?
     /// `reply_to` copies for a direct reply-to requester: sent apart from `messages`, on a connection of their
@@ -18,36 +18,9 @@ struct DeliveryPlan: Sendable {
     /// `reply_to` copies not published: the address is a direct reply-to RabbitMQ could not decode, or not UTF-8.
     var skippedReplyCopies = 0
 
-    enum Route: Sendable, Equatable {
-        /// Results only; acknowledged when they are confirmed.
-        case results
-        /// Bad input: the `rejected` result and the original to the dead-letter exchange (CONTRACT.md §8).
-        case deadLetter(reason: String)
-        /// A transient failure with attempts left: the original goes to the retry queue.
-        case retry(attempt: Int, error: String)
-        /// A transient failure on the last attempt: the original goes to the dead-letter exchange.
-        case retriesExhausted(attempts: Int, error: String)
-        /// The store refused the message's data (stored alone, it still failed): the original goes to the
-        /// dead-letter exchange. No `rejected` result: the router accepted the message.
-        case storeRefused(reason: String)
-        /// Processing this delivery failed the same way too many times in a row (`PoisonGuard`): the original goes
-        /// to the dead-letter exchange with the error, unprocessed.
-        case poison(reason: String)
-        /// The worker cannot publish the original itself (its body was over the limit and never kept, or its copy
-        /// with the worker's headers no longer fits a frame): after its results, the delivery is rejected without
-        /// requeue, and the broker dead-letters it whole through the work queue's dead-letter exchange (with
-        /// `x-death`, not `x-worker-error`; the reason is in the `rejected` result, the log and the metrics).
-        case rejectedToBroker(reason: String)
-        /// One of its results could not be encoded (`AMQPPublishOutcome.unencodable`): publishing it again would fail
-        /// the same way, so the original goes to the dead-letter exchange at once, with the reason.
-        case unpublishable(reason: String)
-    }
-
-    /// The frame size the worker's connections ask for (RabbitMQ's default): a content header must fit in one.
-    static let frameMax = AMQPConnectionConfiguration.defaultFrameMax
-
-    /// The plan for a delivery the store routed (or replayed).
-    init(original: OriginalMessage, stored: StoredDecision, topology: Topology) {
+    /// The plan for a delivery the store routed (or replayed). `frameMax` is the publishing connection's negotiated
+    /// frame size: a content header must fit in one frame.
+    init(original: OriginalMessage, stored: StoredDecision, topology: Topology, frameMax: Int) {
         self.original = original
         self.stored = stored
         var messages: [AMQPOutboundMessage] = []
@@ -69,33 +42,24 @@ struct DeliveryPlan: Sendable {
         if original.hasInvalidUTF8ReplyTo { skippedReplyCopies += stored.decision.results.count }
         switch stored.decision.disposition {
         case .acknowledge:
-            route = .results
+            fate = .processed
         case .deadLetter(let reason):
-            let (route, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
-            self.route = route == nil ? .deadLetter(reason: reason) : route!
+            let (brokerFate, deadLetter) = Self.deadLettering(
+                original, reason: reason, topology: topology, frameMax: frameMax)
+            fate = brokerFate ?? .rejected(reason: reason)
             messages += deadLetter
         }
         self.messages = messages
     }
 
-    /// The dead letter the worker publishes (no route), or, when it cannot, the route that leaves it to the broker.
-    private static func deadLettering(_ original: OriginalMessage, reason: String, topology: Topology)
-        -> (Route?, [AMQPOutboundMessage])
+    /// The dead letter the worker publishes (no fate), or, when it cannot, the fate that leaves it to the broker.
+    private static func deadLettering(_ original: OriginalMessage, reason: String, topology: Topology, frameMax: Int)
+        -> (DeliveryFate?, [AMQPOutboundMessage])
     {
-        if let size = original.withheldBodySize {
-            if XDeathHeader.brokerCanUpdate(original.properties.headers) {
-                return (.rejectedToBroker(reason: reason), [])
-            }
-            // The broker would crash the work queue dead-lettering it (`XDeathHeader`): a dead letter of the
-            // worker's own, without the body it never read (memory per delivery stays bounded).
-            var withoutBody = original
-            withoutBody.properties.headers?[WorkerHeaders.omittedBodyBytes] = .int64(Int64(clamping: size))
-            let deadLetter = withoutBody.deadLetter(
-                exchange: topology.deadLetterExchange,
-                reason: "\(reason); its body (\(size) bytes) was not kept, and its malformed x-death header keeps the "
-                    + "broker from dead-lettering it whole",
-                frameMax: frameMax)
-            return (nil, [deadLetter])
+        // A body the transport did not keep: only the broker has it whole. (A message whose `x-death` the broker could
+        // not update is always read whole: `XDeathHeader.bodyMustBeKept`.)
+        if original.withheldBodySize != nil {
+            return (.rejectedToBroker(reason: reason), [])
         }
         let deadLetter = original.deadLetter(exchange: topology.deadLetterExchange, reason: reason, frameMax: frameMax)
         if let problem = deadLetter.properties.encodingProblem(frameMax: frameMax) {
@@ -108,7 +72,7 @@ struct DeliveryPlan: Sendable {
     /// it after the last attempt. `jitter` is a uniform draw from `0..<1` (`RetrySchedule.expiration`).
     init(
         original: OriginalMessage, transientFailure error: String, retry schedule: RetrySchedule, jitter: Double,
-        topology: Topology
+        topology: Topology, frameMax: Int
     ) {
         self.original = original
         self.stored = nil
@@ -116,8 +80,9 @@ struct DeliveryPlan: Sendable {
         if let size = original.withheldBodySize {
             // Its body was never kept, so it cannot go to the retry queue: it was bad input anyway.
             let reason = "body is \(size) bytes, over the size limit"
-            let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
-            route = brokerRoute ?? .deadLetter(reason: reason)
+            let (brokerFate, deadLetter) = Self.deadLettering(
+                original, reason: reason, topology: topology, frameMax: frameMax)
+            fate = brokerFate ?? .rejected(reason: reason)
             messages = deadLetter
             return
         }
@@ -134,55 +99,59 @@ struct DeliveryPlan: Sendable {
             ])
         // A retry copy that would not fit a frame with the broker's `x-death` cannot come back: dead-lettered now.
         let retryFits = retry.properties.encodingProblem(
-            frameMax: Self.frameMax - OriginalMessage.brokerHeaderAllowance) == nil
+            frameMax: frameMax - OriginalMessage.brokerHeaderAllowance) == nil
         if attempt >= schedule.attempts || !retryFits {
             let reason = retryFits
                 ? "transient failure, gave up after \(attempt) attempts: \(error)"
                 : "transient failure (\(error)); its headers are too large for a retry copy"
-            let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
-            route = brokerRoute ?? .retriesExhausted(attempts: attempt, error: error)
+            let (brokerFate, deadLetter) = Self.deadLettering(
+                original, reason: reason, topology: topology, frameMax: frameMax)
+            fate = brokerFate ?? .retriesExhausted(attempts: attempt, error: error)
             messages = deadLetter
         } else {
-            route = .retry(attempt: attempt, error: error)
+            fate = .retried(attempt: attempt, error: error)
             messages = [retry]
         }
     }
 
     /// The plan for a delivery the store refused to hold (`StoreError.Kind.refusedInput`), even stored alone:
     /// retrying would fail the same way, so it is dead-lettered at once, with the store's words.
-    init(original: OriginalMessage, storeRefusal error: String, topology: Topology) {
+    init(original: OriginalMessage, storeRefusal error: String, topology: Topology, frameMax: Int) {
         self.original = original
         self.stored = nil
         let reason = "the store refused this message: \(error)"
-        let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
-        route = brokerRoute ?? .storeRefused(reason: reason)
+        let (brokerFate, deadLetter) = Self.deadLettering(
+            original, reason: reason, topology: topology, frameMax: frameMax)
+        fate = brokerFate ?? .storeRefused(reason: reason)
         messages = deadLetter
     }
 
     /// The plan for a delivery one of whose results AMQP cannot encode: no retry would encode it.
-    init(original: OriginalMessage, unpublishable error: String, topology: Topology) {
+    init(original: OriginalMessage, unpublishable error: String, topology: Topology, frameMax: Int) {
         self.original = original
         self.stored = nil
         let reason = "a result of this message cannot be published: \(error)"
-        let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
-        route = brokerRoute ?? .unpublishable(reason: reason)
+        let (brokerFate, deadLetter) = Self.deadLettering(
+            original, reason: reason, topology: topology, frameMax: frameMax)
+        fate = brokerFate ?? .unpublishable(reason: reason)
         messages = deadLetter
     }
 
-    /// The plan for a delivery that failed alone, the same way, too often (`PoisonGuard`): whatever it is, it
+    /// The plan for a delivery that failed alone, the same way, too often (`PoisonSuspects`): whatever it is, it
     /// would stop the queue again, so it is dead-lettered with the error instead of being processed.
-    init(original: OriginalMessage, poison error: String, failures: Int, topology: Topology) {
+    init(original: OriginalMessage, poison error: String, failures: Int, topology: Topology, frameMax: Int) {
         self.original = original
         self.stored = nil
         let reason = "processing failed \(failures) times in a row on this message: \(error)"
-        let (brokerRoute, deadLetter) = Self.deadLettering(original, reason: reason, topology: topology)
-        route = brokerRoute ?? .poison(reason: reason)
+        let (brokerFate, deadLetter) = Self.deadLettering(
+            original, reason: reason, topology: topology, frameMax: frameMax)
+        fate = brokerFate ?? .poison(reason: reason)
         messages = deadLetter
     }
 
     /// Whether the delivery is settled by rejecting it to the broker's dead-lettering instead of acknowledging it.
     var isRejectedToBroker: Bool {
-        if case .rejectedToBroker = route { return true }
+        if case .rejectedToBroker = fate { return true }
         return false
     }
 
@@ -217,11 +186,10 @@ struct DeliveryPlan: Sendable {
 
     private func firstFailure(in outcomes: ArraySlice<AMQPPublishOutcome>, deciding: Bool) -> String? {
         let decidingCount: Int
-        switch route {
-        case .deadLetter: decidingCount = 1  // the dead letter, published last
+        switch fate {
+        case .rejected: decidingCount = 1  // the dead letter, published last
         case .rejectedToBroker: decidingCount = 0  // settled by the reject: its `rejected` result is logged if lost
-        case .results, .retry, .retriesExhausted, .storeRefused, .poison, .unpublishable:
-            decidingCount = messages.count
+        default: decidingCount = messages.count
         }
         // Runs for every delivery of every batch: offsets into both, no array of pairs.
         let firstDeciding = messages.count - decidingCount

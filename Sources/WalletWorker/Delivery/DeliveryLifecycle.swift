@@ -1,0 +1,946 @@
+import AMQPTransport
+import WalletRouting
+import WalletStore
+
+/// Everything that decides what happens to a delivery, from the moment a consumer hands it over until it leaves the
+/// worker: stored, published, confirmed, retried or dead-lettered, acknowledged; held while the store is out and
+/// given back before the broker's consumer timeout; isolated when it may be poison; finished on SIGTERM, or handed
+/// over with its shard. Pure: inputs in (a batch, the store's answer, confirms, a timer, a session lost, a stop),
+/// actions out (`LifecycleAction`); no I/O, no locks, no clock (every input carries `now`, a monotonic time), and
+/// its randomness is seeded by its maker. A thin executor runs the actions (`LifecycleDriver`, `PipelineSession`).
+///
+/// One machine serves every pipeline of the process, as the poison suspects and the store's availability are the
+/// process's. A pipeline runs sessions (its connections, from connect to close) one after another; a work-queue
+/// pipeline and a shard pipeline are two configurations of the same rules:
+///
+/// - Batches are stored one at a time, in order. A work-queue pipeline stores the next batch while earlier ones
+///   wait for their confirms; a shard pipeline takes the next only when the last is settled, so a stop hands
+///   the shard over with nothing in flight.
+/// - Nothing is acknowledged before everything its fate depends on is confirmed; acknowledgements with `multiple`
+///   never cover a delivery that is not settled with them (`UnsettledTags`).
+/// - Of a batch the store fails part-way (one message at a time, after it refused some data), only the messages not
+///   committed are held or retried: the committed ones are published and acknowledged.
+/// - A transient store failure is checked (`checkStore`: a write that rolls back). When the store fails its check,
+///   or the failure says the whole store is out (`StoreError.isOutage`), the store is out for the whole process:
+///   batches are held, unacknowledged, and tried again when a probe passes; after `giveBackAfter` they are given
+///   back and the pipeline pauses until the store answers. When the store passes its check but the batch keeps
+///   failing, the failure is the batch's own: it goes to the retry queue.
+/// - Deliveries whose results were not taken get a second publish (their retry copy or dead letter); those
+///   confirmed are acknowledged at once, the rest requeued after a growing delay.
+struct DeliveryLifecycle: Sendable {
+    struct Configuration: Sendable {
+        /// Exchange and queue names; each pipeline's retry queue is its `ConsumedQueue`'s.
+        var topology: Topology
+        var retry: RetrySchedule
+        var reconnectBackoff = ReconnectBackoff()
+        /// Waits between tries of a batch the store failed, and between probes of a store that is out.
+        var storeCheckBackoff = StoreCheckBackoff()
+        /// Transient failures of a batch while the store passes its check, before the failure counts as the batch's
+        /// own. Default: 3.
+        var attemptsWhileStoreAnswers = 3
+        /// How long deliveries may be held for the store before they are given back: under the broker's consumer
+        /// timeout. Default: 15 minutes.
+        var giveBackAfter: Duration = .seconds(15 * 60)
+        var requeueBackoff = RequeueBackoff()
+        var poisonFailureLimit = 3
+        var poisonCapacity = 10_000
+
+        init(topology: Topology, retry: RetrySchedule) {
+            self.topology = topology
+            self.retry = retry
+        }
+    }
+
+    struct SessionID: Hashable, Sendable, CustomStringConvertible {
+        var pipeline: Int
+        var number: Int
+        var description: String { "\(pipeline).\(number)" }
+    }
+
+    struct BatchID: Hashable, Sendable { var value: Int }
+    struct PublishID: Hashable, Sendable { var value: Int }
+    struct TimerID: Hashable, Sendable { var value: Int }
+    struct CheckID: Hashable, Sendable { var value: Int }
+
+    /// What a publish's confirms said.
+    enum ConfirmResult: Sendable {
+        /// One outcome per message, in order.
+        case outcomes([AMQPPublishOutcome])
+        /// The broker did not answer in time; the channel is still usable.
+        case timedOut(after: Duration)
+    }
+
+    let configuration: Configuration
+    private var pipelines: [PipelineState]
+    private var suspects: PoisonSuspects
+    private var store = StoreState()
+    private var isStopping = false
+    private var fatalError: String?
+    private var random: LifecycleRandom
+    private var lastID = 0
+    private var timers: [TimerID: TimerPurpose] = [:]
+    private var checks: [CheckID: CheckRequester] = [:]
+
+    init(configuration: Configuration, queues: [ConsumedQueue], seed: UInt64) {
+        self.configuration = configuration
+        pipelines = queues.map { queue in
+            var topology = configuration.topology
+            // A shard's retries wait in the shard's own retry queue, which dead-letters back to the shard.
+            topology.retryQueue = queue.retryQueue
+            return PipelineState(queue: queue, topology: topology, requeueBackoff: configuration.requeueBackoff)
+        }
+        suspects = PoisonSuspects(failureLimit: configuration.poisonFailureLimit, capacity: configuration.poisonCapacity)
+        random = LifecycleRandom(seed: seed)
+    }
+
+    /// Whether the store is out (the pipelines hold their batches).
+    var isStoreOut: Bool { store.isOut }
+
+    // MARK: - Inputs
+
+    /// The worker starts: every pipeline connects.
+    mutating func start() -> [LifecycleAction] {
+        var actions: [LifecycleAction] = []
+        for index in pipelines.indices { connect(index, after: .zero, &actions) }
+        return actions
+    }
+
+    /// A session is consuming; its publishing connection negotiated `frameMax`.
+    mutating func sessionStarted(_ id: SessionID, frameMax: Int, now: Duration) -> [LifecycleAction] {
+        guard var session = takeSession(id) else { return [] }
+        var actions: [LifecycleAction] = []
+        session.frameMax = frameMax
+        session.isConsuming = true
+        actions.append(.report(.consuming(id, queue: pipelines[id.pipeline].queue.name)))
+        if session.stopRequested {
+            // Stopped while connecting: take nothing.
+            session.takesNoMore = true
+        } else if isStopping {
+            applyStop(&session, now: now, &actions)
+        }
+        finishIfDone(&session, &actions)
+        putSession(session)
+        return actions
+    }
+
+    /// Deliveries arrived, in the order of their tags.
+    mutating func batchReceived(_ id: SessionID, _ deliveries: [Delivery], now: Duration) -> [LifecycleAction] {
+        guard !deliveries.isEmpty, var session = takeSession(id) else { return [] }
+        var actions: [LifecycleAction] = [.report(.received(id, deliveries))]
+        for delivery in deliveries { session.unsettled.received(delivery.tag) }
+        if session.end != nil || session.takesNoMore {
+            // The session is handing its queue back: the channel's close returns these, unprocessed.
+            for delivery in deliveries {
+                actions.append(.report(.ended(end(delivery, id, .requeued(reason: session.givingBackReason), now))))
+            }
+            putSession(session)
+            return actions
+        }
+        if suspects.isEmpty {
+            session.batches.append(Batch(id: BatchID(value: nextID()), deliveries: deliveries, isSuspect: false))
+        } else {
+            let keys = deliveries.map { PoisonSuspects.key($0.original) }
+            for segment in suspects.segments(keys) {
+                session.batches.append(
+                    Batch(id: BatchID(value: nextID()), deliveries: Array(deliveries[segment.range]),
+                          isSuspect: segment.isSuspect))
+            }
+        }
+        advance(&session, now: now, &actions)
+        putSession(session)
+        return actions
+    }
+
+    /// The store answered a `store` action.
+    mutating func storeAnswered(_ id: SessionID, _ batchID: BatchID, _ answer: StoreAnswer, now: Duration)
+        -> [LifecycleAction]
+    {
+        guard var session = takeSession(id) else { return [] }
+        guard var index = session.batches.firstIndex(where: { $0.id == batchID }),
+            case .storing(let oneAtATime) = session.batches[index].phase
+        else {
+            putSession(session)
+            return []
+        }
+        var actions: [LifecycleAction] = []
+        let topology = pipelines[id.pipeline].topology
+        let count = session.batches[index].deliveries.count
+        let done = min(answer.outcomes.count, count)
+        let failure = answer.failure
+            ?? (done < count ? StoreError(.transient, "the store answered for \(done) of \(count) messages") : nil)
+        if done > 0 {
+            let deliveries = session.batches[index].deliveries
+            let plans = zip(deliveries, answer.outcomes).map { delivery, outcome in
+                plan(delivery.original, outcome, topology: topology, frameMax: session.frameMax)
+            }
+            if done < deliveries.count {
+                // Committed, whatever happens to the rest: these leave now, the rest stays behind them.
+                let committed = Batch(
+                    id: BatchID(value: nextID()), deliveries: Array(deliveries[..<done]),
+                    isSuspect: session.batches[index].isSuspect)
+                session.batches[index].deliveries.removeFirst(done)
+                session.batches.insert(committed, at: index)
+                publish(&session, at: index, plans, now: now, &actions)
+            } else {
+                publish(&session, at: index, plans, now: now, &actions)
+            }
+        }
+        // Publishing may have settled (and removed) the committed part: find what is left.
+        guard let failure, let tail = session.batches.firstIndex(where: { $0.id == batchID }) else {
+            advance(&session, now: now, &actions)
+            putSession(session)
+            return actions
+        }
+        index = tail
+        session.batches[index].lastStoreError = failure
+        switch failure.kind {
+        case .permanent:
+            // Committed messages are finished; the rest goes back to the broker with everything else.
+            session.batches[index].phase = .waiting
+            putSession(session)
+            fail(with: StoreFailure(failure), now: now, &actions)
+            return actions
+        case .refusedInput where !oneAtATime && session.batches[index].deliveries.count > 1:
+            // Some message's data: the batch again, one transaction per message, to find it.
+            actions.append(.report(.storingOneAtATime(
+                id, messages: session.batches[index].deliveries.count, error: failure)))
+            session.batches[index].phase = .storing(oneAtATime: true)
+            actions.append(.store(
+                id, batchID, session.batches[index].deliveries, oneAtATime: true))
+        case .refusedInput where session.batches[index].deliveries.count == 1:
+            let plan = DeliveryPlan(
+                original: session.batches[index].deliveries[0].original, storeRefusal: failure.message,
+                topology: topology, frameMax: session.frameMax)
+            publish(&session, at: index, [plan], now: now, &actions)
+        case .transient, .refusedInput:
+            session.batches[index].storeFailures += 1
+            if store.isOut || failure.isOutage {
+                session.batches[index].phase = .held
+                putSession(session)
+                beginOutage(failure, now: now, &actions)
+                return actions
+            }
+            let check = CheckID(value: nextID())
+            checks[check] = .batch(id, batchID)
+            session.batches[index].phase = .checkingStore(check)
+            actions.append(.checkStore(check))
+        }
+        advance(&session, now: now, &actions)
+        putSession(session)
+        return actions
+    }
+
+    /// A `checkStore` action's answer: nil when the store passed, else why not.
+    mutating func storeChecked(_ check: CheckID, failure: StoreError?, now: Duration) -> [LifecycleAction] {
+        guard let requester = checks.removeValue(forKey: check) else { return [] }
+        var actions: [LifecycleAction] = []
+        switch requester {
+        case .probe:
+            store.probe = nil
+            guard store.isOut, !isStopping else { return [] }
+            if failure == nil {
+                endOutage(now: now, &actions)
+            } else {
+                store.probeAttempts += 1
+                startProbeTimer(&actions)
+            }
+        case .batch(let id, let batchID):
+            guard var session = takeSession(id) else { return [] }
+            guard let index = session.batches.firstIndex(where: { $0.id == batchID }),
+                case .checkingStore(let current) = session.batches[index].phase, current == check
+            else {
+                putSession(session)
+                return []
+            }
+            if let failure {
+                session.batches[index].phase = .held
+                putSession(session)
+                beginOutage(failure, now: now, &actions)
+                return actions
+            }
+            session.batches[index].failuresWhileStoreAnswers += 1
+            if store.isOut {
+                session.batches[index].phase = .held
+            } else if session.batches[index].failuresWhileStoreAnswers >= configuration.attemptsWhileStoreAnswers {
+                // The store answers, yet this batch keeps failing: the failure is its own.
+                let error = session.batches[index].lastStoreError ?? StoreError(.transient, "unknown store failure")
+                actions.append(.report(.batchFailsWhileStoreAnswers(
+                    id, messages: session.batches[index].deliveries.count, error: error)))
+                let topology = pipelines[id.pipeline].topology
+                let plans = session.batches[index].deliveries.map { delivery in
+                    DeliveryPlan(
+                        original: delivery.original, transientFailure: error.description, retry: configuration.retry,
+                        jitter: random.fraction(), topology: topology, frameMax: session.frameMax)
+                }
+                publish(&session, at: index, plans, now: now, &actions)
+            } else {
+                let delay = configuration.storeCheckBackoff.delay(
+                    attempt: session.batches[index].storeFailures, using: &random)
+                let timer = startTimer(.retryStore(id, batchID), after: delay, &actions)
+                session.batches[index].phase = .waitingToRetry(timer)
+            }
+            advance(&session, now: now, &actions)
+            putSession(session)
+        }
+        return actions
+    }
+
+    /// The broker answered a `publish` action (a failed channel or connection is `sessionFailed`).
+    mutating func confirmsArrived(_ id: SessionID, _ publishID: PublishID, _ result: ConfirmResult, now: Duration)
+        -> [LifecycleAction]
+    {
+        guard var session = takeSession(id) else { return [] }
+        var actions: [LifecycleAction] = []
+        guard let index = session.batches.firstIndex(where: { $0.publishID == publishID }) else {
+            putSession(session)
+            return []
+        }
+        switch session.batches[index].phase {
+        case .publishing(_, let plans):
+            let failures = failures(of: plans, result, session: id, deliveries: session.batches[index].deliveries, &actions)
+            if failures.isEmpty {
+                settle(&session, at: index, plans, requeue: [], now: now, &actions)
+                break
+            }
+            let topology = pipelines[id.pipeline].topology
+            let second = failures.map { failure -> (index: Int, plan: DeliveryPlan) in
+                let original = plans[failure.index].original
+                return (failure.index, failure.isPermanent
+                    ? DeliveryPlan(
+                        original: original, unpublishable: failure.reason, topology: topology,
+                        frameMax: session.frameMax)
+                    : DeliveryPlan(
+                        original: original, transientFailure: failure.reason, retry: configuration.retry,
+                        jitter: random.fraction(), topology: topology, frameMax: session.frameMax))
+            }
+            if second.allSatisfy({ $0.plan.messages.isEmpty }) {
+                var settled = plans
+                for entry in second { settled[entry.index] = entry.plan }
+                settle(&session, at: index, settled, requeue: [], now: now, &actions)
+                break
+            }
+            let republish = PublishID(value: nextID())
+            session.batches[index].phase = .republishing(republish, plans, second: second)
+            actions.append(.publish(
+                id, republish, tags: second.map { session.batches[index].deliveries[$0.index].tag },
+                plans: second.map(\.plan)))
+        case .republishing(_, var plans, let second):
+            let secondPlans = second.map(\.plan)
+            let secondDeliveries = second.map { session.batches[index].deliveries[$0.index] }
+            let failures = failures(of: secondPlans, result, session: id, deliveries: secondDeliveries, &actions)
+            let failed = Set(failures.map(\.index))
+            var requeue: [Int] = []
+            for (position, entry) in second.enumerated() {
+                if failed.contains(position) { requeue.append(entry.index) } else { plans[entry.index] = entry.plan }
+            }
+            settle(&session, at: index, plans, requeue: requeue, now: now, &actions)
+        default:
+            break
+        }
+        advance(&session, now: now, &actions)
+        putSession(session)
+        return actions
+    }
+
+    /// A `startTimer` action's time has come.
+    mutating func timerFired(_ timer: TimerID, now: Duration) -> [LifecycleAction] {
+        guard let purpose = timers.removeValue(forKey: timer) else { return [] }
+        var actions: [LifecycleAction] = []
+        switch purpose {
+        case .probeStore:
+            guard store.isOut, store.probe == nil, !isStopping else { return [] }
+            let check = CheckID(value: nextID())
+            checks[check] = .probe
+            store.probe = check
+            actions.append(.checkStore(check))
+        case .retryStore(let id, let batchID):
+            guard var session = takeSession(id) else { return [] }
+            if let index = session.batches.firstIndex(where: { $0.id == batchID }),
+                case .waitingToRetry(let current) = session.batches[index].phase, current == timer
+            {
+                if store.isOut {
+                    session.batches[index].phase = .held
+                } else {
+                    session.batches[index].phase = .storing(oneAtATime: false)
+                    actions.append(.store(
+                        id, batchID, session.batches[index].deliveries, oneAtATime: false))
+                }
+            }
+            putSession(session)
+        case .requeue(let id, let batchID):
+            guard var session = takeSession(id) else { return [] }
+            if let index = session.batches.firstIndex(where: { $0.id == batchID }),
+                case .requeueing(let current, let requeue, _) = session.batches[index].phase, current == timer
+            {
+                requeueNow(&session, at: index, requeue, now: now, &actions)
+                advance(&session, now: now, &actions)
+            }
+            putSession(session)
+        case .giveBack(let id):
+            guard var session = takeSession(id) else { return [] }
+            guard session.giveBackTimer == timer else {
+                putSession(session)
+                return []
+            }
+            session.giveBackTimer = nil
+            if store.isOut, session.end == nil, !session.givingBack, let oldest = session.oldestUncommitted {
+                let held = now - oldest
+                if held >= configuration.giveBackAfter {
+                    giveBack(&session, heldFor: held, now: now, &actions)
+                } else {
+                    armGiveBack(&session, now: now, &actions)
+                }
+            }
+            putSession(session)
+        }
+        return actions
+    }
+
+    /// The consumer's sequence ended: cancelled on our request, or on the broker's side without an error.
+    mutating func consumerEnded(_ id: SessionID, now: Duration) -> [LifecycleAction] {
+        guard var session = takeSession(id) else { return [] }
+        var actions: [LifecycleAction] = []
+        session.consumerEnded = true
+        finishIfDone(&session, &actions)
+        putSession(session)
+        return actions
+    }
+
+    /// The session cannot go on: a connection or channel failed, a confirm wait failed, the connect failed.
+    /// Everything it has not settled is left to the broker, which redelivers it.
+    mutating func sessionFailed(_ id: SessionID, error: any Error, now: Duration) -> [LifecycleAction] {
+        guard var session = takeSession(id) else { return [] }
+        var actions: [LifecycleAction] = []
+        guard session.end == nil else {
+            putSession(session)
+            return []
+        }
+        let text = "\(error)"
+        if let signature = PoisonSuspects.signature(of: error) {
+            let inFlight = session.batches.filter { if case .waiting = $0.phase { false } else { true } }
+                .flatMap(\.deliveries).map { PoisonSuspects.key($0.original) }
+            if !inFlight.isEmpty { suspects.recordFailure(inFlight: inFlight, signature: signature, error: text) }
+        }
+        if session.isConsuming { actions.append(.report(.sessionFailed(id, error: text))) }
+        for batch in session.batches {
+            let unsettled: [Delivery] =
+                if case .requeueing(_, let requeue, _) = batch.phase { requeue.map { batch.deliveries[$0] } }
+                else { batch.deliveries }
+            for delivery in unsettled {
+                actions.append(.report(.ended(end(delivery, id, .droppedWithSession(error: text), now))))
+            }
+        }
+        session.batches = []
+        session.end = .failed(error: text)
+        actions.append(.endSession(id, .failed(error: text)))
+        putSession(session)
+        if error is TopologyError {
+            // A topology that conflicts with the broker's is not fixed by reconnecting.
+            fail(with: error, now: now, &actions)
+        }
+        return actions
+    }
+
+    /// The executor closed a session after `endSession`: what the pipeline does next.
+    mutating func sessionClosed(_ id: SessionID, now: Duration) -> [LifecycleAction] {
+        guard pipelines.indices.contains(id.pipeline), let session = pipelines[id.pipeline].session,
+            session.id == id
+        else { return [] }
+        pipelines[id.pipeline].session = nil
+        let end = session.end ?? .failed(error: "closed")
+        var actions: [LifecycleAction] = [.report(.sessionEnded(id, end, wasConsuming: session.isConsuming))]
+        if isStopping {
+            pipelines[id.pipeline].isStopped = true
+            actions.append(.stopPipeline(pipeline: id.pipeline))
+            return actions
+        }
+        switch end {
+        case .pausedForStore where store.isOut:
+            pipelines[id.pipeline].isWaitingForStore = true
+        case .pausedForStore:
+            connect(id.pipeline, after: .zero, &actions)
+        case .failed, .consumerEnded, .stopped:
+            let attempt = session.isConsuming ? 1 : pipelines[id.pipeline].reconnectAttempt + 1
+            pipelines[id.pipeline].reconnectAttempt = attempt
+            let delay = configuration.reconnectBackoff.delay(attempt: attempt, using: &random)
+            actions.append(.report(.reconnecting(pipeline: id.pipeline, attempt: attempt, delay: delay)))
+            connect(id.pipeline, after: delay, &actions)
+        }
+        return actions
+    }
+
+    /// SIGTERM (or a failure elsewhere): take no more work, finish what was taken on, and stop every pipeline.
+    mutating func stopRequested(now: Duration) -> [LifecycleAction] {
+        var actions: [LifecycleAction] = []
+        stopAll(now: now, &actions)
+        return actions
+    }
+
+    // MARK: - Scheduling
+
+    /// Starts the next batch's store call when the session's rules allow, and ends the session when it is done.
+    private mutating func advance(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
+        startNextStore(&session, now: now, &actions)
+        if store.isOut { armGiveBack(&session, now: now, &actions) }
+        finishIfDone(&session, &actions)
+    }
+
+    private mutating func startNextStore(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
+        guard session.end == nil, session.isConsuming, !session.takesNoMore, !store.isOut,
+            !session.batches.contains(where: \.isAtTheStore),
+            let index = session.batches.firstIndex(where: { if case .waiting = $0.phase { true } else { false } })
+        else { return }
+        // A shard takes the next batch only when the last is settled; a suspect is processed with nothing else in
+        // flight, and nothing is processed beside it.
+        let isFirst = index == 0
+        if (session.isShard || session.batches[index].isSuspect) && !isFirst { return }
+        if session.batches[..<index].contains(where: \.isSuspect) { return }
+        let batch = session.batches[index]
+        if batch.isSuspect, let record = suspects.condemned(PoisonSuspects.key(batch.deliveries[0].original)) {
+            let plan = DeliveryPlan(
+                original: batch.deliveries[0].original, poison: record.error, failures: record.failures,
+                topology: pipelines[session.id.pipeline].topology, frameMax: session.frameMax)
+            publish(&session, at: index, [plan], now: now, &actions)
+            return
+        }
+        // Everything that arrived meanwhile goes through the store with it, as one transaction: batches are as large
+        // as the store's pace allows, never larger than the prefetch.
+        if !batch.isSuspect {
+            var next = index + 1
+            while next < session.batches.count, !session.batches[next].isSuspect,
+                case .waiting = session.batches[next].phase
+            {
+                next += 1
+            }
+            if next > index + 1 {
+                for merged in session.batches[(index + 1)..<next] {
+                    session.batches[index].deliveries += merged.deliveries
+                }
+                session.batches.removeSubrange((index + 1)..<next)
+            }
+        }
+        session.batches[index].phase = .storing(oneAtATime: false)
+        actions.append(.store(session.id, batch.id, session.batches[index].deliveries, oneAtATime: false))
+    }
+
+    /// Ends the session once what it took on is finished: after a stop, a give-back or the consumer's end.
+    private func finishIfDone(_ session: inout Session, _ actions: inout [LifecycleAction]) {
+        guard session.end == nil, session.isConsuming, session.batches.isEmpty else { return }
+        let end: SessionEnd
+        if session.givingBack {
+            end = .pausedForStore
+        } else if session.stopRequested, session.takesNoMore || session.consumerEnded {
+            end = .stopped
+        } else if session.consumerEnded {
+            end = .consumerEnded
+        } else {
+            return
+        }
+        session.end = end
+        actions.append(.endSession(session.id, end))
+    }
+
+    // MARK: - Publishing and settling
+
+    /// The batch's store work is done: its messages go out (if it has any), then it is settled on their confirms.
+    private mutating func publish(
+        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], now: Duration,
+        _ actions: inout [LifecycleAction]
+    ) {
+        var hasMessages = false
+        var hasDirectReplies = false
+        for plan in plans {
+            if !plan.messages.isEmpty { hasMessages = true }
+            if !plan.directReplies.isEmpty { hasDirectReplies = true }
+        }
+        if hasMessages {
+            let publish = PublishID(value: nextID())
+            session.batches[index].phase = .publishing(publish, plans)
+            actions.append(.publish(session.id, publish, tags: session.batches[index].deliveries.map(\.tag), plans: plans))
+        }
+        if hasDirectReplies { actions.append(.sendDirectReplies(session.id, plans.flatMap(\.directReplies))) }
+        if !hasMessages { settle(&session, at: index, plans, requeue: [], now: now, &actions) }
+    }
+
+    /// Why each plan failed, by plan index: a message its fate depends on was not taken (permanent when it could not
+    /// be encoded: no retry helps). A confirm timeout fails every plan that published anything.
+    private func failures(
+        of plans: [DeliveryPlan], _ result: ConfirmResult, session: SessionID, deliveries: [Delivery],
+        _ actions: inout [LifecycleAction]
+    ) -> [(index: Int, reason: String, isPermanent: Bool)] {
+        var failures: [(index: Int, reason: String, isPermanent: Bool)] = []
+        switch result {
+        case .timedOut(let timeout):
+            let reason = "publisher confirms timed out after \(timeout)"
+            for (index, plan) in plans.enumerated() where !plan.messages.isEmpty {
+                failures.append((index, reason, false))
+                actions.append(.report(.publishNotConfirmed(session, deliveries[index], reason: reason)))
+            }
+        case .outcomes(let outcomes):
+            var offset = 0
+            var returnedCopies = 0
+            for (index, plan) in plans.enumerated() {
+                let end = min(offset + plan.messages.count, outcomes.count)
+                let slice = outcomes[min(offset, end)..<end]
+                if let failure = plan.failure(in: slice) {
+                    failures.append((index, failure, plan.isUnpublishable(in: slice)))
+                    actions.append(.report(.publishNotConfirmed(session, deliveries[index], reason: failure)))
+                } else if let lost = plan.undeliveredResult(in: slice) {
+                    actions.append(.report(.resultNotTaken(session, deliveries[index], reason: lost)))
+                }
+                returnedCopies += plan.returnedReplyCopies(in: slice)
+                offset += plan.messages.count
+            }
+            if returnedCopies > 0 { actions.append(.report(.replyCopiesReturned(count: returnedCopies))) }
+        }
+        return failures
+    }
+
+    /// Settles a batch whose publishes are done: every delivery but those in `requeue` is acknowledged (or rejected
+    /// to the broker) at once; those in `requeue` go back to the queue after the requeue delay.
+    private mutating func settle(
+        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], requeue: [Int], now: Duration,
+        _ actions: inout [LifecycleAction]
+    ) {
+        let batch = session.batches[index]
+        var acknowledged: [UInt64] = []
+        acknowledged.reserveCapacity(batch.deliveries.count)
+        var rejected: [UInt64] = []
+        let requeued = Set(requeue)
+        for (position, delivery) in batch.deliveries.enumerated() where !requeued.contains(position) {
+            if plans[position].isRejectedToBroker {
+                rejected.append(delivery.tag)
+            } else {
+                acknowledged.append(delivery.tag)
+            }
+        }
+        var settlements = session.unsettled.acknowledge(acknowledged)
+        if !rejected.isEmpty {
+            session.unsettled.settled(rejected)
+            settlements += rejected.map { .reject(tag: $0) }
+        }
+        if !settlements.isEmpty { actions.append(.settle(session.id, settlements)) }
+        for (position, delivery) in batch.deliveries.enumerated() where !requeued.contains(position) {
+            let plan = plans[position]
+            actions.append(.report(.ended(DeliveryEnd(
+                session: session.id, delivery: delivery, fate: plan.fate, stored: plan.stored,
+                skippedReplyCopies: plan.skippedReplyCopies, elapsed: now - delivery.receivedAt))))
+        }
+        if !suspects.isEmpty { suspects.recordSettled(batch.deliveries.map { PoisonSuspects.key($0.original) }) }
+        if requeue.isEmpty {
+            pipelines[session.id.pipeline].requeueBackoff.reset()
+            session.batches.remove(at: index)
+            return
+        }
+        // The retry queue or the dead-letter exchange refuses too: requeued at once, these would come straight back
+        // and fail again at full speed.
+        let delay = pipelines[session.id.pipeline].requeueBackoff.next()
+        actions.append(.report(.requeueDelayed(session.id, deliveries: requeue.count, delay: delay)))
+        if session.stopRequested {
+            requeueNow(&session, at: index, requeue, now: now, &actions)
+        } else {
+            let timer = startTimer(.requeue(session.id, batch.id), after: delay, &actions)
+            session.batches[index].phase = .requeueing(timer, requeue: requeue, plans: plans)
+        }
+    }
+
+    private func requeueNow(
+        _ session: inout Session, at index: Int, _ requeue: [Int], now: Duration, _ actions: inout [LifecycleAction]
+    ) {
+        let deliveries = requeue.map { session.batches[index].deliveries[$0] }
+        session.unsettled.settled(deliveries.map(\.tag))
+        actions.append(.settle(session.id, deliveries.map { .requeue(tag: $0.tag) }))
+        for delivery in deliveries {
+            actions.append(.report(.ended(end(
+                delivery, session.id, .requeued(reason: "its retry and dead-letter publishes failed"), now))))
+        }
+        session.batches.remove(at: index)
+    }
+
+    // MARK: - Stopping, giving back, failing
+
+    private mutating func stopAll(now: Duration, _ actions: inout [LifecycleAction]) {
+        guard !isStopping else { return }
+        isStopping = true
+        for index in pipelines.indices {
+            if var session = pipelines[index].session {
+                pipelines[index].session = nil
+                applyStop(&session, now: now, &actions)
+                putSession(session)
+            } else if !pipelines[index].isStopped {
+                pipelines[index].isStopped = true
+                pipelines[index].isWaitingForStore = false
+                actions.append(.stopPipeline(pipeline: index))
+            }
+        }
+    }
+
+    /// A work-queue session cancels its consumer and finishes everything it received (unless the store is out:
+    /// then what is not committed is given back). A shard session finishes the batch in hand and hands the rest
+    /// back by closing its channel. Batches waiting for the store are given back in both.
+    private mutating func applyStop(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
+        guard !session.stopRequested else { return }
+        session.stopRequested = true
+        guard session.end == nil, session.isConsuming else { return }
+        let waitingForTheStore = session.batches.contains {
+            switch $0.phase {
+            case .checkingStore, .waitingToRetry, .held: true
+            default: false
+            }
+        }
+        if session.isShard || fatalError != nil || store.isOut || waitingForTheStore {
+            session.takesNoMore = true
+            session.givingBackReason = session.isShard ? "handed over with its shard" : "the worker is stopping"
+            abandonUncommitted(&session, now: now, &actions)
+        }
+        if !session.isShard, !session.consumerEnded {
+            actions.append(.cancelConsumer(session.id))
+        }
+        for batch in session.batches {
+            guard case .requeueing(_, let requeue, _) = batch.phase,
+                let index = session.batches.firstIndex(where: { $0.id == batch.id })
+            else { continue }
+            requeueNow(&session, at: index, requeue, now: now, &actions)
+        }
+        finishIfDone(&session, &actions)
+    }
+
+    /// The store has been out for long: the deliveries not committed go back to the queue before the broker's
+    /// consumer timeout closes the channel, and the pipeline pauses until the store answers.
+    private mutating func giveBack(
+        _ session: inout Session, heldFor: Duration, now: Duration, _ actions: inout [LifecycleAction]
+    ) {
+        session.givingBack = true
+        session.takesNoMore = true
+        session.givingBackReason = "held \(DurationText.format(heldFor)) for the store: given back before the broker's consumer timeout"
+        let count = session.batches.filter(\.isUncommitted).reduce(0) { $0 + $1.deliveries.count }
+        actions.append(.report(.givingBack(session.id, deliveries: count, heldFor: heldFor)))
+        abandonUncommitted(&session, now: now, &actions)
+        finishIfDone(&session, &actions)
+    }
+
+    /// Batches with nothing committed leave the session unsettled: the consume channel's close returns them.
+    private mutating func abandonUncommitted(
+        _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
+    ) {
+        let reason = session.givingBackReason
+        session.batches.removeAll { batch in
+            guard batch.isUncommitted else { return false }
+            for delivery in batch.deliveries {
+                actions.append(.report(.ended(end(delivery, session.id, .requeued(reason: reason), now))))
+            }
+            return true
+        }
+    }
+
+    private mutating func fail(with error: any Error, now: Duration, _ actions: inout [LifecycleAction]) {
+        guard fatalError == nil else { return }
+        fatalError = "\(error)"
+        actions.append(.failWorker(error))
+        if isStopping {
+            // Already stopping: nothing more may be stored anywhere.
+            for index in pipelines.indices {
+                guard var session = pipelines[index].session else { continue }
+                pipelines[index].session = nil
+                if session.end == nil, session.isConsuming {
+                    session.takesNoMore = true
+                    abandonUncommitted(&session, now: now, &actions)
+                    finishIfDone(&session, &actions)
+                }
+                putSession(session)
+            }
+        } else {
+            stopAll(now: now, &actions)
+        }
+    }
+
+    // MARK: - The store's availability
+
+    private mutating func beginOutage(_ error: StoreError, now: Duration, _ actions: inout [LifecycleAction]) {
+        guard !store.isOut else { return }
+        store.isOut = true
+        store.since = now
+        store.probeAttempts = 1
+        actions.append(.report(.storeOutageBegan(error: error)))
+        startProbeTimer(&actions)
+        for index in pipelines.indices {
+            guard var session = pipelines[index].session else { continue }
+            pipelines[index].session = nil
+            armGiveBack(&session, now: now, &actions)
+            putSession(session)
+        }
+    }
+
+    private mutating func endOutage(now: Duration, _ actions: inout [LifecycleAction]) {
+        store.isOut = false
+        store.probeAttempts = 0
+        actions.append(.report(.storeOutageEnded(after: now - store.since)))
+        for index in pipelines.indices {
+            if pipelines[index].isWaitingForStore {
+                pipelines[index].isWaitingForStore = false
+                connect(index, after: .zero, &actions)
+                continue
+            }
+            guard var session = pipelines[index].session else { continue }
+            pipelines[index].session = nil
+            session.giveBackTimer = nil
+            if let held = session.batches.firstIndex(where: { if case .held = $0.phase { true } else { false } }) {
+                session.batches[held].phase = .storing(oneAtATime: false)
+                actions.append(.store(
+                    session.id, session.batches[held].id, session.batches[held].deliveries,
+                    oneAtATime: false))
+            }
+            advance(&session, now: now, &actions)
+            putSession(session)
+        }
+    }
+
+    private mutating func startProbeTimer(_ actions: inout [LifecycleAction]) {
+        let delay = configuration.storeCheckBackoff.delay(attempt: store.probeAttempts, using: &random)
+        _ = startTimer(.probeStore, after: delay, &actions)
+    }
+
+    private mutating func armGiveBack(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
+        guard store.isOut, session.end == nil, !session.givingBack, session.giveBackTimer == nil,
+            let oldest = session.oldestUncommitted
+        else { return }
+        let remaining = oldest + configuration.giveBackAfter - now
+        session.giveBackTimer = startTimer(.giveBack(session.id), after: max(remaining, .zero), &actions)
+    }
+
+    // MARK: - Bookkeeping
+
+    private mutating func connect(_ pipeline: Int, after delay: Duration, _ actions: inout [LifecycleAction]) {
+        pipelines[pipeline].sessionCount += 1
+        let id = SessionID(pipeline: pipeline, number: pipelines[pipeline].sessionCount)
+        pipelines[pipeline].session = Session(id: id, isShard: pipelines[pipeline].queue.isShard)
+        actions.append(.connect(id, after: delay))
+    }
+
+    private mutating func startTimer(
+        _ purpose: TimerPurpose, after delay: Duration, _ actions: inout [LifecycleAction]
+    ) -> TimerID {
+        let timer = TimerID(value: nextID())
+        timers[timer] = purpose
+        actions.append(.startTimer(timer, after: delay))
+        return timer
+    }
+
+    private mutating func nextID() -> Int {
+        lastID += 1
+        return lastID
+    }
+
+    private mutating func takeSession(_ id: SessionID) -> Session? {
+        guard pipelines.indices.contains(id.pipeline), let session = pipelines[id.pipeline].session,
+            session.id == id
+        else { return nil }
+        // Taken out, so that changing it does not copy its arrays.
+        pipelines[id.pipeline].session = nil
+        return session
+    }
+
+    private mutating func putSession(_ session: Session) {
+        pipelines[session.id.pipeline].session = session
+    }
+
+    private func plan(_ original: OriginalMessage, _ outcome: StoreAnswer.Outcome, topology: Topology, frameMax: Int)
+        -> DeliveryPlan
+    {
+        switch outcome {
+        case .stored(let decision):
+            DeliveryPlan(original: original, stored: decision, topology: topology, frameMax: frameMax)
+        case .refused(let reason):
+            DeliveryPlan(original: original, storeRefusal: reason, topology: topology, frameMax: frameMax)
+        }
+    }
+
+    private func end(_ delivery: Delivery, _ session: SessionID, _ fate: DeliveryFate, _ now: Duration) -> DeliveryEnd {
+        DeliveryEnd(
+            session: session, delivery: delivery, fate: fate, stored: nil, skippedReplyCopies: 0,
+            elapsed: now - delivery.receivedAt)
+    }
+}
+
+// MARK: - State
+
+extension DeliveryLifecycle {
+    struct PipelineState: Sendable {
+        let queue: ConsumedQueue
+        let topology: Topology
+        var requeueBackoff: RequeueBackoff
+        /// From `connect` until `sessionClosed`.
+        var session: Session?
+        var sessionCount = 0
+        /// Connection attempts since the last session that consumed.
+        var reconnectAttempt = 0
+        /// Paused: connects when the store answers.
+        var isWaitingForStore = false
+        var isStopped = false
+
+        init(queue: ConsumedQueue, topology: Topology, requeueBackoff: RequeueBackoff) {
+            self.queue = queue
+            self.topology = topology
+            self.requeueBackoff = requeueBackoff
+        }
+    }
+
+    struct Session: Sendable {
+        let id: SessionID
+        let isShard: Bool
+        var frameMax = AMQPConnectionConfiguration.defaultFrameMax
+        /// `sessionStarted` came: the consumer is open.
+        var isConsuming = false
+        var consumerEnded = false
+        var stopRequested = false
+        /// Stores nothing more; what arrives is left to the channel's close.
+        var takesNoMore = false
+        var givingBack = false
+        var givingBackReason = "the session is closing"
+        var giveBackTimer: TimerID?
+        /// `endSession` was sent.
+        var end: SessionEnd?
+        /// Not yet settled, in arrival order.
+        var batches: [Batch] = []
+        var unsettled = UnsettledTags()
+
+        init(id: SessionID, isShard: Bool) {
+            self.id = id
+            self.isShard = isShard
+        }
+
+        /// When the oldest delivery with nothing committed arrived.
+        var oldestUncommitted: Duration? {
+            batches.first(where: \.isUncommitted)?.deliveries.first?.receivedAt
+        }
+    }
+
+    struct StoreState: Sendable {
+        var isOut = false
+        var since: Duration = .zero
+        var probeAttempts = 0
+        var probe: CheckID?
+    }
+
+    enum TimerPurpose: Sendable {
+        case retryStore(SessionID, BatchID)
+        case requeue(SessionID, BatchID)
+        case probeStore
+        case giveBack(SessionID)
+    }
+
+    enum CheckRequester: Sendable {
+        case batch(SessionID, BatchID)
+        case probe
+    }
+}
+
+extension DeliveryLifecycle.Batch {
+    /// The publish whose confirms the batch awaits, if any.
+    var publishID: DeliveryLifecycle.PublishID? {
+        switch phase {
+        case .publishing(let id, _), .republishing(let id, _, _): id
+        default: nil
+        }
+    }
+}

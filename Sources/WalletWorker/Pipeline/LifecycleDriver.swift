@@ -1,0 +1,127 @@
+import Synchronization
+import WalletStore
+
+/// Runs `DeliveryLifecycle`: feeds it inputs, under one lock, and hands each action to whoever executes it, in the
+/// order the machine returned them. A pipeline's actions go to that pipeline's inbox (`Pipeline` runs them one after
+/// another); the process's (store checks, timers, the worker's failure, outage reports) to the driver's own, run by
+/// `run()`. Actions are handed over under the lock, so two inputs arriving at once cannot reorder a pipeline's
+/// actions.
+final class LifecycleDriver: Sendable {
+    private let machine: Mutex<DeliveryLifecycle>
+    private let pipelineInboxes: [AsyncStream<LifecycleAction>.Continuation]
+    /// Each pipeline's actions, for its `Pipeline` to iterate.
+    let inboxes: [AsyncStream<LifecycleAction>]
+    private let processInbox: AsyncStream<LifecycleAction>.Continuation
+    private let processActions: AsyncStream<LifecycleAction>
+    private let started = ContinuousClock.now
+    private let failure = Mutex<(any Error)?>(nil)
+
+    init(_ machine: DeliveryLifecycle, pipelines: Int) {
+        self.machine = Mutex(machine)
+        var inboxes: [AsyncStream<LifecycleAction>] = []
+        var continuations: [AsyncStream<LifecycleAction>.Continuation] = []
+        for _ in 0..<pipelines {
+            let (stream, continuation) = AsyncStream<LifecycleAction>.makeStream()
+            inboxes.append(stream)
+            continuations.append(continuation)
+        }
+        self.inboxes = inboxes
+        pipelineInboxes = continuations
+        (processActions, processInbox) = AsyncStream<LifecycleAction>.makeStream()
+    }
+
+    /// Monotonic time since the driver was made: the machine's `now`.
+    var now: Duration { ContinuousClock.now - started }
+
+    /// The failure the worker must exit with (`failWorker`), once every pipeline has stopped.
+    var workerFailure: (any Error)? { failure.withLock { $0 } }
+
+    /// Whether the store is out, for logs and tests.
+    var isStoreOut: Bool { machine.withLock { $0.isStoreOut } }
+
+    /// Gives the machine an input and dispatches the actions it returns.
+    func handle(_ input: (inout DeliveryLifecycle, Duration) -> [LifecycleAction]) {
+        let now = now
+        machine.withLock { machine in
+            for action in input(&machine, now) { dispatch(action) }
+        }
+    }
+
+    /// Runs the process's actions (store checks, timers) until the task is cancelled or the worker stops.
+    func run(
+        checkStore: @escaping @Sendable () async -> StoreError?, observe: @escaping @Sendable (LifecycleEvent) -> Void,
+        onFailure: @escaping @Sendable () -> Void
+    ) async {
+        await withDiscardingTaskGroup { group in
+            for await action in processActions {
+                switch action {
+                case .startTimer(let timer, let delay):
+                    group.addTask {
+                        guard (try? await Task.sleep(for: delay)) != nil else { return }
+                        self.handle { $0.timerFired(timer, now: $1) }
+                    }
+                case .checkStore(let check):
+                    group.addTask {
+                        let failure = await checkStore()
+                        self.handle { $0.storeChecked(check, failure: failure, now: $1) }
+                    }
+                case .failWorker(let error):
+                    failure.withLock { $0 = $0 ?? error }
+                    onFailure()
+                case .report(let event):
+                    observe(event)
+                default:
+                    break
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Ends the inboxes: the pipelines and `run()` return once they have run what was already handed to them.
+    func finish() {
+        for inbox in pipelineInboxes { inbox.finish() }
+        processInbox.finish()
+    }
+
+    private func dispatch(_ action: LifecycleAction) {
+        if let pipeline = Self.pipeline(of: action) {
+            pipelineInboxes[pipeline].yield(action)
+        } else {
+            processInbox.yield(action)
+        }
+    }
+
+    /// The pipeline an action belongs to; nil for the process's.
+    private static func pipeline(of action: LifecycleAction) -> Int? {
+        switch action {
+        case .connect(let id, _), .store(let id, _, _, _), .publish(let id, _, _, _), .sendDirectReplies(let id, _),
+            .settle(let id, _), .cancelConsumer(let id), .endSession(let id, _):
+            id.pipeline
+        case .stopPipeline(let pipeline):
+            pipeline
+        case .startTimer, .checkStore, .failWorker:
+            nil
+        case .report(let event):
+            event.session?.pipeline
+        }
+    }
+}
+
+extension LifecycleEvent {
+    /// The session the event is about; nil for the process's (the store's availability).
+    var session: DeliveryLifecycle.SessionID? {
+        switch self {
+        case .consuming(let id, _), .sessionEnded(let id, _, _), .sessionFailed(let id, _), .received(let id, _),
+            .publishNotConfirmed(let id, _, _), .resultNotTaken(let id, _, _), .storingOneAtATime(let id, _, _),
+            .batchFailsWhileStoreAnswers(let id, _, _), .givingBack(let id, _, _), .requeueDelayed(let id, _, _):
+            id
+        case .ended(let end):
+            end.session
+        case .reconnecting(let pipeline, _, _):
+            DeliveryLifecycle.SessionID(pipeline: pipeline, number: 0)
+        case .replyCopiesReturned, .storeOutageBegan, .storeOutageEnded:
+            nil
+        }
+    }
+}

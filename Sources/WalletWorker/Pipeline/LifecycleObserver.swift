@@ -1,0 +1,141 @@
+import Foundation
+import Logging
+import WalletRouting
+
+/// What the lifecycle's reports (`LifecycleEvent`) become: metrics, log lines, readiness, and the end of each
+/// message's span. It decides nothing.
+struct LifecycleObserver: Sendable {
+    var metrics: WorkerMetrics
+    var health: WorkerHealth
+    var logger: Logger
+    /// The messages' spans; nil when tracing is off (the default).
+    var tracing: MessageTracing?
+
+    func observe(_ event: LifecycleEvent) {
+        switch event {
+        case .consuming(let session, let queue):
+            health.pipelineStartedConsuming()
+            metrics.consumingPipelines.increment()
+            logger.info("consuming", metadata: ["queue": "\(queue)", "session": "\(session)"])
+        case .sessionEnded(_, _, let wasConsuming):
+            if wasConsuming {
+                health.pipelineStoppedConsuming()
+                metrics.consumingPipelines.decrement()
+            }
+        case .sessionFailed(let session, let error):
+            logger.error("broker session failed", metadata: ["error": "\(error)", "session": "\(session)"])
+        case .reconnecting(let pipeline, let attempt, let delay):
+            metrics.reconnects.increment()
+            logger.info("reconnecting", metadata: [
+                "pipeline": "\(pipeline)", "in": "\(DurationText.format(delay))", "attempt": "\(attempt)",
+            ])
+        case .received(let session, let deliveries):
+            tracing?.started(session, deliveries)
+        case .ended(let end):
+            ended(end)
+        case .publishNotConfirmed(let session, let delivery, let reason):
+            logger.warning("publish not confirmed", metadata: metadata(delivery, session, ["error": "\(reason)"]))
+        case .resultNotTaken(let session, let delivery, let reason):
+            logger.error(
+                "dead-lettered, but its rejected result was not taken",
+                metadata: metadata(delivery, session, ["error": "\(reason)"]))
+        case .replyCopiesReturned(let count):
+            metrics.unroutableReplyCopies.increment(by: Int64(count))
+        case .storingOneAtATime(_, let messages, let error):
+            logger.warning("the store refused the batch; storing its messages one at a time",
+                           metadata: ["error": "\(error)", "batch": "\(messages)"])
+        case .batchFailsWhileStoreAnswers(_, let messages, let error):
+            logger.warning("the store answers but this batch keeps failing: it goes to the retry queue",
+                           metadata: ["error": "\(error)", "batch": "\(messages)"])
+        case .storeOutageBegan(let error):
+            health.storeAvailability(false)
+            metrics.storeAvailable.set(0.0)
+            metrics.storeOutages.increment()
+            logger.error("the store does not answer: holding the batch in hand and taking no more until it does",
+                         metadata: ["error": "\(error)"])
+        case .storeOutageEnded(let after):
+            health.storeAvailability(true)
+            metrics.storeAvailable.set(1.0)
+            logger.notice("the store answers again: consuming", metadata: ["outage": "\(DurationText.format(after))"])
+        case .givingBack(let session, let deliveries, let heldFor):
+            logger.warning(
+                "the store has been out for long: giving the held deliveries back to the queue before the broker's consumer timeout, and pausing until it answers",
+                metadata: [
+                    "deliveries": "\(deliveries)", "held": "\(DurationText.format(heldFor))", "session": "\(session)",
+                ])
+        case .requeueDelayed(_, let deliveries, let delay):
+            metrics.delayedRequeues.increment(by: Int64(deliveries))
+            logger.warning("retry and dead-letter publishes failed; requeueing after a delay",
+                           metadata: ["deliveries": "\(deliveries)", "delay": "\(DurationText.format(delay))"])
+        }
+    }
+
+    /// Metrics and a log line for a delivery that has left the work queue (or was given back to it).
+    private func ended(_ end: DeliveryEnd) {
+        // After the log line, which carries the span's ids.
+        defer { tracing?.finished(end) }
+        let delivery = end.delivery
+        let fate = end.fate
+        guard fate.leavesTheQueue else {
+            // Given back: it is processed when it comes again. Counted as a requeue where the lifecycle decided it.
+            let level = fate.logLevel(isDomainError: false)
+            if logger.logLevel <= level {
+                logger.log(level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, fate.logMetadata))
+            }
+            return
+        }
+        metrics.processingTime.record(end.elapsed)
+        if end.skippedReplyCopies > 0 {
+            metrics.skippedReplyCopies.increment(by: Int64(end.skippedReplyCopies))
+            logger.warning(
+                "reply_to is malformed (not UTF-8, or a direct reply-to address RabbitMQ cannot decode); its copies were not published",
+                metadata: metadata(delivery, end.session, ["reply_to": "\(delivery.original.properties.replyTo ?? "")"]))
+        }
+        if delivery.redelivered { metrics.redeliveries.increment() }
+        if let timestamp = delivery.original.properties.timestamp {
+            let lag = Date().timeIntervalSince1970 - Double(timestamp)
+            if lag >= 0 { metrics.processingLag.record(.milliseconds(Int64(lag * 1000))) }
+        }
+        if case .retried = fate { metrics.retries.increment() }
+        if let reason = fate.deadLetterReason { metrics.countDeadLetter(reason: reason) }
+        if let stored = end.stored {
+            let decision = stored.decision
+            metrics.countMessage(
+                sender: decision.sender, isInstallation: delivery.original.isDeviceInstallation,
+                outcome: decision.outcome)
+            if stored.isReplay { metrics.replays.increment() }
+            if delivery.original.properties.messageID?.isEmpty ?? true { metrics.withoutMessageID.increment() }
+        }
+        let level = fate.logLevel(isDomainError: end.stored?.decision.outcome == .domainError)
+        // Built only when it will be written: this runs for every message.
+        guard logger.logLevel <= level else { return }
+        var extra = fate.logMetadata
+        if let decision = end.stored?.decision {
+            extra["outcome"] = "\(decision.outcome.rawValue)"
+            if let sender = decision.sender { extra["sender"] = "\(sender)" }
+            if let card = decision.digitalCardId { extra["digitalCardId"] = "\(card)" }
+            if end.stored?.isReplay == true { extra["replay"] = "true" }
+        }
+        logger.log(level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, extra))
+    }
+
+    /// A delivery's log metadata; with its message span when tracing is on.
+    private func metadata(
+        _ delivery: DeliveryLifecycle.Delivery, _ session: DeliveryLifecycle.SessionID, _ extra: Logger.Metadata
+    ) -> Logger.Metadata {
+        var metadata = extra
+        metadata["message_id"] = "\(delivery.original.properties.messageID ?? "")"
+        metadata["delivery_tag"] = "\(delivery.tag)"
+        if let tracing {
+            metadata.merge(tracing.logMetadata(of: delivery, session: session)) { current, _ in current }
+        }
+        return metadata
+    }
+}
+
+extension OriginalMessage {
+    var isDeviceInstallation: Bool {
+        properties.type == NotificationRouter.deviceInstallationType
+            || properties.type == NotificationRouter.deviceInstallationDeletedType
+    }
+}

@@ -1,0 +1,291 @@
+import AMQPTransport
+import Foundation
+import Logging
+import Tracing
+
+/// The executor of one pipeline's lifecycle actions: it opens sessions (two connections: deliveries and
+/// acknowledgements on one, results on the other, so a publish that waits on a congested socket never delays
+/// acknowledgements), and runs the actions `DeliveryLifecycle` hands it, one after another, reporting what the broker
+/// and the store answer. It decides nothing: when to store, publish, settle, retry, reconnect or stop is the
+/// lifecycle's.
+struct Pipeline: Sendable {
+    var index: Int
+    /// The work queue, or a shard of the ordered mode.
+    var queue: ConsumedQueue
+    var configuration: WorkerConfiguration
+    var connectionConfiguration: AMQPConnectionConfiguration
+    var storage: BatchStorage
+    var driver: LifecycleDriver
+    var observer: LifecycleObserver
+    var metrics: WorkerMetrics
+    var stop: StopSignal
+    var logger: Logger
+
+    /// Runs the pipeline's actions until the lifecycle stops it (or the task is cancelled).
+    func run() async {
+        var inbox = driver.inboxes[index].makeAsyncIterator()
+        while let action = await inbox.next() {
+            switch action {
+            case .connect(let id, let delay):
+                if delay > .zero { await stop.sleep(for: delay) }
+                await runSession(id, inbox: &inbox)
+            case .stopPipeline:
+                return
+            case .report(let event):
+                observer.observe(event)
+            default:
+                break  // an action of a session that has ended
+            }
+        }
+    }
+
+    // MARK: - A session
+
+    /// What a session opened, closed when it ends.
+    private final class SessionResources: @unchecked Sendable {
+        // Set by `open` before any child task starts, read after they end: no concurrent access.
+        var connections: [AMQPConnection] = []
+        var consume: AMQPChannel?
+        var publish: AMQPChannel?
+        var consumer: AMQPConsumer?
+        var consumeConnection: AMQPConnection?
+        var publishConnection: AMQPConnection?
+    }
+
+    /// Opens the session, runs its actions until `endSession`, closes it (its consume channel first) and reports
+    /// `sessionClosed`.
+    private func runSession(_ id: DeliveryLifecycle.SessionID, inbox: inout AsyncStream<LifecycleAction>.AsyncIterator)
+        async
+    {
+        let resources = SessionResources()
+        // A malformed reply-to address ends the reply connection (541): expected, and logged by the publisher.
+        let replies = DirectReplyPublisher(metrics: metrics, logger: logger) {
+            try await connect(role: "reply", failureLogLevel: .notice)
+        }
+        do {
+            try await open(resources)
+            driver.handle { $0.sessionStarted(id, frameMax: resources.publishConnection!.frameMax, now: $1) }
+        } catch {
+            driver.handle { $0.sessionFailed(id, error: error, now: $1) }
+        }
+        let (replyCopies, replyInput) = AsyncStream<[AMQPOutboundMessage]>.makeStream()
+        await withDiscardingTaskGroup { group in
+            if let consumer = resources.consumer {
+                group.addTask { await read(consumer, id) }
+                group.addTask { await watch(resources.consumeConnection!, role: "consume", id) }
+                group.addTask { await watch(resources.publishConnection!, role: "publish", id) }
+                group.addTask {
+                    for await copies in replyCopies { await replies.send(copies) }
+                }
+            }
+            while let action = await inbox.next() {
+                switch action {
+                case .endSession(let session, let end) where session == id:
+                    // A shard's channel is closed before anything cancels its consumer (cancelling the reading
+                    // task, closing the connection): the broker requeues what is not settled, in place, and
+                    // activates the standby in the same step.
+                    if queue.isShard, let consume = resources.consume {
+                        if case .failed = end {} else { try? await consume.close() }
+                    }
+                    replyInput.finish()
+                    group.cancelAll()
+                    return
+                case .report(let event):
+                    observer.observe(event)
+                default:
+                    await execute(action, id, resources, replies: replyInput, group: &group)
+                }
+            }
+            // Cancelled (the shutdown grace period is over): what is not settled is redelivered by the broker.
+            replyInput.finish()
+            group.cancelAll()
+        }
+        await close(resources, replies: replies)
+        driver.handle { $0.sessionClosed(id, now: $1) }
+    }
+
+    /// Connects, declares, opens the channels and starts consuming.
+    private func open(_ resources: SessionResources) async throws {
+        guard !stop.isStopped else { throw CancellationError() }
+        let consumeConnection = try await connect(role: "consume")
+        resources.connections.append(consumeConnection)
+        resources.consumeConnection = consumeConnection
+        let publishConnection = try await connect(role: "publish")
+        resources.connections.append(publishConnection)
+        resources.publishConnection = publishConnection
+        if configuration.declaresTopology {
+            try await configuration.topology.declare(
+                on: consumeConnection, retry: configuration.retrySchedule, logger: logger, metrics: metrics)
+        }
+        let consume = try await consumeConnection.openChannel()
+        resources.consume = consume
+        try await consume.setPrefetch(count: configuration.prefetch)
+        let publish = try await publishConnection.openChannel()
+        try await publish.enableConfirms()
+        resources.publish = publish
+        // Stopped while connecting (SIGTERM, or the operations endpoint failing at start): take nothing.
+        guard !stop.isStopped else { throw CancellationError() }
+        // The content header's body size is checked before the body is read. A body somewhat over the limit is read
+        // so the worker can dead-letter it itself with `x-worker-error` (CONTRACT §8); one over the read ceiling is
+        // never buffered (the broker dead-letters it whole), unless its `x-death` would crash the broker's
+        // dead-lettering: then it is read, and the worker dead-letters it itself, body untouched.
+        resources.consumer = try await consume.consume(
+            queue: queue.name, consumerTag: consumerTag,
+            maximumBodyBytes: configuration.routing.bodyReadCeiling,
+            keepingBodyWhen: XDeathHeader.bodyMustBeKept)
+    }
+
+    /// Runs one action of session `id`.
+    private func execute(
+        _ action: LifecycleAction, _ id: DeliveryLifecycle.SessionID, _ resources: SessionResources,
+        replies: AsyncStream<[AMQPOutboundMessage]>.Continuation, group: inout DiscardingTaskGroup
+    ) async {
+        switch action {
+        case .store(let session, let batch, let deliveries, let oneAtATime) where session == id:
+            metrics.batchSize.record(Double(deliveries.count))
+            let storeSpans = observer.tracing?.startStoreSpans(id, deliveries) ?? []
+            group.addTask {
+                let answer = await storage.store(deliveries.map(\.original), oneAtATime: oneAtATime)
+                MessageTracing.endStoreSpans(storeSpans, failure: answer.failure)
+                driver.handle { $0.storeAnswered(id, batch, answer, now: $1) }
+            }
+        case .publish(let session, let publishID, let tags, let plans) where session == id:
+            guard let channel = resources.publish else { return }
+            var messages: [AMQPOutboundMessage] = []
+            messages.reserveCapacity(plans.reduce(0) { $0 + $1.messages.count })
+            for plan in plans { messages += plan.messages }
+            let spans = observer.tracing?.startPublishSpans(id, tags: tags, plans: plans) ?? []
+            let pending = channel.startPublishing(messages, confirmTimeout: configuration.confirmTimeout)
+            group.addTask { await awaitConfirms(pending, publishID, count: messages.count, spans: spans, id) }
+        case .sendDirectReplies(let session, let copies) where session == id:
+            replies.yield(copies)
+        case .settle(let session, let settlements) where session == id:
+            guard let channel = resources.consume else { return }
+            do {
+                for settlement in settlements {
+                    switch settlement {
+                    case .ack(let tag, let multiple): try await channel.ack(deliveryTag: tag, multiple: multiple)
+                    case .requeue(let tag): try await channel.nack(deliveryTag: tag, requeue: true)
+                    case .reject(let tag): try await channel.nack(deliveryTag: tag, requeue: false)
+                    }
+                }
+            } catch {
+                driver.handle { $0.sessionFailed(id, error: error, now: $1) }
+            }
+        case .cancelConsumer(let session) where session == id:
+            guard let channel = resources.consume, let consumer = resources.consumer else { return }
+            try? await channel.cancel(consumerTag: consumer.tag)
+        default:
+            break  // an action of another (ended) session
+        }
+    }
+
+    /// Hands the consumer's deliveries to the lifecycle; reports the consumer's end or failure.
+    private func read(_ consumer: AMQPConsumer, _ id: DeliveryLifecycle.SessionID) async {
+        do {
+            for try await received in consumer where !received.isEmpty {
+                let now = driver.now
+                let deliveries = received.map {
+                    DeliveryLifecycle.Delivery(
+                        tag: $0.deliveryTag, original: OriginalMessage($0), redelivered: $0.redelivered, receivedAt: now)
+                }
+                driver.handle { $0.batchReceived(id, deliveries, now: $1) }
+            }
+            driver.handle { $0.consumerEnded(id, now: $1) }
+        } catch {
+            driver.handle { $0.sessionFailed(id, error: error, now: $1) }
+        }
+    }
+
+    /// Waits for a publish's confirms and reports them; a failed channel or connection fails the session.
+    private func awaitConfirms(
+        _ pending: AMQPPendingConfirms, _ publishID: DeliveryLifecycle.PublishID, count: Int, spans: [any Span],
+        _ id: DeliveryLifecycle.SessionID
+    ) async {
+        let began = ContinuousClock.now
+        let result: Result<[AMQPPublishOutcome], AMQPError>
+        do {
+            result = .success(try await pending.outcomes())
+        } catch {
+            result = .failure(error)
+        }
+        metrics.confirmWait.record(ContinuousClock.now - began)
+        switch result {
+        case .success(let outcomes):
+            MessageTracing.endPublishSpans(spans, outcomes: outcomes)
+            metrics.countConfirms(outcomes)
+            driver.handle { $0.confirmsArrived(id, publishID, .outcomes(outcomes), now: $1) }
+        case .failure(let error) where error.code == .timeout:
+            MessageTracing.fail(spans, error)
+            metrics.countConfirms(.timeout, by: count)
+            let timeout = configuration.confirmTimeout
+            driver.handle { $0.confirmsArrived(id, publishID, .timedOut(after: timeout), now: $1) }
+        case .failure(let error):
+            MessageTracing.fail(spans, error)
+            driver.handle { $0.sessionFailed(id, error: error, now: $1) }
+        }
+    }
+
+    /// Logs blocked and unblocked; reports the session failed when the connection ends under it.
+    private func watch(_ connection: AMQPConnection, role: String, _ id: DeliveryLifecycle.SessionID) async {
+        var blocked = false
+        defer { if blocked { metrics.blockedConnections.decrement() } }
+        for await event in connection.events {
+            switch event {
+            case .blocked(let reason):
+                logger.warning("the broker blocked the connection (resource alarm)",
+                               metadata: ["connection": "\(role)", "reason": "\(reason)"])
+                if !blocked { metrics.blockedConnections.increment() }
+                blocked = true
+            case .unblocked:
+                logger.notice("the broker unblocked the connection", metadata: ["connection": "\(role)"])
+                if blocked { metrics.blockedConnections.decrement() }
+                blocked = false
+            case .closed(let error):
+                let error = error ?? AMQPError(code: .closed, message: "the \(role) connection closed")
+                driver.handle { $0.sessionFailed(id, error: error, now: $1) }
+                return
+            }
+        }
+    }
+
+    private func connect(role: String, failureLogLevel: Logger.Level = .error) async throws -> AMQPConnection {
+        var configuration = connectionConfiguration
+        configuration.connectionName = "wallet-worker \(ProcessInfo.processInfo.hostName) #\(index) \(role)"
+        configuration.failureLogLevel = failureLogLevel
+        return try await AMQPConnection.connect(configuration: configuration, logger: logger)
+    }
+
+    /// Closes the session's connections. Cancelled (the shutdown grace period is over), it does not wait for the
+    /// broker's answer, which a blocked connection (a resource alarm) would never send: the sockets are shut.
+    private func close(_ resources: SessionResources, replies: DirectReplyPublisher) async {
+        let timeout: Duration = Task.isCancelled ? .milliseconds(100) : .seconds(5)
+        await replies.close(timeout: timeout)
+        for connection in resources.connections {
+            await connection.close(timeout: timeout)
+        }
+    }
+
+    private var consumerTag: String {
+        "wallet-worker.\(ProcessInfo.processInfo.hostName).\(ProcessInfo.processInfo.processIdentifier).\(index)"
+    }
+}
+
+extension WorkerMetrics {
+    /// Counts each publish's outcome.
+    func countConfirms(_ outcomes: [AMQPPublishOutcome]) {
+        var confirmed = 0, nacked = 0, returned = 0, unencodable = 0
+        for outcome in outcomes {
+            switch outcome {
+            case .confirmed: confirmed += 1
+            case .nacked: nacked += 1
+            case .returned: returned += 1
+            case .unencodable: unencodable += 1
+            }
+        }
+        countConfirms(.confirmed, by: confirmed)
+        countConfirms(.nacked, by: nacked)
+        countConfirms(.returned, by: returned)
+        countConfirms(.unencodable, by: unencodable)
+    }
+}
