@@ -14,7 +14,8 @@
 # Environment: RABBITMQ_PORT (default 5672), RABBITMQ_TLS_PORT (default RABBITMQ_PORT + 1),
 # RABBITMQ_DATA_DIR (default /tmp/wallet-rabbitmq-$RABBITMQ_PORT), RABBITMQ_NODENAME (default wallet-$RABBITMQ_PORT@localhost),
 # RABBITMQ_DEFINITIONS (a definitions file or folder imported at boot, as deploy/rabbitmq/rabbitmq.conf does; such a
-# node seeds no guest user: the definitions must bring a user).
+# node seeds no guest user: the definitions must bring a user), RABBITMQ_CONSUMER_TIMEOUT_MS (the broker's
+# consumer_timeout, checked every second, for a test of what the worker does before it fires).
 # The TLS listener uses a CA and a server certificate for the name localhost (only) generated into $RABBITMQ_DATA_DIR/tls
 # (ca.pem is what clients verify against).
 set -euo pipefail
@@ -92,7 +93,13 @@ CONF
     if [ -n "${RABBITMQ_DEFINITIONS:-}" ]; then
         echo "load_definitions = $RABBITMQ_DEFINITIONS" >> "$RABBITMQ_CONFIG_FILE.conf"
     fi
-    echo "[]." > "$RABBITMQ_ADVANCED_CONFIG_FILE"
+    if [ -n "${RABBITMQ_CONSUMER_TIMEOUT_MS:-}" ]; then
+        # A short consumer timeout for a test, checked every second (channel_tick_interval, 60 s by default).
+        echo "consumer_timeout = $RABBITMQ_CONSUMER_TIMEOUT_MS" >> "$RABBITMQ_CONFIG_FILE.conf"
+        echo "[{rabbit, [{channel_tick_interval, 1000}]}]." > "$RABBITMQ_ADVANCED_CONFIG_FILE"
+    else
+        echo "[]." > "$RABBITMQ_ADVANCED_CONFIG_FILE"
+    fi
     nohup "$server_bin/rabbitmq-server" > "$data_dir/log/startup.log" 2>&1 &
     echo $! > "$data_dir/launcher.pid"
     # `wait` returns once the node is fully booted (or fails after the timeout).

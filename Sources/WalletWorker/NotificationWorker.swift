@@ -60,6 +60,7 @@ public final class NotificationWorker: Service {
                 metrics: metrics, stop: stop, logger: logger)
         }
         let observer = LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing)
+        metrics.storeAvailable.set(1.0)
         if let sharded = configuration.topology.sharded, configuration.concurrency > 1 {
             logger.notice("--concurrency does not apply in the ordered mode: one pipeline per shard",
                           metadata: ["shards": "\(sharded.count)"])

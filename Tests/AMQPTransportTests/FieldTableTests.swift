@@ -33,12 +33,23 @@ struct FieldTableTests {
         #expect(try FieldTableWireFormat.decode(FieldTableWireFormat.encode([:])).isEmpty)
     }
 
-    @Test func longStringThatIsNotUTF8ComesBackAsBytes() throws {
-        // RabbitMQ sends every long string with kind 'S'; invalid UTF-8 must not be lost or mangled.
+    @Test func aByteArrayComesBackAsBytes() throws {
+        // Invalid UTF-8 in a byte array ('x') must not be lost or mangled.
         var table = AMQPTable()
         table["raw"] = .bytes([0xC3, 0x28])
         let decoded = try FieldTableWireFormat.decode(FieldTableWireFormat.encode(table))
         #expect(decoded["raw"] == .bytes([0xC3, 0x28]))
+    }
+
+    /// Issue 23, defect 8: a long string ('S') whose bytes are not UTF-8 came back as a byte array ('x'), so a
+    /// message the worker dead-lettered changed its headers' kinds (CONTRACT §8: properties untouched).
+    @Test func aLongStringThatIsNotUTF8IsEncodedAgainAsALongStringByteForByte() throws {
+        // One entry "k" = 'S', length 2, bytes C3 28 (an invalid UTF-8 sequence), as RabbitMQ forwards it.
+        let wire: [UInt8] = [1, UInt8(ascii: "k"), UInt8(ascii: "S"), 0, 0, 0, 2, 0xC3, 0x28]
+        let framed = [0, 0, 0, UInt8(wire.count)] + wire
+        let decoded = try FieldTableWireFormat.decode(framed)
+        #expect(decoded["k"] == .undecodedString([0xC3, 0x28]))
+        #expect(try FieldTableWireFormat.encode(decoded) == framed, "encoded again as 'S', byte for byte")
     }
 
     @Test func propertiesRoundTripThroughCStructures() {

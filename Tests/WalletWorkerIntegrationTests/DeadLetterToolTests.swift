@@ -25,13 +25,12 @@ extension Resilience {
                 defer { worker.kill(); worker.process.removeLog() }
                 try await channel.enableConfirms()
 
-                // Four that fail for the store, then three bad ones once it is back.
+                // Four whose results cannot be routed (a transient failure), then three bad ones once they can.
                 let storeFailures = (0..<4).map {
                     InboundNotification.mg("dlt-mg-\($0)", card: "DLT-\($0)")
                 }
-                try await deadLetterAsStoreFailures(
-                    storeFailures, database: database, topology: topology, connection: connection, channel: channel,
-                    worker: worker)
+                try await deadLetterAsTransientFailures(
+                    storeFailures, topology: topology, connection: connection, channel: channel, worker: worker)
                 var bad = InboundNotification.action("dlt-bad-0", action: "x")
                 let badOnes = (0..<3).map { index -> InboundNotification in
                     bad.messageID = "dlt-bad-\(index)"
@@ -50,7 +49,7 @@ extension Resilience {
                 #expect(list.exit == .exited(0), "\(list.output)")
                 let listed = jsonObjects(list.output)
                 #expect(listed.count == 7, "\(list.output)")
-                let storeListed = listed.filter { ($0["reason"] as? String)?.contains("store unavailable") == true }
+                let storeListed = listed.filter { ($0["reason"] as? String)?.contains("NO_ROUTE") == true }
                 #expect(Set(storeListed.compactMap { $0["messageId"] as? String }) == Set(storeFailures.map(\.messageID)))
                 #expect(storeListed.allSatisfy { $0["sender"] as? String == "MG" && $0["deadLetteredBy"] as? String == "worker" })
                 let badListed = listed.filter { ($0["reason"] as? String)?.contains("body is not JSON") == true }
@@ -61,7 +60,7 @@ extension Resilience {
                 let none = try await command(["dead-letters", "list", "--json", "--sender", "CPS"], topology)
                 #expect(jsonObjects(none.output).isEmpty && none.exit == .exited(0))
                 let dry = try await command(
-                    ["dead-letters", "replay", "--reason", "store unavailable", "--dry-run", "--json"], topology)
+                    ["dead-letters", "replay", "--reason", "NO_ROUTE", "--dry-run", "--json"], topology)
                 #expect(dry.exit == .exited(0) && jsonObjects(dry.output).count == 4, "\(dry.output)")
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 7, "a dry run took messages")
 
@@ -72,8 +71,8 @@ extension Resilience {
                 let headers = shown.first?["headers"] as? [String: Any]
                 #expect((headers?["x-worker-error"] as? String)?.contains("body is not JSON") == true, "\(show.output)")
 
-                // replay the store failures: they leave the dead letters and the worker processes them.
-                let replay = try await command(["dead-letters", "replay", "--reason", "store unavailable"], topology)
+                // replay the transient failures: they leave the dead letters and the worker processes them.
+                let replay = try await command(["dead-letters", "replay", "--reason", "NO_ROUTE"], topology)
                 #expect(replay.exit == .exited(0), "\(replay.output)")
                 #expect(replay.output.contains("replayed 4 of 7"), "no progress line: \(replay.output)")
                 let processed = try await eventually(timeout: .seconds(20)) {

@@ -314,23 +314,52 @@ struct PoisonMessageTests {
         }
     }
 
-    @Test("a forged x-death on a body the worker does not read: dead-lettered by the worker, the work queue is not crashed")
+    /// Issue 23, defect 7: such a body was dead-lettered by the worker with its body thrown away (an empty body and
+    /// `x-worker-omitted-body-bytes`), for any `x-death` that was not an array of tables with integer counts.
+    @Test("a forged x-death the broker could not update, on a body over twice the limit: read whole and dead-lettered by the worker, body untouched; the work queue is not crashed")
     func forgedXDeathOnAnUnreadBody() async throws {
         try await withPoisonEnvironment("forged-x-death") { environment, capture, deadLetters, worker in
             // RabbitMQ 3.10's dead-lettering crashes the queue on an x-death entry that is not a table.
-            var spec = InboundSpec(
-                body: [UInt8](repeating: UInt8(ascii: " "), count: 200_000), messageID: "\(environment.prefix).forged")
+            let body = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
+            var spec = InboundSpec(body: body, messageID: "\(environment.prefix).forged")
             spec.headers = [("x-death", .array([.string("x")]))]
             try await environment.publish(spec)
             try await expectStillMoving(environment, capture, worker)
 
             let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
             #expect(letter.properties.messageID == "\(environment.prefix).forged")
-            #expect(letter.body.isEmpty)
-            #expect(letter.properties.headers?["x-worker-omitted-body-bytes"] == .int64(200_000))
-            #expect(letter.stringHeader("x-worker-error")?.contains("malformed x-death") ?? false)
+            #expect(letter.body == body, "the body untouched (CONTRACT §8)")
+            #expect(letter.properties.headers?["x-worker-omitted-body-bytes"] == nil)
+            #expect(letter.properties.headers?["x-death"] == .array([.string("x")]))
+            #expect(letter.stringHeader("x-worker-error")?.contains("over the limit") ?? false)
             // Counted once the delivery is settled, which may follow the next message's result.
             #expect(await eventually(timeout: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1 })
+        }
+    }
+
+    /// RabbitMQ 3.10 replaces an `x-death` that is not an array and dead-letters normally: such a body is left to the
+    /// broker, as any other body over twice the limit (it was dead-lettered by the worker without its body).
+    @Test("an x-death that is not an array, on a body over twice the limit: dead-lettered whole by the broker")
+    func nonArrayXDeathIsLeftToTheBroker() async throws {
+        try await withPoisonEnvironment("string-x-death") { environment, capture, deadLetters, worker in
+            var spec = InboundSpec(
+                body: [UInt8](repeating: UInt8(ascii: " "), count: 200_000), messageID: "\(environment.prefix).string")
+            spec.headers = [("x-death", .string("forged"))]
+            try await environment.publish(spec)
+            try await expectStillMoving(environment, capture, worker)
+
+            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            #expect(letter.properties.messageID == "\(environment.prefix).string")
+            #expect(letter.body.count == 200_000, "dead-lettered whole")
+            #expect(letter.stringHeader("x-worker-error") == nil, "by the broker, with x-death")
+            guard case .array(let deaths)? = letter.properties.headers?["x-death"] else {
+                Issue.record("no x-death array: \(String(describing: letter.properties.headers?["x-death"]))")
+                return
+            }
+            #expect(deaths.count == 1)
+            #expect(await eventually(timeout: .seconds(5)) {
+                worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1
+            })
         }
     }
 

@@ -8,7 +8,7 @@ extension Resilience {
     /// synthetic series; this checks them on the series the worker really exports, with their real labels.
     @Suite("Alerts", .timeLimit(.minutes(3)))
     struct PrometheusAlertTests {
-        @Test("a real Prometheus with deploy's rules stays quiet on a healthy worker, fires WalletRetriesExhausted once store failures are dead-lettered, and starts WalletDeadLettersGrowing for a sender's bad input, with their runbook links")
+        @Test("a real Prometheus with deploy's rules stays quiet on a healthy worker, fires WalletRetriesExhausted once transient failures are dead-lettered, and starts WalletDeadLettersGrowing for a sender's bad input, with their runbook links")
         func pagedWhenDeadLettersGrow() async throws {
             let database = temporarySQLitePath("alerts")
             defer { removeSQLite(database) }
@@ -30,12 +30,11 @@ extension Resilience {
                 let quiet = try prometheus.alerts()
                 #expect(quiet.isEmpty, "alerts on a healthy worker: \(quiet.map { "\($0.name) \($0.state)" })")
 
-                // Four notifications fail for the store (another process holds the SQLite lock; one attempt).
+                // Four notifications fail transiently (their results cannot be routed; one attempt).
                 try await channel.enableConfirms()
                 let storeFailures = (0..<4).map { InboundNotification.mg("alerts-mg-\($0)", card: "ALERTS-\($0)") }
-                try await deadLetterAsStoreFailures(
-                    storeFailures, database: database, topology: topology, connection: connection, channel: channel,
-                    worker: worker)
+                try await deadLetterAsTransientFailures(
+                    storeFailures, topology: topology, connection: connection, channel: channel, worker: worker)
 
                 let paged = try await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
                     try prometheus.alerts().contains { $0.name == "WalletRetriesExhausted" && $0.state == "firing" }

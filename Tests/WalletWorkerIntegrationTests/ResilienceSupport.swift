@@ -168,6 +168,20 @@ struct ResilienceTopology: Sendable {
         }
     }
 
+    /// Unbinds the capture queue from the result exchanges: the worker's results (published `mandatory`) come back
+    /// unroutable, a transient failure of each message's own.
+    func unbindCapture(on channel: AMQPChannel) async throws {
+        for exchange in resultExchanges {
+            try await channel.unbindQueue(capture, exchange: exchange, routingKey: "#")
+        }
+    }
+
+    func bindCapture(on channel: AMQPChannel) async throws {
+        for exchange in resultExchanges {
+            try await channel.bindQueue(capture, exchange: exchange, routingKey: "#")
+        }
+    }
+
     /// Deletes every queue and exchange (missing ones are fine), on a fresh connection.
     func delete(url: String = ResilienceBroker.url) async {
         guard let connection = try? await ResilienceBroker.connect(url: url, purpose: "clean-up \(prefix)") else {
@@ -452,14 +466,16 @@ func startOneAttemptWorker(_ topology: ResilienceTopology, database: String, lab
     }
 }
 
-/// Publishes `notifications` (with confirms on `channel`) while another process holds the SQLite lock of
-/// `database`, and waits until `worker` has dead-lettered all of them into the topology's empty dead-letter queue;
-/// the lock is released before it returns.
-func deadLetterAsStoreFailures(
-    _ notifications: [InboundNotification], database: String, topology: ResilienceTopology,
-    connection: AMQPConnection, channel: AMQPChannel, worker: WorkerProcess
+/// Publishes `notifications` (with confirms on `channel`) while their results cannot be routed (the capture queue is
+/// unbound from the result exchanges: the broker returns the `mandatory` results, a transient failure of the
+/// messages' own), and waits until `worker` has dead-lettered all of them into the topology's empty dead-letter
+/// queue; the capture queue is bound again before it returns. (A store that is out no longer dead-letters anything:
+/// the worker holds its batches, `DeliveryLifecycle`.)
+func deadLetterAsTransientFailures(
+    _ notifications: [InboundNotification], topology: ResilienceTopology, connection: AMQPConnection,
+    channel: AMQPChannel, worker: WorkerProcess
 ) async throws {
-    let lock = try await SQLiteLockHolder(path: database)
+    try await topology.unbindCapture(on: channel)
     let failed: Bool
     do {
         try await publishAll(notifications.map { $0.outbound(to: topology.inbound) }, on: channel)
@@ -467,11 +483,11 @@ func deadLetterAsStoreFailures(
             try await readyCount(topology.deadLetterQueue, on: connection) == notifications.count
         }
     } catch {
-        await lock.release()
+        try? await topology.bindCapture(on: channel)
         throw error
     }
-    await lock.release()
-    try #require(failed, "the store failures were not dead-lettered\n\(worker.logTail())")
+    try await topology.bindCapture(on: channel)
+    try #require(failed, "the transient failures were not dead-lettered\n\(worker.logTail())")
 }
 
 /// `wallet-worker ARGUMENTS` (not `run`) to its end: its exit and output (stdout and stderr, in one log).

@@ -32,9 +32,10 @@ extension Resilience {
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
-                // Another process holds the SQLite write lock: every attempt fails with a busy store, which
-                // answers its health check, so the failures are the batches' own and go through the retry queues.
-                let lock = try await SQLiteLockHolder(path: database)
+                // The results cannot be routed (the capture queue is unbound): every attempt fails transiently, a
+                // failure of the messages' own, so they go through the retry queues. (A store that is out holds them
+                // instead: StoreLock.)
+                try await topology.unbindCapture(on: channel)
                 let inbound = (0..<Self.messages).map {
                     InboundNotification.cps("backoff-\($0)", card: "BACKOFF-\($0)", code: "CBP.info.tokenProvisioned")
                 }
@@ -44,7 +45,7 @@ extension Resilience {
                     try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
                 }
                 let journey = ContinuousClock.now - published
-                await lock.release()
+                try await topology.bindCapture(on: channel)
                 try #require(allDead, "the messages were not dead-lettered\n\(worker.logTail())")
                 #expect(journey >= .milliseconds(1_200), "300 + 300 + 600 ms at least; took \(journey)")
 

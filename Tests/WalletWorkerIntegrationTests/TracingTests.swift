@@ -103,7 +103,7 @@ extension Resilience {
                 #expect(process.attributes["messaging.rabbitmq.destination.routing_key"] == "wallet.notification")
                 #expect(process.attributes["wallet.outcome"] == "processed")
                 #expect(process.attributes["wallet.sender"] == "CPS")
-                #expect(process.attributes["wallet.route"] == "results")
+                #expect(process.attributes["wallet.fate"] == "processed")
 
                 // Its children: the store transaction (CLIENT) and one PRODUCER span per result.
                 let children = spans.filter { $0.parentSpanID == process.spanID }
@@ -124,7 +124,7 @@ extension Resilience {
                     spans.first { $0.traceID == Self.rejectedTraceID && $0.kind == 5 }, "\(spans)")
                 #expect(rejected.parentSpanID == "b7ad6b7169203331")
                 #expect(rejected.statusCode == 2, "\(rejected)")
-                #expect(rejected.attributes["wallet.route"] == "dead_letter")
+                #expect(rejected.attributes["wallet.fate"] == "rejected", "the fate's one name, as in wallet_dead_letters_total")
                 let rejectedPublishes = spans.filter { $0.parentSpanID == rejected.spanID && $0.kind == 4 }.map(\.name)
                 #expect(Set(rejectedPublishes) == ["publish \(topology.events)", "publish \(topology.deadLetterExchange)"])
 

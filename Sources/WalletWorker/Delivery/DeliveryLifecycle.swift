@@ -96,6 +96,9 @@ struct DeliveryLifecycle: Sendable {
     /// Whether the store is out (the pipelines hold their batches).
     var isStoreOut: Bool { store.isOut }
 
+    /// What a started timer is for (tests and diagnostics); nil once it has fired.
+    func purpose(of timer: TimerID) -> TimerPurpose? { timers[timer] }
+
     // MARK: - Inputs
 
     /// The worker starts: every pipeline connects.
@@ -214,6 +217,17 @@ struct DeliveryLifecycle: Sendable {
             publish(&session, at: index, [plan], now: now, &actions)
         case .transient, .refusedInput:
             session.batches[index].storeFailures += 1
+            if session.stopRequested || session.takesNoMore {
+                // Stopping, handing over or giving back: what failed is given back (with what waits behind it, so
+                // nothing later overtakes it), not tried again.
+                session.takesNoMore = true
+                session.batches[index].phase = .waiting
+                abandonUncommitted(&session, now: now, &actions)
+                finishIfDone(&session, &actions)
+                putSession(session)
+                if failure.isOutage { beginOutage(failure, now: now, &actions) }
+                return actions
+            }
             if store.isOut || failure.isOutage {
                 session.batches[index].phase = .held
                 putSession(session)
@@ -401,7 +415,7 @@ struct DeliveryLifecycle: Sendable {
         guard var session = takeSession(id) else { return [] }
         var actions: [LifecycleAction] = []
         session.consumerEnded = true
-        finishIfDone(&session, &actions)
+        advance(&session, now: now, &actions)
         putSession(session)
         return actions
     }
@@ -693,6 +707,7 @@ struct DeliveryLifecycle: Sendable {
             session.givingBackReason = session.isShard ? "handed over with its shard" : "the worker is stopping"
             abandonUncommitted(&session, now: now, &actions)
         }
+        // Before anything is requeued: the broker must not deliver it again to this consumer.
         if !session.isShard, !session.consumerEnded {
             actions.append(.cancelConsumer(session.id))
         }
@@ -702,7 +717,8 @@ struct DeliveryLifecycle: Sendable {
             else { continue }
             requeueNow(&session, at: index, requeue, now: now, &actions)
         }
-        finishIfDone(&session, &actions)
+        // A requeue may have cleared the way for the batches behind it (a suspect's, a shard's).
+        advance(&session, now: now, &actions)
     }
 
     /// The store has been out for long: the deliveries not committed go back to the queue before the broker's

@@ -7,16 +7,19 @@ import Logging
 /// The address comes from the inbound message, and RabbitMQ closes the publishing connection (541
 /// INTERNAL_ERROR) on an address it cannot resolve: a malformed one (`DirectReplyToAddress` skips those) but also
 /// a well-formed one naming a node it does not know. On the publish connection that would take the session down
-/// with every unconfirmed result, and the redelivery would do it again. Here it costs only this connection:
-/// copies written on it after the bad one and before the close arrived are lost (direct reply-to promises no more:
-/// a requester that has gone loses its replies too); the next copy opens a new connection (at most once a second,
-/// copies meanwhile are counted as lost). The primary results, their confirms and the acknowledgements never depend on these copies.
+/// with every unconfirmed result, and the redelivery would do it again. Here it costs only this connection: copies
+/// written on it after the bad one and before the close arrived are lost (direct reply-to promises no more: a
+/// requester that has gone loses its replies too). A copy whose publish fails (the connection was closed since the
+/// last copy) is tried once more on a fresh connection at once; only a connection that cannot be opened makes the
+/// next copies wait (at most one attempt a second, copies meanwhile counted as lost). The primary results, their
+/// confirms and the acknowledgements never depend on these copies.
 actor DirectReplyPublisher {
     private let connect: @Sendable () async throws -> AMQPConnection
     private let metrics: WorkerMetrics
     private let logger: Logger
     private var connection: AMQPConnection?
     private var channel: AMQPChannel?
+    /// After a failed connect: no new attempt before then.
     private var nextAttempt: ContinuousClock.Instant?
 
     static let reconnectInterval: Duration = .seconds(1)
@@ -27,31 +30,17 @@ actor DirectReplyPublisher {
         self.logger = logger
     }
 
-    /// Sends the copies without confirms. A publish that fails (the broker closed the connection since the last
-    /// one) is tried once more on a new connection; copies that still cannot go are counted as lost.
+    /// Sends the copies without confirms. A publish that fails is tried once more on a new connection; a copy that
+    /// still cannot go is counted as lost.
     func send(_ copies: [AMQPOutboundMessage]) async {
-        var index = copies.startIndex
-        var retried = false
-        while index < copies.endIndex {
-            guard let channel = await openChannel() else {
-                metrics.lostReplyCopies.increment(by: Int64(copies.endIndex - index))
-                return
-            }
-            do {
-                try await channel.publishUnconfirmed(copies[index])
-                index += 1
-                retried = false
-            } catch {
-                await drop()
-                if retried {
-                    metrics.lostReplyCopies.increment()
-                    logger.warning("could not publish a direct reply-to copy", metadata: [
-                        "error": "\(error)", "reply_to": "\(copies[index].routingKey)",
-                    ])
-                    index += 1
-                }
-                retried.toggle()
-            }
+        for copy in copies {
+            if await publish(copy) { continue }
+            // The broker closed the connection since the last copy (it is noticed by this publish failing).
+            await drop()
+            if await publish(copy) { continue }
+            await drop()
+            metrics.lostReplyCopies.increment()
+            logger.warning("could not publish a direct reply-to copy", metadata: ["reply_to": "\(copy.routingKey)"])
         }
     }
 
@@ -61,19 +50,29 @@ actor DirectReplyPublisher {
         channel = nil
     }
 
+    private func publish(_ copy: AMQPOutboundMessage) async -> Bool {
+        guard let channel = await openChannel() else { return false }
+        do {
+            try await channel.publishUnconfirmed(copy)
+            return true
+        } catch {
+            return false
+        }
+    }
+
     private func openChannel() async -> AMQPChannel? {
-        // A connection the broker closed is noticed by the next publish failing.
         if let channel { return channel }
         let now = ContinuousClock.now
         if let nextAttempt, now < nextAttempt { return nil }
-        nextAttempt = now + Self.reconnectInterval
         do {
             let connection = try await connect()
             self.connection = connection
             let channel = try await connection.openChannel()
             self.channel = channel
+            nextAttempt = nil
             return channel
         } catch {
+            nextAttempt = now + Self.reconnectInterval
             logger.warning("could not open the direct reply-to connection", metadata: ["error": "\(error)"])
             await drop()
             return nil
