@@ -130,6 +130,50 @@ struct PoisonMessageTests {
         }
     }
 
+    /// Issue 23, defect 6: the reply connection could not be opened again within a second of the last attempt, so
+    /// a copy whose publish found the connection closed (541 after an unknown node's address) was counted as lost
+    /// instead of being sent on a fresh connection.
+    @Test("a requester's copy right after the broker closed the reply connection goes out on a fresh connection")
+    func copyRightAfterTheReplyConnectionClosed() async throws {
+        try await withPoisonEnvironment("reply-reopen") { environment, capture, deadLetters, worker in
+            var term: [UInt8] = [131, 88, 118, 0, 11] + Array("reply@12345".utf8)
+            term += [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+            let address = "amq.rabbitmq.reply-to.\(Data(term).base64EncodedString()).\(Data(count: 16).base64EncodedString())"
+            let requester = try await environment.collect(queue: "amq.rabbitmq.reply-to", acknowledgement: .automatic)
+            try await requester.channel.enableConfirms()
+            try await environment.publish(InboundSpec(
+                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
+            _ = try await capture.results.waitFor(1, "the foreign request's result")
+            // Long enough for the broker's close (541) to arrive, well within the second the old worker waited.
+            try await Task.sleep(for: .milliseconds(300))
+            let request = InboundSpec(
+                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).requester",
+                replyTo: "amq.rabbitmq.reply-to")
+            let outcome = try await requester.channel.publish(
+                request.outbound(exchange: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
+            #expect(outcome.isConfirmed)
+            let copies = try await requester.waitFor(1, within: .seconds(5), "the requester's copy")
+            #expect(copies.first?.properties.messageID == "\(environment.prefix).requester/0")
+            #expect(worker.metric("wallet_reply_copies_lost_total") == 0, "the copy was counted as lost")
+            #expect(deadLetters.count == 0)
+        }
+    }
+
+    /// Issue 23, defect 8: a header that is a long string ('S') but not UTF-8 came out of the worker's dead letter as a
+    /// byte array ('x'): CONTRACT §8 keeps the properties untouched, byte for byte.
+    @Test("a long-string header that is not UTF-8 keeps its kind on the dead letter")
+    func nonUTF8LongStringHeaderKeepsItsKind() async throws {
+        try await withPoisonEnvironment("latin-header") { environment, capture, deadLetters, worker in
+            var spec = InboundSpec(json: "not json", messageID: "\(environment.prefix).latin")
+            spec.headers = [("x-latin", .undecodedString([0x63, 0x61, 0x66, 0xE9])), ("x-bytes", .bytes([0xFF]))]
+            try await environment.publish(spec)
+            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            #expect(letter.properties.headers?["x-latin"] == .undecodedString([0x63, 0x61, 0x66, 0xE9]), "still 'S'")
+            #expect(letter.properties.headers?["x-bytes"] == .bytes([0xFF]), "still 'x'")
+            try await expectStillMoving(environment, capture, worker)
+        }
+    }
+
     @Test(
         "a message published with its own user's user_id is dead-lettered with it in x-original-user-id",
         .enabled(if: ProcessInfo.processInfo.environment["AMQP_SECOND_USER_URL"] != nil,

@@ -69,6 +69,19 @@ struct ReplicaDatabase: Sendable {
         }
     }
 
+    /// Makes the database read-only (`default_transaction_read_only`), as a standby answering as the primary after
+    /// a failover is, or writable again, and ends the sessions already connected to it so that every new one gets
+    /// the setting (the worker's pool reconnects).
+    func setReadOnly(_ readOnly: Bool) async throws {
+        try await withConnection(to: server.database) { connection in
+            let setting = readOnly ? "SET default_transaction_read_only = on" : "RESET default_transaction_read_only"
+            try await connection.query(PostgresQuery(unsafeSQL: "ALTER DATABASE \(name) \(setting)"), logger: Self.logger)
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'"),
+                logger: Self.logger)
+        }
+    }
+
     // MARK: - The store's tables (the names and columns of PostgresSchema's migrations)
 
     struct Card: Sendable, Equatable, CustomStringConvertible {

@@ -47,16 +47,22 @@ enum ResilienceBroker {
 struct PrivateRabbitNode {
     let port: Int
     let dataDirectory: String
+    /// The broker's `consumer_timeout`, checked every second; nil for RabbitMQ's default (30 minutes, checked every
+    /// minute).
+    var consumerTimeout: Duration?
     var url: String { "amqp://guest:guest@127.0.0.1:\(port)/%2f" }
 
-    init(port: Int) {
+    init(port: Int, consumerTimeout: Duration? = nil) {
         self.port = port
+        self.consumerTimeout = consumerTimeout
         dataDirectory = FileManager.default.temporaryDirectory
             .appendingPathComponent("wnw-resilience-rabbit-\(port)-\(UUID().uuidString.prefix(8))").path
     }
 
     private var environment: [String: String] {
-        ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory]
+        var environment = ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory]
+        if let consumerTimeout { environment["RABBITMQ_CONSUMER_TIMEOUT_MS"] = "\(Int(consumerTimeout.inSeconds * 1_000))" }
+        return environment
     }
 
     /// Runs the script and waits for exactly its process (the broker it leaves in the background writes to its

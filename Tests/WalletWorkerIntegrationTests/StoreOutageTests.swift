@@ -58,6 +58,49 @@ struct StoreOutageTests {
             }
         }
     }
+
+    /// Issue 23, defect 3: a standby answering as the primary after a failover is read-only (SQLSTATE 25006). The
+    /// store check was `SELECT 1`, which it answers: the worker sent every message through its retries to the dead
+    /// letters. Now the check writes (and rolls back), and 25006 is an outage by itself.
+    @Test("a PostgreSQL that turns read-only holds the messages: nothing retried or dead-lettered, not ready; writable again, everything is processed")
+    func readOnlyStoreHoldsTheMessages() async throws {
+        try await ReplicaDatabase.with("read_only") { database in
+            let store = try StoreLocation(parsing: database.storeURL)
+            try await withWorkerEnvironment("store-read-only", configure: {
+                $0.store = store
+                $0.retryAttempts = 2
+                $0.retryDelay = .milliseconds(200)
+            }) { environment in
+                try await environment.declareTopology()
+                let capture = try await environment.resultCapture()
+                let deadLetters = try await environment.deadLetterReader()
+                let worker = try await environment.startWorker()
+                try await environment.publish(InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
+                try await capture.results.waitFor(1, within: .seconds(10), "the first result, store writable")
+
+                try await database.setReadOnly(true)
+                let ids = (0..<5).map { "\(environment.prefix).read-only-\($0)" }
+                try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
+                let paused = try await waitUntil(within: .seconds(20)) { worker.health.isStoreUnavailable }
+                #expect(paused, "the worker did not notice the read-only store")
+                #expect(!worker.health.isReady)
+                #expect(worker.metric("wallet_store_available") == 0)
+                try await Task.sleep(for: .seconds(3))
+                #expect(deadLetters.count == 0, "dead-lettered while the store was read-only")
+                #expect(worker.metric("wallet_retries_total") == 0)
+                #expect(capture.results.count == 1)
+
+                try await database.setReadOnly(false)
+                let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
+                #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
+                let ready = try await waitUntil(within: .seconds(10)) { worker.health.isReady }
+                #expect(ready, "ready again once the store takes writes")
+                #expect(worker.metric("wallet_store_available") == 1)
+                #expect(deadLetters.count == 0)
+                try await worker.stop()
+            }
+        }
+    }
 }
 
 private func waitUntil(within limit: Duration, _ condition: () -> Bool) async throws -> Bool {

@@ -41,7 +41,7 @@ enum WorkerBroker {
         return logger
     }()
 
-    static func connect(purpose: String) async throws -> AMQPConnection {
+    static func connect(purpose: String, url urlText: String = urlText) async throws -> AMQPConnection {
         let url = try AMQPURL(parsing: urlText)
         var configuration = AMQPConnectionConfiguration(url: url)
         configuration.connectionName = "worker-integration-tests: \(purpose)"
@@ -242,18 +242,19 @@ final class WorkerEnvironment: @unchecked Sendable {
 /// test's queues and exchanges, also when `body` throws.
 func withWorkerEnvironment<T>(
     _ purpose: String,
+    brokerURL: String = WorkerBroker.urlText,
     configure: (inout WorkerConfiguration) -> Void = { _ in },
     _ body: (WorkerEnvironment) async throws -> T
 ) async throws -> T {
     let prefix = uniqueWorkerPrefix(purpose)
     var configuration = WorkerConfiguration()
-    configuration.amqpURL = WorkerBroker.urlText
+    configuration.amqpURL = brokerURL
     configuration.topology = .unique(prefix: prefix)
     configuration.store = .memory
     configuration.httpPort = nil
     configuration.logLevel = .error
     configure(&configuration)
-    let connection = try await WorkerBroker.connect(purpose: purpose)
+    let connection = try await WorkerBroker.connect(purpose: purpose, url: brokerURL)
     let environment: WorkerEnvironment
     do {
         let publishChannel = try await connection.openChannel()

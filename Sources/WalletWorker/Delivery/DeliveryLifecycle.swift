@@ -158,7 +158,14 @@ struct DeliveryLifecycle: Sendable {
     mutating func storeAnswered(_ id: SessionID, _ batchID: BatchID, _ answer: StoreAnswer, now: Duration)
         -> [LifecycleAction]
     {
-        guard var session = takeSession(id) else { return [] }
+        guard var session = takeSession(id) else {
+            // The session has ended, but what the store said about itself holds for the whole process.
+            var actions: [LifecycleAction] = []
+            if let failure = answer.failure, failure.isOutage, !isStopping {
+                beginOutage(failure, now: now, &actions)
+            }
+            return actions
+        }
         guard var index = session.batches.firstIndex(where: { $0.id == batchID }),
             case .storing(let oneAtATime) = session.batches[index].phase
         else {
