@@ -7,6 +7,8 @@
 #   scripts/benchmark-worker.sh --replicas "1 3" # PostgreSQL with 1 and 3 replicas (default "1 2 3"; "none": skip)
 #   scripts/benchmark-worker.sh --rounds 1 --messages 2000 --no-setup   # a quick check of the plumbing only
 #   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
+#   COMPARE_WORKER_BIN=/path/to/other/wallet-worker scripts/benchmark-worker.sh --replicas none
+#       # also that build, as worker-cmp and worker-mem-cmp, alternated with this one's in every round
 #   scripts/benchmark-worker.sh --floor-store-us 45 --floor-store-bytes 9400 # the floor's store work per notification
 #
 # It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752) and a private PostgreSQL
@@ -201,6 +203,13 @@ for round in $(seq 1 "$rounds"); do
         --prefetch 200 --http-port off
     run_contender worker-mem "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store memory \
         --prefetch 200 --http-port off
+    if [ -n "${COMPARE_WORKER_BIN:-}" ]; then
+        rm -f "$work/store-cmp-$round.sqlite"*
+        run_contender worker-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" \
+            --store "sqlite:$work/store-cmp-$round.sqlite" --prefetch 200 --http-port off
+        run_contender worker-mem-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --store memory \
+            --prefetch 200 --http-port off
+    fi
     run_contender floor "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
         --results-per-delivery "$results_per_notification" --idle-exit 30 --overlap \
         --store-work-us "$floor_store_us" --store-file "$work/floor-store.bin" --store-bytes "$floor_store_bytes"
@@ -224,9 +233,11 @@ ratio_of() {
     awk -v name="$1" -v base="${2:-baseline}" '$1 == base { b[$2] = $3 } $1 == name { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
         "$work/results" | median %.3f
 }
-printf '  %-10s %10s %12s %10s %14s %18s %11s %11s\n' "" "msg/s" "CPU us/msg" "peak MiB" "broker us/msg" \
+printf '  %-14s %10s %12s %10s %14s %18s %11s %11s\n' "" "msg/s" "CPU us/msg" "peak MiB" "broker us/msg" \
     "PostgreSQL us/msg" "/baseline" "/baseline2"
-names="baseline baseline2 worker worker-mem floor"
+names="baseline baseline2 worker worker-mem"
+[ -n "${COMPARE_WORKER_BIN:-}" ] && names="$names worker-cmp worker-mem-cmp"
+names="$names floor"
 for count in $replica_counts; do names="$names pg-$count"; done
 for name in $names; do
     server="-"
@@ -234,7 +245,7 @@ for name in $names; do
     ratio="-" ratio2="-"
     [ "$name" != baseline ] && ratio=$(ratio_of "$name")
     [[ "$name" != baseline* ]] && ratio2=$(ratio_of "$name" baseline2)
-    printf '  %-10s %10s %12s %10s %14s %18s %11s %11s\n' "$name" "$(column_of "$name" 3 %.0f)" \
+    printf '  %-14s %10s %12s %10s %14s %18s %11s %11s\n' "$name" "$(column_of "$name" 3 %.0f)" \
         "$(column_of "$name" 4 %.1f)" "$(column_of "$name" 5 %.1f)" "$(column_of "$name" 8 %.1f)" "$server" \
         "$ratio" "$ratio2"
 done
@@ -250,11 +261,11 @@ median_table() {
     local titles name spec
     IFS='|' read -ra titles <<<"$1"
     shift
-    printf '  %-10s' ""
+    printf '  %-14s' ""
     printf ' %13s' "${titles[@]}"
     printf '\n'
     for name in $names; do
-        printf '  %-10s' "$name"
+        printf '  %-14s' "$name"
         # shellcheck disable=SC2086  # "COLUMN FORMAT" is two arguments of column_of
         for spec in "$@"; do printf ' %13s' "$(column_of "$name" $spec)"; done
         printf '\n'
@@ -269,6 +280,17 @@ echo "  the same work for the broker, none in the client."
 echo "  throughput ratio worker/baseline (median of per-round ratios): $(ratio_of worker)"
 echo "  throughput ratio worker/baseline2: $(ratio_of worker baseline2);" \
     "baseline2/baseline: $(ratio_of baseline2) (what the extra results cost the broker)"
+
+if [ -n "${COMPARE_WORKER_BIN:-}" ]; then
+    # The CPU per message of each round against the comparison build's in the same round, then their median.
+    cpu_ratio_of() {
+        awk -v name="$1" -v base="$2" '$1 == base { b[$2] = $4 } $1 == name { w[$2] = $4 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
+            "$work/results" | median %.3f
+    }
+    echo "== this build against $COMPARE_WORKER_BIN (CPU per message, median of per-round ratios; below 1 is cheaper) =="
+    echo "  worker / worker-cmp (SQLite): $(cpu_ratio_of worker worker-cmp)"
+    echo "  worker-mem / worker-mem-cmp (memory store): $(cpu_ratio_of worker-mem worker-mem-cmp)"
+fi
 
 # --- targets (issue 14) --------------------------------------------------------------------------------------
 # target LABEL VALUE OP LIMIT: one line, "met" or "NOT MET".
