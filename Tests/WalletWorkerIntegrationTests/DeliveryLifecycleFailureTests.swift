@@ -55,12 +55,9 @@ struct DeliveryLifecycleFailureTests {
         defer { node.destroy() }
         try await node.start()
         try await ReplicaDatabase.with("consumer_timeout") { database in
-            var components = try #require(URLComponents(string: database.storeURL))
-            let relay = try FaultyRelay(upstreamHost: components.host ?? "127.0.0.1", upstreamPort: components.port ?? 5432)
+            let relay = try database.relay()
             defer { relay.close() }
-            components.host = "127.0.0.1"
-            components.port = relay.port
-            let store = try StoreLocation(parsing: try #require(components.string))
+            let store = try database.store(through: relay)
             try await withWorkerEnvironment("consumer-timeout", brokerURL: node.url, configure: {
                 $0.store = store
                 $0.consumerTimeout = .seconds(6)

@@ -104,10 +104,7 @@ struct PoisonMessageTests {
     @Test("a well-formed direct reply-to address of a node the broker does not know costs only the reply connection")
     func directReplyToUnknownNode() async throws {
         try await withPoisonEnvironment("foreign-reply-to") { environment, capture, deadLetters, worker in
-            // NEW_PID_EXT for node 'reply@12345': RabbitMQ 3.10 closes the publishing connection with 541.
-            var term: [UInt8] = [131, 88, 118, 0, 11] + Array("reply@12345".utf8)
-            term += [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
-            let address = "amq.rabbitmq.reply-to.\(Data(term).base64EncodedString()).\(Data(count: 16).base64EncodedString())"
+            let address = unknownNodeReplyAddress
             try await environment.publish(InboundSpec(
                 json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
             try await expectStillMoving(environment, capture, worker)
@@ -136,9 +133,7 @@ struct PoisonMessageTests {
     @Test("a requester's copy right after the broker closed the reply connection goes out on a fresh connection")
     func copyRightAfterTheReplyConnectionClosed() async throws {
         try await withPoisonEnvironment("reply-reopen") { environment, capture, deadLetters, worker in
-            var term: [UInt8] = [131, 88, 118, 0, 11] + Array("reply@12345".utf8)
-            term += [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
-            let address = "amq.rabbitmq.reply-to.\(Data(term).base64EncodedString()).\(Data(count: 16).base64EncodedString())"
+            let address = unknownNodeReplyAddress
             let requester = try await environment.collect(queue: "amq.rabbitmq.reply-to", acknowledgement: .automatic)
             try await requester.channel.enableConfirms()
             try await environment.publish(InboundSpec(
@@ -431,6 +426,14 @@ struct PoisonMessageTests {
 }
 
 /// A worker consuming a fresh topology, with the result and dead-letter queues collected.
+/// A well-formed direct reply-to address of a node the broker does not know (NEW_PID_EXT for node 'reply@12345'):
+/// RabbitMQ 3.10 closes the connection that publishes to it with 541.
+private let unknownNodeReplyAddress: String = {
+    var term: [UInt8] = [131, 88, 118, 0, 11] + Array("reply@12345".utf8)
+    term += [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]
+    return "amq.rabbitmq.reply-to.\(Data(term).base64EncodedString()).\(Data(count: 16).base64EncodedString())"
+}()
+
 private func withPoisonEnvironment(
     _ purpose: String,
     _ body: (WorkerEnvironment, ResultCapture, QueueCollector, RunningWorker) async throws -> Void

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import TestSupport
 import WalletStore
 
 /// A fresh PostgreSQL database for one multi-replica test, on the server of `POSTGRES_URL` (scripts/test.sh
@@ -67,6 +68,21 @@ struct ReplicaDatabase: Sendable {
             try? await connection.close()
             throw error
         }
+    }
+
+    /// The store URL of this database through `relay`, a `FaultyRelay` in front of its server (which the caller
+    /// keeps, and closes).
+    func store(through relay: FaultyRelay) throws -> StoreLocation {
+        guard var components = URLComponents(string: storeURL) else { throw WorkerFixtureError("not a URL: \(storeURL)") }
+        components.host = "127.0.0.1"
+        components.port = relay.port
+        guard let url = components.string else { throw WorkerFixtureError("cannot build a store URL through the relay") }
+        return try StoreLocation(parsing: url)
+    }
+
+    /// A relay in front of this database's server.
+    func relay() throws -> FaultyRelay {
+        try FaultyRelay(upstreamHost: server.host, upstreamPort: server.port)
     }
 
     /// Makes the database read-only (`default_transaction_read_only`), as a standby answering as the primary after

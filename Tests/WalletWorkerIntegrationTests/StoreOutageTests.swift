@@ -14,12 +14,9 @@ struct StoreOutageTests {
     @Test("while the store is unreachable nothing is retried or dead-lettered and the worker is not ready; it resumes when the store answers")
     func outagePausesInsteadOfDeadLettering() async throws {
         try await ReplicaDatabase.with("outage") { database in
-            var components = try #require(URLComponents(string: database.storeURL))
-            let relay = try FaultyRelay(upstreamHost: components.host ?? "127.0.0.1", upstreamPort: components.port ?? 5432)
+            let relay = try database.relay()
             defer { relay.close() }
-            components.host = "127.0.0.1"
-            components.port = relay.port
-            let store = try StoreLocation(parsing: try #require(components.string))
+            let store = try database.store(through: relay)
             // Two attempts 200 ms apart: the old worker dead-lettered every message within a second of the outage.
             try await withWorkerEnvironment("store-outage", configure: {
                 $0.store = store

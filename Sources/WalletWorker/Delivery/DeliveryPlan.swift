@@ -117,35 +117,37 @@ struct DeliveryPlan: Sendable {
     /// The plan for a delivery the store refused to hold (`StoreError.Kind.refusedInput`), even stored alone:
     /// retrying would fail the same way, so it is dead-lettered at once, with the store's words.
     init(original: OriginalMessage, storeRefusal error: String, topology: Topology, frameMax: Int) {
-        self.original = original
-        self.stored = nil
-        let reason = "the store refused this message: \(error)"
-        let (brokerFate, deadLetter) = Self.deadLettering(
-            original, reason: reason, topology: topology, frameMax: frameMax)
-        fate = brokerFate ?? .storeRefused(reason: reason)
-        messages = deadLetter
+        self.init(
+            original: original, deadLettering: "the store refused this message: \(error)", as: DeliveryFate.storeRefused,
+            topology: topology, frameMax: frameMax)
     }
 
     /// The plan for a delivery one of whose results AMQP cannot encode: no retry would encode it.
     init(original: OriginalMessage, unpublishable error: String, topology: Topology, frameMax: Int) {
-        self.original = original
-        self.stored = nil
-        let reason = "a result of this message cannot be published: \(error)"
-        let (brokerFate, deadLetter) = Self.deadLettering(
-            original, reason: reason, topology: topology, frameMax: frameMax)
-        fate = brokerFate ?? .unpublishable(reason: reason)
-        messages = deadLetter
+        self.init(
+            original: original, deadLettering: "a result of this message cannot be published: \(error)",
+            as: DeliveryFate.unpublishable, topology: topology, frameMax: frameMax)
     }
 
     /// The plan for a delivery that failed alone, the same way, too often (`PoisonSuspects`): whatever it is, it
     /// would stop the queue again, so it is dead-lettered with the error instead of being processed.
     init(original: OriginalMessage, poison error: String, failures: Int, topology: Topology, frameMax: Int) {
+        self.init(
+            original: original, deadLettering: "processing failed \(failures) times in a row on this message: \(error)",
+            as: DeliveryFate.poison, topology: topology, frameMax: frameMax)
+    }
+
+    /// The plan for a delivery dead-lettered unprocessed, for `reason`: its fate is `fate(reason)`, or
+    /// `rejectedToBroker` when only the broker can dead-letter it.
+    private init(
+        original: OriginalMessage, deadLettering reason: String, as fate: (String) -> DeliveryFate, topology: Topology,
+        frameMax: Int
+    ) {
         self.original = original
         self.stored = nil
-        let reason = "processing failed \(failures) times in a row on this message: \(error)"
         let (brokerFate, deadLetter) = Self.deadLettering(
             original, reason: reason, topology: topology, frameMax: frameMax)
-        fate = brokerFate ?? .poison(reason: reason)
+        self.fate = brokerFate ?? fate(reason)
         messages = deadLetter
     }
 
