@@ -133,9 +133,8 @@ struct DeliveryLifecycle: Sendable {
         for delivery in deliveries { session.unsettled.received(delivery.tag) }
         if session.end != nil || session.takesNoMore {
             // The session is handing its queue back: the channel's close returns these, unprocessed.
-            for delivery in deliveries {
-                actions.append(.report(.ended(end(delivery, id, .requeued(reason: session.givingBackReason), now))))
-            }
+            let reason = session.givingBackReason
+            actions.append(.report(.ended(deliveries.map { end($0, id, .requeued(reason: reason), now) })))
             putSession(session)
             return actions
         }
@@ -443,13 +442,11 @@ struct DeliveryLifecycle: Sendable {
             if !inFlight.isEmpty { suspects.recordFailure(inFlight: inFlight, signature: signature, error: text) }
         }
         if session.isConsuming { actions.append(.report(.sessionFailed(id, error: text))) }
-        for batch in session.batches {
-            let unsettled: [Delivery] =
-                if case .requeueing(_, let requeue, _) = batch.phase { requeue.map { batch.deliveries[$0] } }
-                else { batch.deliveries }
-            for delivery in unsettled {
-                actions.append(.report(.ended(end(delivery, id, .droppedWithSession(error: text), now))))
-            }
+        let dropped = session.batches.flatMap { batch -> [Delivery] in
+            if case .requeueing(_, let requeue, _) = batch.phase { requeue.map { batch.deliveries[$0] } } else { batch.deliveries }
+        }
+        if !dropped.isEmpty {
+            actions.append(.report(.ended(dropped.map { end($0, id, .droppedWithSession(error: text), now) })))
         }
         session.batches = []
         session.end = .failed(error: text)
@@ -641,12 +638,15 @@ struct DeliveryLifecycle: Sendable {
             settlements += rejected.map { .reject(tag: $0) }
         }
         if !settlements.isEmpty { actions.append(.settle(session.id, settlements)) }
+        var ends: [DeliveryEnd] = []
+        ends.reserveCapacity(acknowledged.count + rejected.count)
         for (position, delivery) in batch.deliveries.enumerated() where !requeued.contains(position) {
             let plan = plans[position]
-            actions.append(.report(.ended(DeliveryEnd(
+            ends.append(DeliveryEnd(
                 session: session.id, delivery: delivery, fate: plan.fate, stored: plan.stored,
-                skippedReplyCopies: plan.skippedReplyCopies, elapsed: now - delivery.receivedAt))))
+                skippedReplyCopies: plan.skippedReplyCopies, elapsed: now - delivery.receivedAt))
         }
+        if !ends.isEmpty { actions.append(.report(.ended(ends))) }
         if !suspects.isEmpty { suspects.recordSettled(batch.deliveries.map { PoisonSuspects.key($0.original) }) }
         if requeue.isEmpty {
             pipelines[session.id.pipeline].requeueBackoff.reset()
@@ -671,10 +671,8 @@ struct DeliveryLifecycle: Sendable {
         let deliveries = requeue.map { session.batches[index].deliveries[$0] }
         session.unsettled.settled(deliveries.map(\.tag))
         actions.append(.settle(session.id, deliveries.map { .requeue(tag: $0.tag) }))
-        for delivery in deliveries {
-            actions.append(.report(.ended(end(
-                delivery, session.id, .requeued(reason: "its retry and dead-letter publishes failed"), now))))
-        }
+        let reason = "its retry and dead-letter publishes failed"
+        actions.append(.report(.ended(deliveries.map { end($0, session.id, .requeued(reason: reason), now) })))
         session.batches.remove(at: index)
     }
 
@@ -749,9 +747,7 @@ struct DeliveryLifecycle: Sendable {
         let reason = session.givingBackReason
         session.batches.removeAll { batch in
             guard batch.isUncommitted else { return false }
-            for delivery in batch.deliveries {
-                actions.append(.report(.ended(end(delivery, session.id, .requeued(reason: reason), now))))
-            }
+            actions.append(.report(.ended(batch.deliveries.map { end($0, session.id, .requeued(reason: reason), now) })))
             return true
         }
     }

@@ -72,8 +72,9 @@ enum LifecycleEvent: Sendable {
     case reconnecting(pipeline: Int, attempt: Int, delay: Duration)
     /// Deliveries arrived (a message span starts for each).
     case received(DeliveryLifecycle.SessionID, [DeliveryLifecycle.Delivery])
-    /// A delivery left the worker, or was given back: its fate, the store's decision, and the time since it arrived.
-    case ended(DeliveryEnd)
+    /// Deliveries left the worker, or were given back: each one's fate, the store's decision, and the time since it
+    /// arrived. One event per batch settled (not one per delivery: this is the hot path).
+    case ended([DeliveryEnd])
     /// A message a delivery's fate depends on was not taken by the broker: it goes to the retry queue (or is
     /// dead-lettered).
     case publishNotConfirmed(DeliveryLifecycle.SessionID, DeliveryLifecycle.Delivery, reason: String)

@@ -116,8 +116,8 @@ extension LifecycleEvent {
             .publishNotConfirmed(let id, _, _), .resultNotTaken(let id, _, _), .storingOneAtATime(let id, _, _),
             .batchFailsWhileStoreAnswers(let id, _, _), .givingBack(let id, _, _), .requeueDelayed(let id, _, _):
             id
-        case .ended(let end):
-            end.session
+        case .ended(let ends):
+            ends.first?.session
         case .reconnecting(let pipeline, _, _):
             DeliveryLifecycle.SessionID(pipeline: pipeline, number: 0)
         case .replyCopiesReturned, .storeOutageBegan, .storeOutageEnded:

@@ -31,8 +31,8 @@ struct LifecycleObserver: Sendable {
             ])
         case .received(let session, let deliveries):
             tracing?.started(session, deliveries)
-        case .ended(let end):
-            ended(end)
+        case .ended(let ends):
+            for end in ends { ended(end) }
         case .publishNotConfirmed(let session, let delivery, let reason):
             logger.warning("publish not confirmed", metadata: metadata(delivery, session, ["error": "\(reason)"]))
         case .resultNotTaken(let session, let delivery, let reason):

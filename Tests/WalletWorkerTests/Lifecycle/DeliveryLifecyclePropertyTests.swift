@@ -353,12 +353,14 @@ struct SimulatedWorld {
             case .sendDirectReplies:
                 break
             case .report(let event):
-                if case .ended(let end) = event {
-                    guard channels[end.session] != nil else {
-                        violations.append("an end for unknown session \(end.session)")
-                        break
+                if case .ended(let ends) = event {
+                    for end in ends {
+                        guard channels[end.session] != nil else {
+                            violations.append("an end for unknown session \(end.session)")
+                            continue
+                        }
+                        channels[end.session]!.ends[end.delivery.tag, default: []].append(end.fate)
                     }
-                    channels[end.session]!.ends[end.delivery.tag, default: []].append(end.fate)
                 }
             }
         }

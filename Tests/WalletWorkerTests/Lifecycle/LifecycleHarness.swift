@@ -176,7 +176,7 @@ struct LifecycleHarness {
             case .failWorker(let error): failures.append("\(error)")
             default: break
             }
-            if let line = summary(action) { lines.append(line) }
+            if let line = summary(action) { lines += line.split(separator: "\n").map(String.init) }
         }
         log += lines
         return lines
@@ -215,7 +215,7 @@ struct LifecycleHarness {
 
     static func summary(_ event: LifecycleEvent) -> String? {
         switch event {
-        case .ended(let end): "\(end.delivery.tag) \(end.fate.name)"
+        case .ended(let ends): ends.map { "\($0.delivery.tag) \($0.fate.name)" }.joined(separator: "\n")
         case .storeOutageBegan: "outage began"
         case .storeOutageEnded: "outage ended"
         case .givingBack(_, let count, _): "giving back \(count)"
