@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import WalletStore
+import WalletOperatorTools
 import WalletWorker
 
 extension WalletWorkerCommand {

@@ -2,7 +2,7 @@ import AMQPTransport
 import Foundation
 import Testing
 
-@testable import WalletWorker
+@testable import WalletOperatorTools
 
 /// `wallet-worker dead-letters`: what an operator is told about a dead letter, which ones a filter selects, and
 /// what a replay publishes.

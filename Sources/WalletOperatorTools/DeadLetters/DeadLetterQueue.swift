@@ -1,4 +1,5 @@
 import AMQPTransport
+import WalletWorker
 import Foundation
 import Logging
 
@@ -18,7 +19,7 @@ public struct DeadLetterQueue: Sendable {
 
     /// The configuration's dead-letter queue, on a connection of its own (closed by `close()`).
     public static func open(configuration: WorkerConfiguration, logger: Logger) async throws -> DeadLetterQueue {
-        var connectionConfiguration = try configuration.connectionConfiguration()
+        var connectionConfiguration = try configuration.toolConnectionConfiguration()
         connectionConfiguration.connectionName = "wallet-worker dead-letters"
         let connection = try await AMQPConnection.connect(configuration: connectionConfiguration, logger: logger)
         return DeadLetterQueue(connection: connection, queue: configuration.topology.deadLetterQueue)

@@ -1,4 +1,5 @@
 import AMQPTransport
+import WalletWorker
 import Foundation
 
 /// One message of the dead-letter queue as an operator sees it: who dead-lettered it and why, what it was, how
@@ -28,12 +29,12 @@ public struct DeadLetter: Sendable, Hashable {
         bodyBytes = body.count
         sender = Self.sender(in: body)
         let firstDeath = Self.firstDeath(headers)
-        if let error = headers?[WorkerHeaders.workerError]?.text {
+        if let error = headers?[WorkerHeaderNames.workerError]?.textValue {
             reason = error
             deadLetteredBy = "worker"
         } else if let firstDeath {
-            let why = firstDeath["reason"]?.text ?? "?"
-            let queue = firstDeath["queue"]?.text ?? "?"
+            let why = firstDeath["reason"]?.textValue ?? "?"
+            let queue = firstDeath["queue"]?.textValue ?? "?"
             reason = "\(why) by the broker in \(queue)" + (why == "rejected" ? Self.brokerRejectionHint : "")
             deadLetteredBy = "broker"
         } else {
@@ -57,7 +58,7 @@ public struct DeadLetter: Sendable, Hashable {
 
     /// The first `x-death` entry: the broker's latest dead-lettering.
     static func firstDeath(_ headers: AMQPTable?) -> AMQPTable? {
-        guard case .array(let entries)? = headers?[XDeathHeader.name], case .table(let first)? = entries.first else {
+        guard case .array(let entries)? = headers?[WorkerHeaderNames.xDeath], case .table(let first)? = entries.first else {
             return nil
         }
         return first
@@ -143,8 +144,8 @@ public enum DeadLetterReplay {
     }
 
     static func isAddedOnTheWay(_ key: String) -> Bool {
-        key == WorkerHeaders.retryCount || key.hasPrefix("x-worker-") || key == XDeathHeader.name
+        key == WorkerHeaderNames.retryCount || key.hasPrefix("x-worker-") || key == WorkerHeaderNames.xDeath
             || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
-            || key == XDeathHeader.keptAs || key == WorkerHeaders.originalExpiration
+            || key == WorkerHeaderNames.xDeathKeptAs || key == WorkerHeaderNames.originalExpiration
     }
 }
