@@ -151,10 +151,12 @@ public final class AMQPChannel: Sendable {
     /// that were available at once, at most the prefetch). A body over `maximumBodyBytes` is not kept: the
     /// delivery arrives with an empty body and `withheldBodySize` set. The sequence ends when the consumer is cancelled by us,
     /// and throws when the broker cancels it (`.consumerCancelled`) or the channel or connection fails.
+    /// A delivery whose content header cannot be decoded ends the connection; `undecodableContent` says how it
+    /// is settled first (rejected to the queue's dead-letter exchange by default, or requeued).
     public func consume(
         queue: String, consumerTag: String = "", exclusive: Bool = false,
         acknowledgement: AMQPConsumer.Acknowledgement = .manual, arguments: AMQPTable = [:],
-        maximumBodyBytes: Int? = nil
+        maximumBodyBytes: Int? = nil, undecodableContent: UndecodableContentHandling = .rejectToDeadLetterExchange
     ) async throws(AMQPError) -> AMQPConsumer {
         let automatic = acknowledgement == .automatic
         let reference = reference
@@ -162,7 +164,7 @@ public final class AMQPChannel: Sendable {
         let runtime = runtime
         // Set once the tag is known; the buffer's abandon hook only runs after `consume` has returned it.
         let knownTag = Locked<String?>(nil)
-        let deliveries = DeliveryBuffer(onAbandon: {
+        let deliveries = DeliveryBuffer(undecodableContent: undecodableContent, onAbandon: {
             // The consuming task was cancelled: cancel on the broker so it stops sending.
             guard let tag = knownTag.withLock({ $0 }) else { return }
             _ = runtime.submit { core in try? core.cancelConsumer(channel: number, tag: tag) }
