@@ -22,8 +22,11 @@ public struct DeadLetterPrinter {
             guard try printLine(Self.row("AGE", "BY", "SENDER", "MESSAGE ID", "REASON")) else { return false }
         }
         let age = letter.age(at: now).map(Self.age) ?? "?"
+        var reason = letter.reason
+        if let hint = letter.hint { reason += " (\(hint))" }
+        if !letter.missing.isEmpty { reason += " [truncated: lacks \(letter.missing.joined(separator: "; "))]" }
         return try printLine(Self.row(
-            age, letter.deadLetteredBy, letter.sender ?? "-", letter.messageID ?? "-", letter.reason))
+            age, letter.deadLetteredBy, letter.sender ?? "-", letter.messageID ?? "-", reason))
     }
 
     public static func row(_ age: String, _ by: String, _ sender: String, _ id: String, _ reason: String) -> String {
@@ -31,7 +34,7 @@ public struct DeadLetterPrinter {
             let cut = text.count > width ? String(text.prefix(width - 1)) + "…" : text
             return cut.padding(toLength: width, withPad: " ", startingAt: 0)
         }
-        return "\(cell(age, 8)) \(cell(by, 7)) \(cell(sender, 7)) \(cell(id, 36)) \(reason.prefix(160))"
+        return "\(cell(age, 8)) \(cell(by, 7)) \(cell(sender, 7)) \(cell(id, 36)) \(reason.prefix(240))"
     }
 
     public static func age(_ seconds: TimeInterval) -> String {
@@ -44,11 +47,15 @@ public struct DeadLetterPrinter {
     }
 }
 
-/// `show`'s JSON: the delivery whole; a body that is not UTF-8 in base64.
+/// `show`'s JSON: the message whole; a body that is not UTF-8 in base64. A device installation's push channel (a
+/// push token) is masked unless asked, as `inspect installation` does.
 public enum DeadLetterDetail {
-    public static func jsonLine(_ delivery: AMQPDelivery) -> String {
-        var object: [String: Any] = ["routingKey": delivery.routingKey, "exchange": delivery.exchange]
-        let properties = delivery.properties
+    public static func jsonLine(
+        _ message: DeadLetterMessage, exchange: String? = nil, showPushChannel: Bool = false
+    ) -> String {
+        var object: [String: Any] = ["routingKey": message.routingKey]
+        object["exchange"] = exchange
+        let properties = message.properties
         var described: [String: Any] = [:]
         described["messageId"] = properties.messageID
         described["correlationId"] = properties.correlationID
@@ -63,13 +70,27 @@ public enum DeadLetterDetail {
         if let headers = properties.headers {
             object["headers"] = Dictionary(headers.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })
         }
-        if let text = String(validating: delivery.body, as: UTF8.self) {
-            object["body"] = text
+        if let size = message.withheldBodySize {
+            object["bodyNotRead"] = "\(size) bytes, over the tool's read limit (twice --max-body-bytes)"
         } else {
-            object["bodyBase64"] = Data(delivery.body).base64EncodedString()
+            let body = showPushChannel ? message.body : PushChannelMask.masked(message.body)
+            if let text = String(validating: body, as: UTF8.self) {
+                object["body"] = text
+            } else {
+                object["bodyBase64"] = Data(body).base64EncodedString()
+            }
         }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A header value as text, for messages.
+    static func text(_ value: AMQPFieldValue) -> String {
+        switch json(value) {
+        case let text as String: text
+        case let number as Int: String(number)
+        default: "\(value)"
+        }
     }
 
     static func json(_ value: AMQPFieldValue) -> Any {

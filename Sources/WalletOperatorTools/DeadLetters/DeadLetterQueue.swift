@@ -1,138 +1,335 @@
 import AMQPTransport
-import WalletWorker
 import Foundation
 import Logging
+import WalletWorker
 
-/// The dead-letter queue for `wallet-worker dead-letters`: each command walks the messages the queue holds when
-/// it starts, once, holding them unacknowledged; it acknowledges (removes) only what it has dealt with (replayed
-/// and confirmed, or purged), and everything else goes back to the queue, in its order, when the walk ends, also
-/// when the command is interrupted or the connection is lost. So nothing is lost, and a replay that stops half-way
-/// has replayed some messages and left the rest where they were.
-public struct DeadLetterQueue: Sendable {
-    public let connection: AMQPConnection
-    public let queue: String
+/// The dead-letter queue for `wallet-worker dead-letters`: carries out a `DeadLetterPass` over it.
+///
+/// Two connections: one consumes (a window of `window` deliveries at a time, bodies up to `maximumBodyBytes`,
+/// frames up to `frameLimit` so that a content header RabbitMQ sent larger than the negotiated frame size can be
+/// read) and only settles; the other publishes (the run's marker, replays, copies) with confirms. Every message
+/// is settled in queue order: acknowledged when removed (purged, or its replay confirmed), rejected back to the
+/// queue's tail through its loop otherwise (the broker moves it whole). Whatever is unsettled when the run stops
+/// (interrupted, killed, the connection lost) the broker returns to where it was. Nothing is lost, and nothing is
+/// held beyond the window: the run never waits for more than the broker sends.
+public final class DeadLetterQueue: Sendable {
+    public let configuration: WorkerConfiguration
+    public var queue: String { configuration.topology.deadLetterQueue }
+    let logger: Logger
+    /// Unacknowledged deliveries at a time (`basic.qos`).
+    public let window: UInt16
+    /// Bodies over this are not read (listed with their size, kept or purged, never replayed).
+    public let maximumBodyBytes: Int
+    /// The largest frame the consuming connection reads.
+    public let frameLimit: Int
+    /// Wait for one replay's confirm; then the run stops, leaving that message where it was.
+    public let confirmTimeout: Duration
 
-    public init(connection: AMQPConnection, queue: String) {
-        self.connection = connection
-        self.queue = queue
-    }
-
-    /// The configuration's dead-letter queue, on a connection of its own (closed by `close()`).
-    public static func open(configuration: WorkerConfiguration, logger: Logger) async throws -> DeadLetterQueue {
-        var connectionConfiguration = try configuration.toolConnectionConfiguration()
-        connectionConfiguration.connectionName = "wallet-worker dead-letters"
-        let connection = try await AMQPConnection.connect(configuration: connectionConfiguration, logger: logger)
-        return DeadLetterQueue(connection: connection, queue: configuration.topology.deadLetterQueue)
-    }
-
-    public func close() async {
-        await connection.close()
+    public init(
+        configuration: WorkerConfiguration, logger: Logger, window: UInt16 = 128, maximumBodyBytes: Int,
+        frameLimit: Int = 4 << 20, confirmTimeout: Duration = .seconds(30)
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        self.window = window
+        self.maximumBodyBytes = maximumBodyBytes
+        self.frameLimit = frameLimit
+        self.confirmTimeout = confirmTimeout
     }
 
     public struct BusyQueue: Error, CustomStringConvertible {
         public var queue: String
         public var consumers: UInt32
         public var description: String {
-            "\(queue) has \(consumers) consumer(s): they would take messages this command is waiting for. Stop them "
+            "\(queue) has \(consumers) consumer(s): they would take messages this command is walking. Stop them "
                 + "first (rabbitmqctl list_consumers shows them)"
         }
     }
 
-    /// Calls `handle` with the queue's messages in batches, in queue order, and acknowledges the deliveries it
-    /// returns. Ends after as many messages as the queue held at the start. Returns how many were seen.
-    @discardableResult
-    public func walk(_ handle: ([AMQPDelivery]) async throws -> [AMQPDelivery]) async throws -> Int {
-        let channel = try await connection.openChannel()
-        let status = try await channel.queueStatus(queue)
-        guard status.consumerCount == 0 else { throw BusyQueue(queue: queue, consumers: status.consumerCount) }
-        let total = Int(status.messageCount)
-        guard total > 0 else {
-            try? await channel.close()
-            return 0
+    /// The queue exists as an earlier version declared it: without its loop, a message rejected from it would
+    /// be dropped, so the tool does not walk it.
+    public struct NoLoop: Error, CustomStringConvertible {
+        public var queue: String
+        public var loop: String
+        public var description: String {
+            "\(queue) was declared by an earlier version, without its loop (x-dead-letter-exchange \(loop)): this "
+                + "tool moves every message it looks at to the queue's tail through that loop, and without it a "
+                + "message would be dropped. Re-declare the queue first: see the README (Runbook: dead letters, "
+                + "\"a dead-letter queue of an earlier version\")"
         }
-        // Unlimited prefetch: every message stays unacknowledged until the walk ends, so the broker must send
-        // them all.
-        try await channel.setPrefetch(count: 0)
-        let consumer = try await channel.consume(queue: queue)
-        var seen = 0
+    }
+
+    struct MarkerNotPublished: Error, CustomStringConvertible {
+        var outcome: AMQPPublishOutcome
+        var description: String { "the run's marker could not be published to the dead-letter queue: \(outcome)" }
+    }
+
+    /// Connects, checks the queue is declared with its loop and unused, and runs `pass` over it. `report` is
+    /// called for every message walked (in order, after it was settled, with what became of it); returning false
+    /// stops the reports (the walk goes on: the reader went away).
+    public func walk(
+        _ pass: DeadLetterPass, report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Bool
+    ) async throws -> DeadLetterRunSummary {
+        var publishing = try configuration.toolConnectionConfiguration()
+        publishing.connectionName = "wallet-worker dead-letters (publishing)"
+        let publisher = try await AMQPConnection.connect(configuration: publishing, logger: logger)
         do {
-            for try await batch in consumer {
-                let wanted = Array(batch.prefix(total - seen))
-                seen += wanted.count
-                for delivery in try await handle(wanted) {
-                    try await channel.ack(deliveryTag: delivery.deliveryTag)
-                }
-                if seen >= total { break }
-            }
+            let summary = try await walk(pass, publisher: publisher, report: report)
+            await publisher.close()
+            return summary
         } catch {
-            // Closing the channel returns every unacknowledged message to the queue.
-            try? await channel.close()
+            await publisher.close()
             throw error
         }
-        try? await channel.cancel(consumerTag: consumer.tag)
+    }
+
+    /// What became of a walked message.
+    public enum Outcome: Sendable, Hashable {
+        case kept
+        case removed
+        case replayed
+        /// Its replay was returned, nacked or not confirmed: kept.
+        case replayFailed(String)
+    }
+
+    private func walk(
+        _ pass: DeadLetterPass, publisher: AMQPConnection,
+        report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Bool
+    ) async throws -> DeadLetterRunSummary {
+        guard try await configuration.topology.declareDeadLetterQueue(on: publisher) else {
+            throw NoLoop(queue: queue, loop: configuration.topology.deadLetterLoopExchange)
+        }
+        let channel = try await publisher.openChannel()
+        try await channel.enableConfirms()
+        let status = try await channel.queueStatus(queue)
+        guard status.consumerCount == 0 else { throw BusyQueue(queue: queue, consumers: status.consumerCount) }
+        var summary = DeadLetterRunSummary()
+        summary.reportedAtStart = Int(status.messageCount)
+        let markerOutcome = try await channel.publish(pass.marker, confirmTimeout: confirmTimeout)
+        guard markerOutcome == .confirmed else { throw MarkerNotPublished(outcome: markerOutcome) }
+
+        let reporting = ReportGate(report)
+        // Replays confirmed whose dead letter could not be acknowledged (the consuming connection ended first):
+        // met again after a reconnect, they are removed without a second replay.
+        var replayedUnsettled = Set<AMQPOutboundMessage>()
+        var reconnects = 0
+        while true {
+            do {
+                let ended = try await consumeOnce(
+                    pass, publishChannel: channel, summary: &summary, replayedUnsettled: &replayedUnsettled
+                ) { decision, message, outcome in reporting.report(decision, message, outcome) }
+                if ended { break }
+                // The consumer ended without the marker: the queue was emptied or deleted under the run.
+                summary.stoppedEarly = "the run's marker never came back (was the queue purged or deleted meanwhile?)"
+                break
+            } catch let error as AMQPError where error.undecodableDelivery != nil {
+                // Rejected to the loop by the transport before the connection ended: kept whole, at the tail.
+                summary.undecodable += 1
+                reconnects += 1
+                logger.warning("a dead letter's content header could not be decoded: kept in its place, unseen", metadata: [
+                    "routing_key": "\(error.undecodableDelivery?.routingKey ?? "")", "error": "\(error)",
+                ])
+                guard reconnects <= 10_000 else { throw error }
+            } catch let stop as StopWalk {
+                summary.stoppedEarly = stop.reason
+                break
+            }
+        }
         try? await channel.close()
-        return seen
+        return summary
+    }
+
+    /// Passes reports on until the reader says it has gone.
+    private final class ReportGate {
+        var open = true
+        let report: (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Bool
+        init(_ report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Bool) { self.report = report }
+        func report(_ decision: DeadLetterPass.Decision, _ message: DeadLetterMessage, _ outcome: Outcome) {
+            if open { open = report(decision, message, outcome) }
+        }
+    }
+
+    struct StopWalk: Error {
+        var reason: String
+    }
+
+    /// One consuming connection's share of the walk: true once the run's marker came back.
+    private func consumeOnce(
+        _ pass: DeadLetterPass, publishChannel: AMQPChannel, summary: inout DeadLetterRunSummary,
+        replayedUnsettled: inout Set<AMQPOutboundMessage>,
+        report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Void
+    ) async throws -> Bool {
+        var consuming = try configuration.toolConnectionConfiguration()
+        consuming.connectionName = "wallet-worker dead-letters (consuming)"
+        let connection = try await AMQPConnection.connect(configuration: consuming, logger: logger)
+        do {
+            try await connection.readFrames(upTo: frameLimit)
+            let channel = try await connection.openChannel()
+            try await channel.setPrefetch(count: window)
+            // Exclusive: a second run (or any consumer) is refused while this one walks.
+            let consumer = try await channel.consume(
+                queue: queue, exclusive: true, maximumBodyBytes: maximumBodyBytes,
+                undecodableContent: .rejectToDeadLetterExchange)
+            for try await batch in consumer {
+                if try await settle(
+                    batch, pass: pass, channel: channel, publishChannel: publishChannel, summary: &summary,
+                    replayedUnsettled: &replayedUnsettled, report: report)
+                {
+                    try? await channel.cancel(consumerTag: consumer.tag)
+                    await connection.close()
+                    return true
+                }
+            }
+            await connection.close()
+            return false
+        } catch {
+            await connection.close()
+            throw error
+        }
+    }
+
+    /// One settlement of a delivery, in queue order.
+    private enum Settlement {
+        case ack(UInt64)
+        case reject(UInt64)
+    }
+
+    /// Decides and settles a batch in order; true when it held the run's marker.
+    private func settle(
+        _ batch: [AMQPDelivery], pass: DeadLetterPass, channel: AMQPChannel, publishChannel: AMQPChannel,
+        summary: inout DeadLetterRunSummary, replayedUnsettled: inout Set<AMQPOutboundMessage>,
+        report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Void
+    ) async throws -> Bool {
+        // Publishes first (replays, copies), each its own confirm, so each message is settled as soon as its own
+        // confirm arrives; then the settlements in order.
+        var pendings: [Int: AMQPPendingConfirms] = [:]
+        var decisions: [DeadLetterPass.Decision] = []
+        decisions.reserveCapacity(batch.count)
+        for index in batch.indices {
+            let decision = pass.decide(DeadLetterMessage(batch[index]))
+            decisions.append(decision)
+            switch decision.action {
+            case .replay(let message) where !replayedUnsettled.contains(message):
+                pendings[index] = publishChannel.startPublishing([message], confirmTimeout: confirmTimeout)
+            case .keep(.asCopy(let copy)):
+                pendings[index] = publishChannel.startPublishing([copy], confirmTimeout: confirmTimeout)
+            default:
+                break
+            }
+        }
+        // Settlements go out in runs (one `basic.ack`/`basic.nack` with `multiple` per run); what a run settled is
+        // reported and counted only once it went out, so a connection that ends first reports nothing twice.
+        var run: (ack: Bool, tag: UInt64)?
+        var unreported: [(DeadLetterPass.Decision, DeadLetterMessage, Outcome)] = []
+        func flush() async throws {
+            if let pending = run {
+                run = nil
+                if pending.ack {
+                    try await channel.ack(deliveryTag: pending.tag, multiple: true)
+                } else {
+                    try await channel.nack(deliveryTag: pending.tag, multiple: true, requeue: false)
+                }
+            }
+            for (decision, message, outcome) in unreported {
+                count(decision, outcome, into: &summary)
+                if decision.letter != nil { report(decision, message, outcome) }
+            }
+            unreported.removeAll()
+        }
+        func enqueue(_ ack: Bool, _ tag: UInt64) async throws {
+            if let current = run, current.ack != ack { try await flush() }
+            run = (ack, tag)
+        }
+        var stop: StopWalk?
+        for index in batch.indices where stop == nil {
+            // After a stop the rest is left unsettled: returned to its place when the connection closes.
+            let delivery = batch[index]
+            let decision = decisions[index]
+            switch decision.action {
+            case .end:
+                try await enqueue(true, delivery.deliveryTag)
+                try await flush()
+                return true
+            case .remove:
+                try await enqueue(true, delivery.deliveryTag)
+                unreported.append((decision, DeadLetterMessage(delivery), .removed))
+            case .keep(.throughLoop):
+                try await enqueue(false, delivery.deliveryTag)
+                unreported.append((decision, DeadLetterMessage(delivery), .kept))
+            case .keep(.asCopy):
+                let outcome = try? await pendings[index]?.outcomes().first
+                guard outcome == .confirmed else {
+                    // Not copied: left where it is, and the run stops before it (nothing after it moves ahead).
+                    stop = StopWalk(reason: "a dead letter could not be copied to the tail (\(outcome.map { "\($0)" } ?? "no confirm in time")): it stays in place")
+                    continue
+                }
+                try await enqueue(true, delivery.deliveryTag)
+                unreported.append((decision, DeadLetterMessage(delivery), .kept))
+            case .replay(let replay):
+                var outcome: AMQPPublishOutcome?
+                var failure: String?
+                if let pending = pendings[index] {
+                    do {
+                        outcome = try await pending.outcomes().first
+                    } catch {
+                        failure = "\(error)"
+                    }
+                } else {
+                    outcome = .confirmed  // its replay was confirmed before the last consuming connection ended
+                }
+                if DeadLetterPass.afterReplay(outcome) == .remove {
+                    // Acknowledged at once: the replay is out, its dead letter must go before anything can stop.
+                    replayedUnsettled.insert(replay)
+                    try await enqueue(true, delivery.deliveryTag)
+                    unreported.append((decision, DeadLetterMessage(delivery), .replayed))
+                    try await flush()
+                    replayedUnsettled.remove(replay)
+                } else {
+                    let why = failure ?? outcome.map { "\($0)" } ?? "no answer"
+                    try await enqueue(false, delivery.deliveryTag)
+                    unreported.append((decision, DeadLetterMessage(delivery), .replayFailed(why)))
+                    if failure != nil {
+                        // No answer in time, or the publishing connection failed: stop here (the broker is in
+                        // trouble); this one may have been routed, and the next run may replay it again.
+                        stop = StopWalk(reason: "a replay was not confirmed: \(why)")
+                    }
+                }
+            }
+        }
+        try await flush()
+        if let stop { throw stop }
+        return false
+    }
+
+    private func count(_ decision: DeadLetterPass.Decision, _ outcome: Outcome, into summary: inout DeadLetterRunSummary) {
+        guard decision.letter != nil else {
+            summary.staleMarkers += 1
+            return
+        }
+        summary.seen += 1
+        if decision.selected { summary.selected += 1 }
+        if decision.refusal != nil { summary.refused += 1 }
+        switch outcome {
+        case .kept: break
+        case .removed: summary.removed += 1
+        case .replayed: summary.replayed += 1
+        case .replayFailed: summary.failed += 1
+        }
     }
 
     /// Removes every message (`queue.purge`); returns how many.
     public func purgeAll() async throws -> UInt32 {
-        let channel = try await connection.openChannel()
-        let purged = try await channel.purgeQueue(queue)
-        try? await channel.close()
-        return purged
-    }
-}
-
-/// `dead-letters replay`: the selected dead letters back to the inbound exchange, each acknowledged only once
-/// the broker confirmed its replay (a replay that was returned unroutable or nacked stays a dead letter).
-public struct DeadLetterReplayer: Sendable {
-    public var queue: DeadLetterQueue
-    public var inboundExchange: String
-    public var filter: DeadLetterFilter
-    public var confirmTimeout: Duration = .seconds(30)
-
-    public init(queue: DeadLetterQueue, inboundExchange: String, filter: DeadLetterFilter) {
-        self.queue = queue
-        self.inboundExchange = inboundExchange
-        self.filter = filter
-    }
-
-    public struct Progress: Sendable, Hashable {
-        public var seen = 0
-        public var selected = 0
-        public var replayed = 0
-        /// Selected but not replayed: returned unroutable, nacked, or not confirmed in time; still dead letters.
-        public var failed = 0
-    }
-
-    /// Replays (or with `dryRun`, only selects) the matching dead letters; `report` is called after every batch.
-    public func run(
-        dryRun: Bool, now: Date = Date(), report: (Progress, [DeadLetter]) -> Void
-    ) async throws -> Progress {
-        let publisher = try await queue.connection.openChannel()
-        try await publisher.enableConfirms()
-        var progress = Progress()
-        try await queue.walk { batch in
-            progress.seen += batch.count
-            let selected = batch.filter { filter.matches(DeadLetter($0), at: now) }
-            progress.selected += selected.count
-            guard !dryRun, !selected.isEmpty else {
-                report(progress, selected.map(DeadLetter.init))
-                return []
-            }
-            let outcomes = try await publisher.publish(
-                selected.map { DeadLetterReplay.message(for: $0, inboundExchange: inboundExchange) },
-                confirmTimeout: confirmTimeout)
-            var replayed: [AMQPDelivery] = []
-            for (delivery, outcome) in zip(selected, outcomes) {
-                if outcome.isConfirmed { replayed.append(delivery) }
-            }
-            progress.replayed += replayed.count
-            progress.failed += selected.count - replayed.count
-            report(progress, replayed.map(DeadLetter.init))
-            return replayed
+        var settings = try configuration.toolConnectionConfiguration()
+        settings.connectionName = "wallet-worker dead-letters (purge)"
+        let connection = try await AMQPConnection.connect(configuration: settings, logger: logger)
+        do {
+            let channel = try await connection.openChannel()
+            let purged = try await channel.purgeQueue(queue)
+            await connection.close()
+            return purged
+        } catch {
+            await connection.close()
+            throw error
         }
-        try? await publisher.close()
-        return progress
     }
 }
