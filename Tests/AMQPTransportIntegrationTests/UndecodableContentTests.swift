@@ -51,7 +51,7 @@ struct UndecodableContentTests {
             }
             await reader.close()
             let undecodable = try #require(failure?.undecodableDelivery, "\(String(describing: failure))")
-            #expect(undecodable.settlement == .requeued && undecodable.routingKey.hasPrefix("undecodable-source"))
+            #expect(undecodable.settlement == .requeued && undecodable.routingKey.contains("undecodable-source"))
             for _ in 0..<50 where try await session.channel.queueStatus(dead).messageCount < 2 {
                 try await Task.sleep(for: .milliseconds(100))
             }
