@@ -190,8 +190,18 @@ extension Resilience {
                 var properties = delivery.properties
                 var expected = planned.message.properties
                 let deaths = properties.headers?["x-death"]
-                properties.headers = AMQPTable((properties.headers?.entries ?? []).filter { !isBrokerBookkeeping($0.key) })
-                expected.headers = AMQPTable((expected.headers?.entries ?? []).filter { !isBrokerBookkeeping($0.key) })
+                // RabbitMQ writes a header table sorted by key when it dead-letters a message (the fill did):
+                // compared as key-value pairs, each key once.
+                let headers = (properties.headers?.entries ?? []).filter { !isBrokerBookkeeping($0.key) }
+                let expectedHeaders = (expected.headers?.entries ?? []).filter { !isBrokerBookkeeping($0.key) }
+                if headers.count != expectedHeaders.count
+                    || Dictionary(headers.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+                        != Dictionary(expectedHeaders.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+                {
+                    found.append("\(id): headers differ: \(headers.map(\.key)) vs \(expectedHeaders.map(\.key))")
+                }
+                properties.headers = nil
+                expected.headers = nil
                 if properties != expected {
                     found.append("\(id): properties differ: \(properties) vs \(expected)")
                 }
@@ -220,10 +230,11 @@ extension Resilience {
             key == "x-death" || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
         }
 
-        func command(_ arguments: [String], _ topology: ResilienceTopology, input: String? = nil)
-            async throws -> (exit: ChildExit, output: String)
-        {
-            try await walletWorkerCommand(arguments + topology.flags, input: input, timeout: .seconds(300))
+        func command(
+            _ arguments: [String], _ topology: ResilienceTopology, input: String? = nil, queueType: String = "classic"
+        ) async throws -> (exit: ChildExit, output: String) {
+            try await walletWorkerCommand(
+                arguments + topology.flags + ["--queue-type", queueType], input: input, timeout: .seconds(300))
         }
 
         /// Issue 24, items 1-4 and 8: 20,000 dead letters in each queue type, 25 looks in a row (list, show,
@@ -231,7 +242,14 @@ extension Resilience {
         /// without requeue from a queue without a dead-letter exchange), never returns on the quorum queue
         /// (2,000 deliveries at most are in flight there), and every look returns every message, raising
         /// `x-delivery-count` (RabbitMQ 4 drops a message past 20 of them).
-        @Test("25 looks at 20,000 dead letters leave every one in place, in order, byte for byte", arguments: ["classic", "quorum"])
+        /// Both by default; `DEAD_LETTER_WALK_QUEUE_TYPES=classic` runs one (e.g. against an older `wallet-worker`
+        /// through `WALLET_WORKER_EXECUTABLE`, whose quorum runs would only time out).
+        static var queueTypes: [String] {
+            ProcessInfo.processInfo.environment["DEAD_LETTER_WALK_QUEUE_TYPES"].map { $0.split(separator: ",").map(String.init) }
+                ?? ["classic", "quorum"]
+        }
+
+        @Test("25 looks at 20,000 dead letters leave every one in place, in order, byte for byte", arguments: queueTypes)
         func looksLeaveEverythingInPlace(queueType: String) async throws {
             let count = 20_000
             try await withResilienceTopology("dlw-\(queueType)", declareFlags: ["--queue-type", queueType]) {
@@ -241,6 +259,9 @@ extension Resilience {
                 let source = try await Self.fill(planned, topology: topology, connection: connection, channel: channel)
                 let storeFailures = planned.filter { $0.reason == Self.storeFailure }.count
                 let flags = ["--max-body-bytes", "65536"]
+                func command(_ arguments: [String], _ topology: ResilienceTopology) async throws -> (exit: ChildExit, output: String) {
+                    try await self.command(arguments, topology, queueType: queueType)
+                }
                 for run in 0..<25 {
                     switch run % 3 {
                     case 0:
@@ -266,7 +287,12 @@ extension Resilience {
                         #expect(dry.exit == .exited(0), "run \(run): \(dry.output.suffix(2_000))")
                         #expect(jsonObjects(dry.output).count == storeFailures, "run \(run)")
                     }
-                    #expect(try await readyCount(topology.deadLetterQueue, on: connection) == count, "after run \(run)")
+                    // The last rejections' moves may still be under way in the broker when the command ends.
+                    let settled = try await eventually(timeout: .seconds(10)) {
+                        try await readyCount(topology.deadLetterQueue, on: connection) == count
+                    }
+                    let held = try await readyCount(topology.deadLetterQueue, on: connection)
+                    #expect(settled, "after run \(run): \(held)")
                 }
                 let held = try await Self.drainWhole(topology.deadLetterQueue, expected: count)
                 let differences = Self.differences(
@@ -300,7 +326,10 @@ extension Resilience {
                     }
                 let source = try await Self.fill(planned, topology: topology, connection: connection, channel: channel)
                 let truncated = Set(planned.filter { $0.message.properties.headers?["x-worker-dropped-headers"] != nil }.map(\.messageID))
-                let matching = planned.filter { $0.reason == Self.storeFailure && !truncated.contains($0.messageID) }
+                // Not a truncated one (refused without --force), nor a body over the tool's read limit (never replayed).
+                let matching = planned.filter {
+                    $0.reason == Self.storeFailure && !truncated.contains($0.messageID) && $0.message.body.count <= 131_072
+                }
                 let matchingIDs = Set(matching.map(\.messageID))
 
                 // Without a filter it asks; "no" replays nothing.

@@ -183,7 +183,7 @@ public struct DeadLetterFilter: Sendable, Hashable {
 
 /// The message `dead-letters replay` publishes for a dead letter: to the inbound exchange with its original
 /// routing key, body and properties, without the headers the worker and the broker added on its way to the dead
-/// letters (`x-retry-count`, `x-worker-*`, `x-death` and `x-first-death-*`/`x-last-death-*`, and the
+/// letters (`x-retry-count`, `x-worker-*`, `x-death` and `x-first-death-*`/`x-last-death-*`, `x-delivery-count`, and the
 /// `x-original-x-death` and `x-original-expiration` the worker moved aside), so it starts afresh: all its attempts,
 /// no stale error. A `user_id` moves to `x-original-user-id`, as on the worker's own copies (RabbitMQ refuses a
 /// publish whose `user_id` is not the publisher's: broker-made dead letters keep the backend's).
@@ -225,7 +225,8 @@ public enum DeadLetterReplay {
     }
 
     static func isAddedOnTheWay(_ key: String) -> Bool {
-        key == WorkerHeaderNames.retryCount || key.hasPrefix("x-worker-") || key == WorkerHeaderNames.xDeath
+        // x-delivery-count: a quorum queue's count of this delivery's returns, not the message's.
+        key == WorkerHeaderNames.retryCount || key == "x-delivery-count" || key.hasPrefix("x-worker-") || key == WorkerHeaderNames.xDeath
             || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
             || key == WorkerHeaderNames.xDeathKeptAs || key == WorkerHeaderNames.originalExpiration
     }

@@ -200,23 +200,7 @@ public final class DeadLetterQueue: Sendable {
         summary: inout DeadLetterRunSummary, replayedUnsettled: inout Set<AMQPOutboundMessage>,
         report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Void
     ) async throws -> Bool {
-        // Publishes first (replays, copies), each its own confirm, so each message is settled as soon as its own
-        // confirm arrives; then the settlements in order.
-        var pendings: [Int: AMQPPendingConfirms] = [:]
-        var decisions: [DeadLetterPass.Decision] = []
-        decisions.reserveCapacity(batch.count)
-        for index in batch.indices {
-            let decision = pass.decide(DeadLetterMessage(batch[index]))
-            decisions.append(decision)
-            switch decision.action {
-            case .replay(let message) where !replayedUnsettled.contains(message):
-                pendings[index] = publishChannel.startPublishing([message], confirmTimeout: confirmTimeout)
-            case .keep(.asCopy(let copy)):
-                pendings[index] = publishChannel.startPublishing([copy], confirmTimeout: confirmTimeout)
-            default:
-                break
-            }
-        }
+        let decisions = batch.map { pass.decide(DeadLetterMessage($0)) }
         // Settlements go out in runs (one `basic.ack`/`basic.nack` with `multiple` per run); what a run settled is
         // reported and counted only once it went out, so a connection that ends first reports nothing twice.
         var run: (ack: Bool, tag: UInt64)?
@@ -256,8 +240,11 @@ public final class DeadLetterQueue: Sendable {
             case .keep(.throughLoop):
                 try await enqueue(false, delivery.deliveryTag)
                 unreported.append((decision, DeadLetterMessage(delivery), .kept))
-            case .keep(.asCopy):
-                let outcome = try? await pendings[index]?.outcomes().first
+            case .keep(.asCopy(let copy)):
+                // One at a time, acknowledged as soon as it is confirmed: an interruption leaves at most this
+                // one twice.
+                try await flush()
+                let outcome = try? await publishChannel.publish(copy, confirmTimeout: confirmTimeout)
                 guard outcome == .confirmed else {
                     // Not copied: left where it is, and the run stops before it (nothing after it moves ahead).
                     stop = StopWalk(reason: "a dead letter could not be copied to the tail (\(outcome.map { "\($0)" } ?? "no confirm in time")): it stays in place")
@@ -265,17 +252,21 @@ public final class DeadLetterQueue: Sendable {
                 }
                 try await enqueue(true, delivery.deliveryTag)
                 unreported.append((decision, DeadLetterMessage(delivery), .kept))
+                try await flush()
             case .replay(let replay):
+                // One replay in flight at a time, its dead letter acknowledged as soon as its own confirm came:
+                // a run interrupted anywhere leaves at most this one replayed and still a dead letter.
+                try await flush()
                 var outcome: AMQPPublishOutcome?
                 var failure: String?
-                if let pending = pendings[index] {
+                if replayedUnsettled.contains(replay) {
+                    outcome = .confirmed  // its replay was confirmed before the last consuming connection ended
+                } else {
                     do {
-                        outcome = try await pending.outcomes().first
+                        outcome = try await publishChannel.publish(replay, confirmTimeout: confirmTimeout)
                     } catch {
                         failure = "\(error)"
                     }
-                } else {
-                    outcome = .confirmed  // its replay was confirmed before the last consuming connection ended
                 }
                 if DeadLetterPass.afterReplay(outcome) == .remove {
                     // Acknowledged at once: the replay is out, its dead letter must go before anything can stop.
