@@ -249,7 +249,7 @@ extension Resilience {
                 ?? ["classic", "quorum"]
         }
 
-        @Test("25 looks at 20,000 dead letters leave every one in place, in order, byte for byte", arguments: queueTypes)
+        @Test("25 looks at 20,000 dead letters leave every one in place, byte for byte, in order on a classic queue", arguments: queueTypes)
         func looksLeaveEverythingInPlace(queueType: String) async throws {
             let count = 20_000
             try await withResilienceTopology("dlw-\(queueType)", declareFlags: ["--queue-type", queueType]) {
@@ -258,7 +258,7 @@ extension Resilience {
                 let planned = Self.plan(count, fillExchange: "\(topology.prefix).fill", foreignUser: Self.secondUserURL != nil)
                 let source = try await Self.fill(planned, topology: topology, connection: connection, channel: channel)
                 let storeFailures = planned.filter { $0.reason == Self.storeFailure }.count
-                let flags = ["--max-body-bytes", "65536"]
+                let flags: [String] = []  // the default --max-body-bytes (65536): bodies over 128 KiB are not read
                 func command(_ arguments: [String], _ topology: ResilienceTopology) async throws -> (exit: ChildExit, output: String) {
                     try await self.command(arguments, topology, queueType: queueType)
                 }
@@ -294,7 +294,14 @@ extension Resilience {
                     let held = try await readyCount(topology.deadLetterQueue, on: connection)
                     #expect(settled, "after run \(run): \(held)")
                 }
-                let held = try await Self.drainWhole(topology.deadLetterQueue, expected: count)
+                var held = try await Self.drainWhole(topology.deadLetterQueue, expected: count)
+                if queueType == "quorum" {
+                    // RabbitMQ 3.10's quorum queues dead-letter the messages of a window in no particular order
+                    // (measured: even one nack at a time), so a look keeps every message whole but not their
+                    // order there (README: Runbook, dead letters). Compared by message id.
+                    let position = Dictionary(uniqueKeysWithValues: planned.enumerated().map { ($1.messageID, $0) })
+                    held.sort { (position[$0.properties.messageID ?? ""] ?? -1) < (position[$1.properties.messageID ?? ""] ?? -1) }
+                }
                 let differences = Self.differences(
                     held, planned, deadLetterQueue: topology.deadLetterQueue, source: source)
                 #expect(differences.isEmpty, "\(differences.prefix(10))")
