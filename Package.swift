@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "WalletRouting", targets: ["WalletRouting"]),
         .library(name: "WalletStore", targets: ["WalletStore"]),
         .library(name: "WalletWorker", targets: ["WalletWorker"]),
+        .library(name: "WalletOperatorTools", targets: ["WalletOperatorTools"]),
         .executable(name: "wallet-worker", targets: ["wallet-worker"]),
     ],
     traits: [
@@ -87,17 +88,33 @@ let package = Package(
             ]
         ),
 
+        // MARK: - The operators' tools: dead letters, inspecting the store, routing without a broker
+        .target(
+            name: "WalletOperatorTools",
+            dependencies: [
+                "AMQPTransport",
+                "WalletRouting",
+                "WalletStore",
+                "WalletWorker",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // MARK: - Executables
         .executableTarget(
             name: "wallet-worker",
             dependencies: [
                 "WalletWorker",
+                "WalletOperatorTools",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "wallet-notify",
-            dependencies: ["AMQPTransport", "WalletRouting", "WalletWorker", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "AMQPTransport", "WalletRouting", "WalletWorker", "WalletOperatorTools",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .executableTarget(
             name: "amqp-demo",
@@ -127,9 +144,14 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "WalletOperatorToolsTests",
+            dependencies: ["WalletOperatorTools", "WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport"]
+        ),
+        .testTarget(
             name: "WalletWorkerIntegrationTests",
             dependencies: [
                 "WalletWorker",
+                "WalletOperatorTools",
                 "WalletStore",
                 "WalletRouting",
                 "AMQPTransport",

@@ -152,10 +152,13 @@ public final class AMQPChannel: Sendable {
     /// delivery arrives with an empty body and `withheldBodySize` set; unless `keepingBodyWhen` accepts the
     /// delivery's properties (it is asked from the content header, before any body frame is read). The sequence ends when the consumer is cancelled by us,
     /// and throws when the broker cancels it (`.consumerCancelled`) or the channel or connection fails.
+    /// A delivery whose content header cannot be decoded ends the connection; `undecodableContent` says how it
+    /// is settled first (rejected to the queue's dead-letter exchange by default, or requeued).
     public func consume(
         queue: String, consumerTag: String = "", exclusive: Bool = false,
         acknowledgement: AMQPConsumer.Acknowledgement = .manual, arguments: AMQPTable = [:],
-        maximumBodyBytes: Int? = nil, keepingBodyWhen keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)? = nil
+        maximumBodyBytes: Int? = nil, keepingBodyWhen keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)? = nil,
+        undecodableContent: UndecodableContentHandling = .rejectToDeadLetterExchange
     ) async throws(AMQPError) -> AMQPConsumer {
         let automatic = acknowledgement == .automatic
         let reference = reference
@@ -163,7 +166,7 @@ public final class AMQPChannel: Sendable {
         let runtime = runtime
         // Set once the tag is known; the buffer's abandon hook only runs after `consume` has returned it.
         let knownTag = Locked<String?>(nil)
-        let deliveries = DeliveryBuffer(onAbandon: {
+        let deliveries = DeliveryBuffer(undecodableContent: undecodableContent, onAbandon: {
             // The consuming task was cancelled: cancel on the broker so it stops sending.
             guard let tag = knownTag.withLock({ $0 }) else { return }
             _ = runtime.submit { core in try? core.cancelConsumer(channel: number, tag: tag) }

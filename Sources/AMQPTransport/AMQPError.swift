@@ -54,6 +54,9 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible {
     public var replyText: String?
     /// The librabbitmq status code (`AMQP_STATUS_*`, negative), when the library reported the failure.
     public var libraryStatus: Int32?
+    /// Set when the connection ended because a delivery's content header could not be decoded: which delivery,
+    /// and how it was settled before the connection ended (`UndecodableContentHandling`).
+    public var undecodableDelivery: UndecodableDelivery?
     public var file: String
     public var line: UInt
 

@@ -17,8 +17,11 @@ final class DeliveryBuffer: Sendable {
     private let state = Locked(State())
     /// Runs once when the consuming task is cancelled while it iterates (cancels the consumer on the broker).
     private let onAbandon: @Sendable () -> Void
+    /// What the connection does with a delivery of this consumer whose content header it cannot decode.
+    let undecodableContent: UndecodableContentHandling
 
-    init(onAbandon: @escaping @Sendable () -> Void) {
+    init(undecodableContent: UndecodableContentHandling = .rejectToDeadLetterExchange, onAbandon: @escaping @Sendable () -> Void) {
+        self.undecodableContent = undecodableContent
         self.onAbandon = onAbandon
     }
 

@@ -2,6 +2,14 @@ import Foundation
 
 /// Durations as operators write them: `250ms`, `5s`, `1.5s`, `10m`, `24h`; a bare number is seconds.
 public enum DurationText {
+    /// The longest duration accepted: ten years, far above any sensible setting and far below where the
+    /// arithmetic on it (milliseconds in 64 bits, doubled retry delays) could overflow.
+    public static let maximum: Duration = .seconds(10 * 365 * 86_400)
+
+    /// What `parse` accepts besides the form, for error messages.
+    public static let rangeDescription = "from 0 to 87600h"
+
+    /// The duration, or nil when the text is not one or is out of range (negative, over `maximum`).
     public static func parse(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let units: [(suffix: String, seconds: Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3_600)]
@@ -13,7 +21,10 @@ public enum DurationText {
             break
         }
         guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
-        return .milliseconds(Int64((value * scale * 1_000).rounded()))
+        // Checked in floating point before converting: `Int64(_:)` traps on a value it cannot hold.
+        let milliseconds = (value * scale * 1_000).rounded()
+        guard milliseconds <= Double(maximum.components.seconds) * 1_000 else { return nil }
+        return .milliseconds(Int64(milliseconds))
     }
 
     /// A duration as an operator reads it, in the largest unit that keeps it exact to a millisecond or so: `250ms`,

@@ -43,6 +43,34 @@ struct TopologyStep: Sendable, Hashable {
             try await operation.perform(on: channel)
         }
     }
+
+    /// The same step as the previous version declared it (its queues without the arguments added since: at-least-once
+    /// dead-lettering, the dead-letter queue's loop and delivery limit), or nil when nothing differs. A queue that
+    /// exists that way is accepted with a warning rather than stopping the worker (406) at the upgrade.
+    var legacy: TopologyStep? {
+        var changed = false
+        var operations: [TopologyOperation] = []
+        for operation in self.operations {
+            guard case .declareQueue(let name, let arguments) = operation else {
+                operations.append(operation)
+                continue
+            }
+            var kept = arguments
+            for key in TopologyStep.addedArguments(isDeadLetterQueue: secondaryQueue == name && !isRetryQueue) {
+                kept[key] = nil
+            }
+            changed = changed || kept != arguments
+            operations.append(.declareQueue(name, arguments: kept))
+        }
+        guard changed else { return nil }
+        return TopologyStep(operations: operations, secondaryQueue: secondaryQueue, isRetryQueue: isRetryQueue)
+    }
+
+    /// The queue arguments this version added to what the previous one declared.
+    static func addedArguments(isDeadLetterQueue: Bool) -> [String] {
+        let everyQuorumQueue = ["x-dead-letter-strategy", "x-overflow"]
+        return isDeadLetterQueue ? everyQuorumQueue + ["x-dead-letter-exchange", "x-delivery-limit"] : everyQuorumQueue
+    }
 }
 
 /// What to do when a step fails.

@@ -25,7 +25,7 @@ public struct WorkerApplication: Sendable {
         let store = try WalletStores.open(
             configuration.store, busyTimeout: configuration.storeBusyTimeout, poolSize: configuration.storePoolSize,
             statementTimeout: configuration.storeStatementTimeout,
-            schemaMode: configuration.migratesStore ? .migrate : .requireCurrent)
+            schemaMode: configuration.migratesStore ? .migrateWithoutIndexBuilds : .requireCurrent)
         for warning in (store as? SQLiteWalletStore)?.permissionWarnings ?? [] {
             logger.warning("store file was readable by other users", metadata: ["detail": "\(warning)"])
         }

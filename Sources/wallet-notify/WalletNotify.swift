@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import WalletRouting
+import WalletOperatorTools
 import WalletWorker
 
 /// Publishes notifications to the worker's inbound exchange and prints the results the worker sends back.

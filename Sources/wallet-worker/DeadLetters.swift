@@ -2,6 +2,7 @@ import AMQPTransport
 import ArgumentParser
 import Foundation
 import Logging
+import WalletOperatorTools
 import WalletWorker
 
 #if canImport(Glibc)
@@ -16,9 +17,10 @@ extension WalletWorkerCommand {
             commandName: "dead-letters",
             abstract: "List, show, replay or purge the messages in the dead-letter queue.",
             discussion: """
-                Each command reads the messages the queue holds when it starts, once, without taking the ones it \
-                does not act on: they go back to the queue in their order when it ends, also when it is \
-                interrupted. The filters (--reason, --sender, --message-id, --older-than, --newer-than) all apply.
+                Each command walks the messages the queue holds when it starts, once, in order, a window at a time: \
+                each message it does not remove goes back to the queue's tail whole (through the queue's loop), so \
+                after a run the queue holds what it held, in the same order; an interrupted run leaves the rest in \
+                place. The filters (--reason, --sender, --message-id, --older-than, --newer-than) all apply.
                 """,
             subcommands: [List.self, Show.self, Replay.self, Purge.self],
             defaultSubcommand: List.self)
@@ -27,7 +29,7 @@ extension WalletWorkerCommand {
 
 /// The filters every `dead-letters` command takes.
 struct DeadLetterFilterOptions: ParsableArguments {
-    @Option(help: "Only dead letters whose reason (x-worker-error, or the broker's) contains this text, case-insensitive")
+    @Option(help: "Only dead letters whose recorded reason (x-worker-error, or the broker's x-death reason and queue) contains this text, case-insensitive; the hint shown beside a broker's reason is not matched")
     var reason: String?
     @Option(help: "Only notifications of this sender (CPS, TNS, MG, …)")
     var sender: String?
@@ -50,69 +52,49 @@ struct DeadLetterFilterOptions: ParsableArguments {
 
     private func parsed(_ text: String, _ flag: String) throws -> Duration {
         guard let value = DurationText.parse(text) else {
-            throw ValidationError("\(flag) \"\(text)\": expected a duration like 30m, 2h or 1.5s")
+            throw ValidationError("\(flag) \"\(text)\": expected a duration like 30m, 2h or 1.5s, \(DurationText.rangeDescription)")
         }
         return value
     }
 }
 
-/// Runs `body` with the dead-letter queue, on a connection from the same flags and variables as `run`, and closes
-/// that connection afterwards, also when `body` throws.
-@discardableResult
-private func withDeadLetters<T>(
-    _ broker: BrokerOptions, _ body: (DeadLetterQueue, WorkerConfiguration) async throws -> T
-) async throws -> T {
+/// How much of each dead letter the tool reads: the workers' body limit.
+struct DeadLetterReadOptions: ParsableArguments {
+    @Option(help: "The workers' largest accepted body in bytes (env WALLET_MAX_BODY_BYTES): the tool reads bodies up to twice this, as the worker does; larger ones are listed with their size, kept or purged, never shown or replayed. Default: 65536")
+    var maxBodyBytes: String?
+
+    var readLimit: Int {
+        get throws {
+            let limit = try setting(maxBodyBytes, "--max-body-bytes", "WALLET_MAX_BODY_BYTES", expected: "a positive integer", positiveInt)
+                ?? WorkerConfiguration().routing.maximumBodyBytes
+            return limit > Int.max / 2 ? Int.max : limit * 2
+        }
+    }
+}
+
+/// Runs a pass over the dead-letter queue, on connections from the same flags and variables as `run`.
+private func walkDeadLetters(
+    _ broker: BrokerOptions, _ read: DeadLetterReadOptions, command: DeadLetterPass.Command, filter: DeadLetterFilter,
+    report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, DeadLetterQueue.Outcome) -> Bool
+) async throws -> (DeadLetterRunSummary, String) {
     var configuration = WorkerConfiguration()
     try broker.apply(to: &configuration)
     WorkerLogging.bootstrap(format: .text, level: .warning)
-    let queue = try await DeadLetterQueue.open(configuration: configuration, logger: Logger(label: "wallet-worker"))
-    let result: Result<T, any Error>
-    do {
-        result = .success(try await body(queue, configuration))
-    } catch {
-        result = .failure(error)
-    }
-    await queue.close()
-    return try result.get()
+    let queue = DeadLetterQueue(
+        configuration: configuration, logger: Logger(label: "wallet-worker"), maximumBodyBytes: try read.readLimit)
+    let pass = DeadLetterPass(
+        command: command, filter: filter, deadLetterQueue: queue.queue, markerID: UUID().uuidString, now: Date())
+    return (try await queue.walk(pass, report: report), queue.queue)
 }
 
-/// A table on a terminal, JSON lines otherwise or with `--json`.
-private struct DeadLetterPrinter {
-    var json: Bool
-    let now = Date()
-    var headerPrinted = false
-
-    init(json: Bool) {
-        self.json = json || isatty(STDOUT_FILENO) == 0
+/// Asks for `yes` on stdin; false (and a line saying nothing was done) otherwise.
+private func confirmed(_ question: String) -> Bool {
+    FileHandle.standardError.write(Data("\(question) Type yes: ".utf8))
+    guard readLine()?.trimmingCharacters(in: .whitespaces).lowercased() == "yes" else {
+        progressLine("nothing done")
+        return false
     }
-
-    mutating func print(_ letter: DeadLetter) throws -> Bool {
-        if json { return try printLine(letter.jsonLine(at: now)) }
-        if !headerPrinted {
-            headerPrinted = true
-            guard try printLine(Self.row("AGE", "BY", "SENDER", "MESSAGE ID", "REASON")) else { return false }
-        }
-        let age = letter.age(at: now).map(Self.age) ?? "?"
-        return try printLine(Self.row(
-            age, letter.deadLetteredBy, letter.sender ?? "-", letter.messageID ?? "-", letter.reason))
-    }
-
-    static func row(_ age: String, _ by: String, _ sender: String, _ id: String, _ reason: String) -> String {
-        func cell(_ text: String, _ width: Int) -> String {
-            let cut = text.count > width ? String(text.prefix(width - 1)) + "…" : text
-            return cut.padding(toLength: width, withPad: " ", startingAt: 0)
-        }
-        return "\(cell(age, 8)) \(cell(by, 7)) \(cell(sender, 7)) \(cell(id, 36)) \(reason.prefix(160))"
-    }
-
-    static func age(_ seconds: TimeInterval) -> String {
-        switch seconds {
-        case ..<120: "\(Int(seconds))s"
-        case ..<7_200: "\(Int(seconds / 60))m"
-        case ..<172_800: "\(Int(seconds / 3_600))h"
-        default: "\(Int(seconds / 86_400))d"
-        }
-    }
+    return true
 }
 
 extension WalletWorkerCommand.DeadLetters {
@@ -122,27 +104,18 @@ extension WalletWorkerCommand.DeadLetters {
 
         @OptionGroup var broker: BrokerOptions
         @OptionGroup var filters: DeadLetterFilterOptions
+        @OptionGroup var read: DeadLetterReadOptions
         @Flag(help: "JSON lines (the default when stdout is not a terminal)")
         var json = false
 
         func run() async throws {
             let filter = try filters.filter()
             var printer = DeadLetterPrinter(json: json)
-            var matched = 0
-            var reading = true
-            let now = Date()
-            try await withDeadLetters(broker) { queue, _ in
-                let seen = try await queue.walk { batch in
-                    for delivery in batch where reading {
-                        let letter = DeadLetter(delivery)
-                        guard filter.matches(letter, at: now) else { continue }
-                        matched += 1
-                        reading = try printer.print(letter)
-                    }
-                    return []
-                }
-                if reading { progressLine("\(matched) of \(seen) dead letters in \(queue.queue)") }
+            let (summary, queue) = try await walkDeadLetters(broker, read, command: .look, filter: filter) { decision, _, _ in
+                guard decision.selected, let letter = decision.letter else { return true }
+                return (try? printer.print(letter)) ?? false
             }
+            progressLine(summary.closingLine(queue: queue, verb: "listed", count: summary.selected))
         }
     }
 
@@ -152,19 +125,17 @@ extension WalletWorkerCommand.DeadLetters {
 
         @OptionGroup var broker: BrokerOptions
         @OptionGroup var filters: DeadLetterFilterOptions
+        @OptionGroup var read: DeadLetterReadOptions
+        @Flag(help: "Show a device installation's whole push channel (a device's push token); by default only its last four characters")
+        var showPushChannel = false
 
         func run() async throws {
             let filter = try filters.filter()
-            let now = Date()
-            var reading = true
-            try await withDeadLetters(broker) { queue, _ in
-                try await queue.walk { batch in
-                    for delivery in batch where reading && filter.matches(DeadLetter(delivery), at: now) {
-                        reading = try printLine(DeadLetterDetail.jsonLine(delivery))
-                    }
-                    return []
-                }
+            let (summary, queue) = try await walkDeadLetters(broker, read, command: .look, filter: filter) { decision, message, _ in
+                guard decision.selected else { return true }
+                return (try? printLine(DeadLetterDetail.jsonLine(message, showPushChannel: showPushChannel))) ?? false
             }
+            progressLine(summary.closingLine(queue: queue, verb: "showed", count: summary.selected))
         }
     }
 
@@ -173,35 +144,54 @@ extension WalletWorkerCommand.DeadLetters {
             abstract: "Publish the matching dead letters to the inbound exchange again, as they were first published.",
             discussion: """
                 Each goes to the inbound exchange with its original routing key, body and properties, without the \
-                headers added on its way to the dead letters (x-retry-count, x-worker-*, x-death, …), with \
-                publisher confirms; its dead letter is removed only after the broker confirmed the replay. \
-                Without a filter every dead letter is replayed: give one (e.g. --reason "store unavailable").
+                headers added on its way to the dead letters (x-retry-count, x-worker-*, x-death, …) and with a \
+                user_id moved to x-original-user-id, with publisher confirms; its dead letter is removed as soon as \
+                the broker confirmed its own replay. A dead letter the worker truncated (a body it did not read, \
+                headers dropped to fit a frame) is not replayed unless --force. Without a filter every dead letter \
+                is replayed: it asks first unless --yes.
                 """)
 
         @OptionGroup var broker: BrokerOptions
         @OptionGroup var filters: DeadLetterFilterOptions
+        @OptionGroup var read: DeadLetterReadOptions
         @Flag(help: "Only list what would be replayed")
         var dryRun = false
+        @Flag(help: "Replay truncated dead letters too, as they are")
+        var force = false
+        @Flag(help: "Do not ask for confirmation when there is no filter")
+        var yes = false
         @Flag(help: "JSON lines for the replayed messages (the default when stdout is not a terminal)")
         var json = false
 
         func run() async throws {
             let filter = try filters.filter()
-            var printer = DeadLetterPrinter(json: json)
-            var printing = true
-            let progress = try await withDeadLetters(broker) { queue, configuration in
-                let replayer = DeadLetterReplayer(
-                    queue: queue, inboundExchange: configuration.topology.inboundExchange, filter: filter)
-                return try await replayer.run(dryRun: dryRun) { progress, letters in
-                    for letter in letters where printing {
-                        printing = (try? printer.print(letter)) ?? false
-                    }
-                    progressLine("\(dryRun ? "would replay" : "replayed") \(dryRun ? progress.selected : progress.replayed) "
-                                 + "of \(progress.seen) read" + (progress.failed > 0 ? ", \(progress.failed) failed" : ""))
-                }
+            if filter.isEmpty && !dryRun && !yes {
+                guard confirmed("Replay every dead letter (no filter given)?") else { throw ExitCode.failure }
             }
-            if progress.failed > 0 {
-                progressLine("\(progress.failed) replays were not confirmed (unroutable or refused): they are still dead letters")
+            var configuration = WorkerConfiguration()
+            try broker.apply(to: &configuration)
+            var printer = DeadLetterPrinter(json: json)
+            let command: DeadLetterPass.Command =
+                dryRun ? .look : .replay(inboundExchange: configuration.topology.inboundExchange, force: force)
+            var printing = true
+            let (summary, queue) = try await walkDeadLetters(broker, read, command: command, filter: filter) {
+                decision, _, outcome in
+                guard decision.selected, let letter = decision.letter else { return true }
+                if let refusal = decision.refusal {
+                    progressLine("not replayed: \(letter.messageID ?? "(no message_id)"): \(refusal)")
+                }
+                if case .replayFailed(let why) = outcome {
+                    progressLine("replay failed: \(letter.messageID ?? "(no message_id)"): \(why)")
+                }
+                guard printing, decision.refusal == nil, dryRun || outcome == .replayed else { return true }
+                printing = (try? printer.print(letter)) ?? false
+                return true
+            }
+            progressLine(summary.closingLine(
+                queue: queue, verb: dryRun ? "would replay" : "replayed",
+                count: dryRun ? summary.selected - summary.refused : summary.replayed))
+            // Refused (truncated without --force, a body not read): not everything asked for was replayed.
+            if summary.failed > 0 || summary.stoppedEarly != nil || (!dryRun && summary.refused > 0) {
                 throw ExitCode.failure
             }
         }
@@ -213,86 +203,27 @@ extension WalletWorkerCommand.DeadLetters {
 
         @OptionGroup var broker: BrokerOptions
         @OptionGroup var filters: DeadLetterFilterOptions
+        @OptionGroup var read: DeadLetterReadOptions
         @Flag(help: "Do not ask for confirmation")
         var yes = false
 
         func run() async throws {
             let filter = try filters.filter()
-            try await withDeadLetters(broker) { queue, _ in
-                if !yes {
-                    let what = filter.isEmpty ? "every message" : "the matching messages"
-                    FileHandle.standardError.write(Data("Delete \(what) in \(queue.queue)? Type yes: ".utf8))
-                    guard readLine()?.trimmingCharacters(in: .whitespaces).lowercased() == "yes" else {
-                        progressLine("nothing deleted")
-                        throw ExitCode.failure
-                    }
-                }
-                if filter.isEmpty {
-                    progressLine("deleted \(try await queue.purgeAll()) dead letters")
-                    return
-                }
-                let now = Date()
-                var deleted = 0
-                let seen = try await queue.walk { batch in
-                    let matching = batch.filter { filter.matches(DeadLetter($0), at: now) }
-                    deleted += matching.count
-                    return matching
-                }
-                progressLine("deleted \(deleted) of \(seen) dead letters")
+            var configuration = WorkerConfiguration()
+            try broker.apply(to: &configuration)
+            if !yes {
+                let what = filter.isEmpty ? "every message" : "the matching messages"
+                guard confirmed("Delete \(what) in \(configuration.topology.deadLetterQueue)?") else { throw ExitCode.failure }
             }
-        }
-    }
-}
-
-/// `show`'s JSON: the delivery whole; a body that is not UTF-8 in base64.
-enum DeadLetterDetail {
-    static func jsonLine(_ delivery: AMQPDelivery) -> String {
-        var object: [String: Any] = ["routingKey": delivery.routingKey, "exchange": delivery.exchange]
-        let properties = delivery.properties
-        var described: [String: Any] = [:]
-        described["messageId"] = properties.messageID
-        described["correlationId"] = properties.correlationID
-        described["type"] = properties.type
-        described["replyTo"] = properties.replyTo
-        described["contentType"] = properties.contentType
-        described["expiration"] = properties.expiration
-        described["timestamp"] = properties.timestamp
-        described["appId"] = properties.appID
-        described["userId"] = properties.userID
-        object["properties"] = described
-        if let headers = properties.headers {
-            object["headers"] = Dictionary(headers.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })
-        }
-        if let text = String(validating: delivery.body, as: UTF8.self) {
-            object["body"] = text
-        } else {
-            object["bodyBase64"] = Data(delivery.body).base64EncodedString()
-        }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    static func json(_ value: AMQPFieldValue) -> Any {
-        switch value {
-        case .bool(let value): value
-        case .int8(let value): Int(value)
-        case .uint8(let value): Int(value)
-        case .int16(let value): Int(value)
-        case .uint16(let value): Int(value)
-        case .int32(let value): Int(value)
-        case .uint32(let value): Int(value)
-        case .int64(let value): Int(value)
-        case .uint64(let value): value <= UInt64(Int.max) ? Int(value) : "\(value)"
-        case .float(let value): value.isFinite ? Double(value) : "\(value)"
-        case .double(let value): value.isFinite ? value : "\(value)"
-        case .decimal(let scale, let value): "\(value)e-\(scale)"
-        case .string(let value): value
-        case .bytes(let bytes), .undecodedString(let bytes):
-            String(validating: bytes, as: UTF8.self) ?? Data(bytes).base64EncodedString()
-        case .timestamp(let seconds): Date(timeIntervalSince1970: TimeInterval(seconds)).formatted(.iso8601)
-        case .array(let values): values.map(json)
-        case .table(let table): Dictionary(table.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })
-        case .void: NSNull()
+            if filter.isEmpty {
+                WorkerLogging.bootstrap(format: .text, level: .warning)
+                let queue = DeadLetterQueue(
+                    configuration: configuration, logger: Logger(label: "wallet-worker"), maximumBodyBytes: try read.readLimit)
+                progressLine("deleted \(try await queue.purgeAll()) dead letters")
+                return
+            }
+            let (summary, queue) = try await walkDeadLetters(broker, read, command: .purge, filter: filter) { _, _, _ in true }
+            progressLine(summary.closingLine(queue: queue, verb: "deleted", count: summary.removed))
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import WalletStore
+import WalletOperatorTools
 import WalletWorker
 
 extension WalletWorkerCommand {
@@ -19,11 +20,14 @@ extension WalletWorkerCommand {
             static let configuration = CommandConfiguration(
                 abstract: "A card's state, payment keys and newest transaction records.")
             @Argument(help: "The digitalCardId.") var digitalCardId: String
-            @Option(help: "Transaction records shown, newest first. Default: 20") var transactions = 20
+            @Option(help: "Transaction records shown, newest first (at most 1000000). Default: 20") var transactions = 20
+            static let maximumTransactions = 1_000_000
             @OptionGroup var options: StoreToolOptions
 
             func run() async throws {
-                guard transactions >= 0 else { throw ValidationError("--transactions must be 0 or more") }
+                guard (0...Self.maximumTransactions).contains(transactions) else {
+                    throw ValidationError("--transactions \(transactions): expected 0 to \(Self.maximumTransactions) records")
+                }
                 try await options.show("card \(digitalCardId)") { inspector throws(StoreError) in
                     try await inspector.card(digitalCardId, transactionLimit: transactions).map {
                         InspectionJSON.card($0, now: Date())

@@ -1,5 +1,6 @@
 import ArgumentParser
 import WalletStore
+import WalletOperatorTools
 import WalletWorker
 
 extension WalletWorkerCommand {

@@ -56,7 +56,7 @@ struct BrokerOptions: ParsableArguments {
         configuration.tls.caCertificatePath = try setting(tlsCaFile, "--tls-ca-file", "AMQP_TLS_CA_FILE", expected: "a path", text)
         configuration.tls.clientCertificatePath = try setting(tlsCertFile, "--tls-cert-file", "AMQP_TLS_CERT_FILE", expected: "a path", text)
         configuration.tls.clientKeyPath = try setting(tlsKeyFile, "--tls-key-file", "AMQP_TLS_KEY_FILE", expected: "a path", text)
-        assign(try setting(heartbeat, "--heartbeat", "AMQP_HEARTBEAT", expected: "a duration like 10s", duration),
+        assign(try setting(heartbeat, "--heartbeat", "AMQP_HEARTBEAT", expected: "a duration like 10s, from 0 to 87600h", duration),
                to: &configuration.heartbeat)
         var topology = configuration.topology
         assign(try setting(inboundExchange, "--inbound-exchange", "WALLET_INBOUND_EXCHANGE", expected: "a name", text), to: &topology.inboundExchange)
@@ -69,10 +69,10 @@ struct BrokerOptions: ParsableArguments {
         assign(try setting(orderedShards, "--ordered-shards", "WALLET_ORDERED_SHARDS", expected: "an integer from 0 (off) to 64",
                            { Int($0).flatMap { (0...64).contains($0) ? $0 : nil } }),
                to: &topology.orderedShards)
-        assign(try setting(retryDelay, "--retry-delay", "WALLET_RETRY_DELAY", expected: "a duration like 5s", duration),
+        assign(try setting(retryDelay, "--retry-delay", "WALLET_RETRY_DELAY", expected: "a duration like 5s, from 0 to 87600h", duration),
                to: &configuration.retryDelay)
         configuration.longestRetryDelay = try setting(
-            retryDelayMax, "--retry-delay-max", "WALLET_RETRY_DELAY_MAX", expected: "a duration like 5m", duration)
+            retryDelayMax, "--retry-delay-max", "WALLET_RETRY_DELAY_MAX", expected: "a duration like 5m, from 0 to 87600h", duration)
         assign(try setting(retryAttempts, "--retry-attempts", "WALLET_RETRY_ATTEMPTS", expected: "a positive integer", positiveInt),
                to: &configuration.retryAttempts)
         assign(try setting(deadLetterExchange, "--dead-letter-exchange", "WALLET_DEAD_LETTER_EXCHANGE", expected: "a name", text),
@@ -139,20 +139,20 @@ struct WorkerOptions: ParsableArguments {
                to: &configuration.prefetch)
         assign(try setting(concurrency, "--concurrency", "WALLET_CONCURRENCY", expected: "a positive integer", positiveInt),
                to: &configuration.concurrency)
-        assign(try setting(confirmTimeout, "--confirm-timeout", "WALLET_CONFIRM_TIMEOUT", expected: "a duration like 10s", duration),
+        assign(try setting(confirmTimeout, "--confirm-timeout", "WALLET_CONFIRM_TIMEOUT", expected: "a duration like 10s, from 0 to 87600h", duration),
                to: &configuration.confirmTimeout)
-        assign(try setting(consumerTimeout, "--consumer-timeout", "WALLET_CONSUMER_TIMEOUT", expected: "a duration like 30m",
+        assign(try setting(consumerTimeout, "--consumer-timeout", "WALLET_CONSUMER_TIMEOUT", expected: "a duration like 30m, from 2s to 87600h",
                            { duration($0).flatMap { $0 >= .seconds(2) ? $0 : nil } }),
                to: &configuration.consumerTimeout)
-        assign(try setting(storeBusyTimeout, "--store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", expected: "a duration like 5s", duration),
+        assign(try setting(storeBusyTimeout, "--store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", expected: "a duration like 5s, from 0 to 87600h", duration),
                to: &configuration.storeBusyTimeout)
         assign(try setting(storePoolSize, "--store-pool-size", "WALLET_STORE_POOL_SIZE", expected: "a positive integer", positiveInt),
                to: &configuration.storePoolSize)
-        assign(try setting(storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT", expected: "a duration like 5s", duration),
+        assign(try setting(storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT", expected: "a duration like 5s, from 0 to 87600h", duration),
                to: &configuration.storeStatementTimeout)
-        assign(try setting(dedupRetention, "--dedup-retention", "WALLET_DEDUP_RETENTION", expected: "a duration like 24h", duration),
+        assign(try setting(dedupRetention, "--dedup-retention", "WALLET_DEDUP_RETENTION", expected: "a duration like 24h, from 0 to 87600h", duration),
                to: &configuration.deduplicationRetention)
-        assign(try setting(shutdownGrace, "--shutdown-grace", "WALLET_SHUTDOWN_GRACE", expected: "a duration like 25s", duration),
+        assign(try setting(shutdownGrace, "--shutdown-grace", "WALLET_SHUTDOWN_GRACE", expected: "a duration like 25s, from 0 to 87600h", duration),
                to: &configuration.shutdownGracePeriod)
         if let port = try setting(httpPort, "--http-port", "WALLET_HTTP_PORT", expected: "a port number or off", { text -> Int?? in
             text == "off" ? .some(nil) : positiveInt(text).map { .some($0) }
@@ -181,12 +181,12 @@ struct RoutingOptions: ParsableArguments {
                to: &routing.maximumBodyBytes)
         assign(try setting(historyLimit, "--history-limit", "WALLET_HISTORY_LIMIT", expected: "a positive integer", positiveInt),
                to: &routing.transactionHistoryLimit)
-        if let window = try setting(historyWindow, "--history-window", "WALLET_HISTORY_WINDOW", expected: "a duration like 720h", duration) {
+        if let window = try setting(historyWindow, "--history-window", "WALLET_HISTORY_WINDOW", expected: "a duration like 720h, from 0 to 87600h", duration) {
             routing.transactionHistoryWindowSeconds = Double(window.components.seconds)
         }
         assign(try setting(paymentKeyBatch, "--payment-key-batch", "WALLET_PAYMENT_KEY_BATCH", expected: "a positive integer", positiveInt),
                to: &routing.paymentKeyBatchSize)
-        if let validity = try setting(paymentKeyValidity, "--payment-key-validity", "WALLET_PAYMENT_KEY_VALIDITY", expected: "a duration like 168h", duration)
+        if let validity = try setting(paymentKeyValidity, "--payment-key-validity", "WALLET_PAYMENT_KEY_VALIDITY", expected: "a duration like 168h, from 0 to 87600h", duration)
         {
             routing.paymentKeyValiditySeconds = Double(validity.components.seconds)
         }
@@ -209,7 +209,7 @@ struct StoreToolOptions: ParsableArguments {
         get throws {
             try setting(
                 storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT",
-                expected: "a duration like 5s", duration) ?? .seconds(5)
+                expected: "a duration like 5s, from 0 to 87600h", duration) ?? .seconds(5)
         }
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import WalletRouting
 import WalletStore
+import WalletOperatorTools
 import WalletWorker
 
 extension WalletWorkerCommand {

@@ -3,6 +3,7 @@ import AMQPTransport
 import Foundation
 import Testing
 import WalletRouting
+import WalletOperatorTools
 import WalletWorker
 
 /// One line of a `Tests/WalletRoutingTests/Golden/*.jsonl` file.

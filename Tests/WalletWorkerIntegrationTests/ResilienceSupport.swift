@@ -200,7 +200,7 @@ struct ResilienceTopology: Sendable {
                 try? await channel.close()
             }
         }
-        for exchange in resultExchanges + [inbound, deadLetterExchange] {
+        for exchange in resultExchanges + [inbound, deadLetterExchange, "\(deadLetterQueue).loop"] {
             if let channel = try? await connection.openChannel() {
                 try? await channel.deleteExchange(exchange)
                 try? await channel.close()
@@ -498,7 +498,8 @@ func deadLetterAsTransientFailures(
 
 /// `wallet-worker ARGUMENTS` (not `run`) to its end: its exit and output (stdout and stderr, in one log).
 func walletWorkerCommand(
-    _ arguments: [String], environment: [String: String] = ["AMQP_URL": ResilienceBroker.url], input: String? = nil
+    _ arguments: [String], environment: [String: String] = ["AMQP_URL": ResilienceBroker.url], input: String? = nil,
+    timeout: Duration = .seconds(60)
 ) async throws -> (exit: ChildExit, output: String) {
     let process = try ChildProcess(
         executable: try WorkerProcess.executablePath, arguments: arguments, environment: environment,
@@ -507,7 +508,7 @@ func walletWorkerCommand(
     defer { process.kill(); process.removeLog() }
     if let input { try process.write(toStandardInput: input) }
     process.closeStandardInput()
-    guard let (exit, _) = await process.waitForExit(timeout: .seconds(60)) else {
+    guard let (exit, _) = await process.waitForExit(timeout: timeout) else {
         throw ChildProcessError("wallet-worker \(arguments) did not finish\n\(process.logTail())")
     }
     return (exit, process.log)

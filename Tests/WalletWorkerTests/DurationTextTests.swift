@@ -14,4 +14,15 @@ import WalletWorker
     func refuses(text: String) {
         #expect(DurationText.parse(text) == nil)
     }
+
+    /// Issue 24, item 11: `--older-than 1e17h` or a huge `WALLET_RETRY_DELAY_MAX` trapped converting to Int64
+    /// (on main this test crashes the test process); now they are out of range, a clear error at the flag.
+    @Test(arguments: ["1e17h", "1e300", "9223372036854775807s", "87601h", "1e16ms"])
+    func refusesWhatWouldOverflowInsteadOfTrapping(text: String) {
+        #expect(DurationText.parse(text) == nil)
+    }
+
+    @Test func acceptsUpToTenYears() {
+        #expect(DurationText.parse("87600h") == .seconds(87_600 * 3_600))
+    }
 }

@@ -83,4 +83,45 @@ import Testing
             #expect(explanation.contains("--no-declare"))
         }
     }
+
+    /// Issue 24, items 4 and 9: the dead-letter queue looks at itself through a loop (its own dead-letter
+    /// exchange, bound to it alone) so a rejected look goes back to its tail, with a delivery limit RabbitMQ 4
+    /// never reaches; every quorum queue dead-letters at least once. On main the dead-letter queue is declared
+    /// with neither.
+    @Test func theDeadLetterQueueHasItsLoopAndQuorumQueuesDeadLetterAtLeastOnce() {
+        let topology = quorum()
+        let plan = topology.declarationPlan(retry: .attempts(3))
+        let queues = declaredQueues(plan)
+        let dead = queues[topology.deadLetterQueue]
+        #expect(dead?["x-dead-letter-exchange"] == .string(topology.deadLetterLoopExchange))
+        #expect(dead?["x-delivery-limit"] == .int64(Topology.deadLetterQueueDeliveryLimit))
+        for (name, arguments) in queues where name != topology.deadLetterQueue {
+            #expect(arguments["x-dead-letter-strategy"] == .string("at-least-once"), "\(name)")
+            #expect(arguments["x-overflow"] == .string("reject-publish"), "\(name)")
+        }
+        // Its loop dead-letters into itself: at-most-once (RabbitMQ 3.10's at-least-once worker stalls on that).
+        #expect(dead?["x-dead-letter-strategy"] == nil)
+        let operations = plan.flatMap(\.operations)
+        #expect(operations.contains(.declareExchange(topology.deadLetterLoopExchange, type: "fanout", arguments: [:])))
+        #expect(operations.contains(.bindQueue(topology.deadLetterQueue, exchange: topology.deadLetterLoopExchange, routingKey: "")))
+
+        let classic = Topology()
+        let classicQueues = declaredQueues(classic.declarationPlan(retry: .attempts(3)))
+        #expect(classicQueues[classic.deadLetterQueue] == ["x-dead-letter-exchange": .string(classic.deadLetterLoopExchange)])
+        #expect(classicQueues[classic.workQueue]?["x-dead-letter-strategy"] == nil, "classic queues have no strategy")
+    }
+
+    /// A queue an earlier version declared is accepted as it was (a warning), not a 406 that stops the upgrade.
+    @Test func aStepsLegacyFormIsTheEarlierVersionsArguments() throws {
+        let topology = quorum()
+        let plan = topology.declarationPlan(retry: .attempts(2))
+        let legacyWork = try #require(plan[0].legacy)
+        #expect(declaredQueues([legacyWork])[topology.workQueue] == [
+            "x-dead-letter-exchange": .string(topology.deadLetterExchange), "x-queue-type": .string("quorum"),
+            "x-delivery-limit": .int64(20),
+        ])
+        let legacyDead = try #require(plan.last?.legacy)
+        #expect(declaredQueues([legacyDead])[topology.deadLetterQueue] == ["x-queue-type": .string("quorum")])
+        #expect(Topology().declarationPlan(retry: .attempts(2))[0].legacy == nil, "a classic work queue did not change")
+    }
 }

@@ -608,13 +608,23 @@ final class ConnectionCore {
                 (body, properties, withheldBodySize) = (read, readProperties, nil)
             case .withheld(let byteCount, let readProperties)?:
                 (body, properties, withheldBodySize) = ([], readProperties, byteCount)
-            case .undecodableHeader(let error)?:
+            case .undecodableHeader(var error)?:
                 // Redelivered, it would end every session the same way: the broker dead-letters it instead (the
-                // queue's dead-letter exchange, with x-death), and this connection ends.
+                // queue's dead-letter exchange, with x-death), and this connection ends. A consumer whose queue
+                // has no dead-letter exchange that keeps it (the dead-letter tool's fallback) asks for a requeue:
+                // the message stays where it was, never dropped.
+                let requeue = consumer?.deliveries.undecodableContent == .requeue
+                let settlement: UndecodableDelivery.Settlement
                 if consumer?.automaticAcknowledgement != true {
-                    _ = amqp_basic_reject(state, number, deliver.delivery_tag, 0)
+                    _ = amqp_basic_reject(state, number, deliver.delivery_tag, requeue ? 1 : 0)
+                    settlement = requeue ? .requeued : .rejected
+                } else {
+                    settlement = .acknowledgedByBroker
                 }
-                logger.error("a delivery's content header could not be decoded: rejected without requeue", metadata: [
+                error.undecodableDelivery = UndecodableDelivery(
+                    exchange: exchange, routingKey: routingKey, consumerTag: tag, redelivered: deliver.redelivered != 0,
+                    settlement: settlement)
+                logger.error("a delivery's content header could not be decoded: \(requeue ? "requeued" : "rejected without requeue")", metadata: [
                     AMQPLoggingKeys.consumerTag: "\(tag)", AMQPLoggingKeys.routingKey: "\(routingKey)",
                     AMQPLoggingKeys.error: "\(error)",
                 ])

@@ -76,7 +76,7 @@ public enum StoreInspectors {
         async throws(StoreError)
     {
         let status = try await WalletStores.schemaStatus(location, statementTimeout: statementTimeout)
-        guard status.isCurrent else {
+        guard status.isUsable else {
             throw StoreError(
                 .permanent,
                 "cannot inspect \(location): its schema is \(status); inspect reads this build's schema "

@@ -1,18 +1,34 @@
 import Logging
 import PostgresNIO
 
-/// The store's schema as versioned migrations, applied by the store itself at start.
+/// The store's schema as versioned migrations.
 ///
-/// One transaction does it all, under a transaction-scoped advisory lock keyed by the schema: replicas starting
-/// together queue on the lock, the first migrates, the others find the work done. A database migrated by a newer
-/// build (a version in `wallet_schema_migrations` this build does not know) is refused: that build's schema may
-/// mean something this code would silently get wrong. Never edit a shipped migration: append a new version.
+/// One transaction applies the table changes, under a transaction-scoped advisory lock keyed by the schema:
+/// replicas starting together queue on the lock, the first migrates, the others find the work done. An index
+/// build on a table that holds data is not part of it: it runs `CONCURRENTLY` (writes go on meanwhile), outside
+/// any transaction, and only when asked (`wallet-worker migrate`, the migrate Job), never at a worker's start;
+/// a worker runs without it (reads are slower, results the same). On a new database everything is created at
+/// once (the tables are empty).
+///
+/// Each migration records the oldest schema version a build must know to use a database that has it
+/// (`compatible_with`): an index leaves it at the previous version, so an older build (a rollback, an old pod in
+/// a rolling update) runs on the newer schema; a version this build does not know and that does not declare
+/// it compatible is refused, since that build's schema may mean something this code would get wrong. Never edit
+/// what a shipped migration does: append a new version.
 enum PostgresSchema {
     struct Migration {
         var version: Int
         var name: String
-        /// One statement each (the extended protocol takes one statement per query).
+        /// One statement each (the extended protocol takes one statement per query), run in the migration's
+        /// transaction.
         var statements: [String]
+        /// The oldest schema version a build must know to use a database with this migration applied.
+        var compatibleWith: Int
+        /// An index build: on a table with data it runs these instead (`CONCURRENTLY`, each its own statement
+        /// outside a transaction), and only in `wallet-worker migrate`. Nil for a migration of the tables.
+        var concurrentStatements: [String]? = nil
+        /// The index a concurrent build creates: an invalid one left by an interrupted build is dropped first.
+        var builtIndex: String? = nil
     }
 
     static let migrations: [Migration] = [
@@ -94,10 +110,12 @@ enum PostgresSchema {
                     PRIMARY KEY (message_id, position)
                 )
                 """,
-            ]),
+            ],
+            compatibleWith: 1),
         // v1's index filtered the kind from the heap: an auxiliary view of a card with thousands of primary records
         // read every one of them, on every TNS. Each kind is now one range (SQLite's v3 made the same change).
-        // Writes to the table wait while it builds (about 1 s per million records: README).
+        // An index only: a v1 build reads the same rows through either index. Built CONCURRENTLY on a populated
+        // table (about 1 s per million records, writes going on: README).
         Migration(
             version: 2, name: "transactions index by card and kind",
             statements: [
@@ -106,24 +124,47 @@ enum PostgresSchema {
                     ON transactions (digital_card_id, is_auxiliary, instant DESC, stored_sequence DESC)
                 """,
                 "DROP INDEX transactions_newest_first",
-            ]),
+            ],
+            compatibleWith: 1,
+            concurrentStatements: [
+                """
+                CREATE INDEX CONCURRENTLY IF NOT EXISTS transactions_newest_first_by_kind
+                    ON transactions (digital_card_id, is_auxiliary, instant DESC, stored_sequence DESC)
+                """,
+                "DROP INDEX CONCURRENTLY IF EXISTS transactions_newest_first",
+            ],
+            builtIndex: "transactions_newest_first_by_kind"),
     ]
 
-    /// Creates the schema (when `location.schema` names one) and applies the missing migrations, in one transaction.
-    /// On a failure the caller closes the connection, which rolls the transaction back.
+    /// This build's newest schema version.
+    static var newestVersion: Int { migrations.map(\.version).max() ?? 0 }
+
+    /// What a run of `migrate` applies.
+    enum Scope {
+        /// Everything, index builds included (`wallet-worker migrate`).
+        case everything
+        /// The table changes; index builds only on a new database (a worker's start).
+        case withoutIndexBuilds
+    }
+
+    /// Creates the schema (when `location.schema` names one) and applies the missing migrations: the table
+    /// changes in one transaction, then (with `.everything`) each index build on its own. Returns the index builds
+    /// left for `wallet-worker migrate`. On a failure the caller closes the connection, which rolls the
+    /// transaction back.
     /// - Parameter lastVersion: the newest migration to apply (tests build a database as an older build left it).
-    /// - Throws: a permanent `StoreError` when the database holds a version this build does not know.
+    /// - Throws: a permanent `StoreError` when the database holds a version this build does not know and that is
+    ///   not declared compatible with it.
+    @discardableResult
     static func migrate(
         on connection: PostgresConnection, location: PostgresLocation, timeout: Duration, logger: Logger,
-        through lastVersion: Int = .max
-    ) async throws {
+        through lastVersion: Int = .max, scope: Scope = .everything, indexBuildTimeout: Duration? = nil
+    ) async throws -> [String] {
         try await connection.query("BEGIN", logger: logger)
         // The connection's statement_timeout is the batches'; the migration has its own.
         try await connection.query(
             PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"), logger: logger)
         // Keyed by schema: stores in different schemas of one database migrate independently.
-        let lockName = "wallet-notification-worker migrations " + (location.schema ?? "(search_path)")
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName), 0))", logger: logger)
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(location)), 0))", logger: logger)
         if let schema = location.schema {
             var exists = false
             for try await _ in try await connection.query(
@@ -144,27 +185,148 @@ enum PostgresSchema {
                 applied_at timestamptz NOT NULL DEFAULT now()
             )
             """, logger: logger)
-        var applied = Set<Int>()
-        for try await row in try await connection.query("SELECT version FROM wallet_schema_migrations", logger: logger) {
-            applied.insert(try row.decode(Int.self))
-        }
-        let known = Set(migrations.map(\.version))
-        let unknown = applied.subtracting(known).sorted()
-        guard unknown.isEmpty else {
+        // Added by the version that made index builds compatible; NULL (an earlier build's row): its own version.
+        try await connection.query(
+            "ALTER TABLE wallet_schema_migrations ADD COLUMN IF NOT EXISTS compatible_with integer", logger: logger)
+        let recorded = try await recordedMigrations(on: connection, logger: logger, hasCompatibility: true)
+        let applied = Set(recorded.map(\.version))
+        let incompatible = recorded.filter { row in
+            !migrations.contains { $0.version == row.version } && row.compatibleWith > newestVersion
+        }.map(\.version).sorted()
+        guard incompatible.isEmpty else {
             throw StoreError(
                 .permanent,
                 "PostgreSQL schema of \(location.shortName) is newer than this build (unknown migrations: "
-                    + "\(unknown.map(String.init).joined(separator: ", "))): run a newer worker")
+                    + "\(incompatible.map(String.init).joined(separator: ", ")), not compatible with it): run a newer worker")
         }
+        let isNew = applied.isEmpty
+        var deferred: [Migration] = []
         for migration in migrations where !applied.contains(migration.version) && migration.version <= lastVersion {
+            if migration.concurrentStatements != nil && !isNew {
+                // Never inside this transaction on a table with data: its lock would hold every write.
+                deferred.append(migration)
+                continue
+            }
+            guard deferred.isEmpty else { break }  // a later table change waits for the index builds before it
             for statement in migration.statements {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
             try await connection.query(
-                "INSERT INTO wallet_schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                """
+                INSERT INTO wallet_schema_migrations (version, name, compatible_with)
+                VALUES (\(migration.version), \(migration.name), \(migration.compatibleWith))
+                """,
+                logger: logger)
+        }
+        // Rows of earlier builds get the compatibility this build knows for them.
+        for migration in migrations where applied.contains(migration.version) {
+            try await connection.query(
+                """
+                UPDATE wallet_schema_migrations SET compatible_with = \(migration.compatibleWith)
+                WHERE version = \(migration.version) AND compatible_with IS NULL
+                """,
                 logger: logger)
         }
         try await connection.query("COMMIT", logger: logger)
+        guard scope == .everything else {
+            if !deferred.isEmpty {
+                logger.warning(
+                    "schema migrations that build an index are not applied at start: run `wallet-worker migrate` (the migrate Job); the worker runs without them",
+                    metadata: ["migrations": "\(deferred.map { versionName($0.version) }.joined(separator: ", "))"])
+            }
+            return deferred.map { versionName($0.version) }
+        }
+        for migration in deferred where migration.concurrentStatements != nil {
+            try await buildConcurrently(
+                migration, on: connection, location: location, timeout: indexBuildTimeout ?? timeout, logger: logger)
+        }
+        if !deferred.isEmpty, let last = deferred.last, migrations.contains(where: { $0.version > last.version && $0.version <= lastVersion }) {
+            // Table changes that came after the index builds.
+            return try await migrate(
+                on: connection, location: location, timeout: timeout, logger: logger, through: lastVersion,
+                scope: scope, indexBuildTimeout: indexBuildTimeout)
+        }
+        return []
+    }
+
+    private static func lockName(_ location: PostgresLocation) -> String {
+        "wallet-notification-worker migrations " + (location.schema ?? "(search_path)")
+    }
+
+    /// One index build, `CONCURRENTLY`: writes to the table go on while it builds. Under a session advisory lock
+    /// of its own (not the one a worker's start takes, which must not wait for a build), so two `migrate` runs
+    /// build it once; an invalid index a killed build left behind is dropped first.
+    private static func buildConcurrently(
+        _ migration: Migration, on connection: PostgresConnection, location: PostgresLocation, timeout: Duration,
+        logger: Logger
+    ) async throws {
+        let lock = lockName(location) + " index builds"
+        try await connection.query(
+            PostgresQuery(unsafeSQL: "SET statement_timeout = \(max(1, timeout.wholeMilliseconds))"), logger: logger)
+        try await connection.query("SELECT pg_advisory_lock(hashtextextended(\(lock), 0))", logger: logger)
+        do {
+            let recorded = try await recordedMigrations(on: connection, logger: logger, hasCompatibility: true)
+            if !recorded.contains(where: { $0.version == migration.version }) {
+                if let index = migration.builtIndex {
+                    var invalid = false
+                    for try await _ in try await connection.query(
+                        """
+                        SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                        WHERE c.relname = \(index) AND c.relnamespace = current_schema()::regnamespace
+                          AND NOT i.indisvalid
+                        """, logger: logger)
+                    {
+                        invalid = true
+                    }
+                    if invalid {
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "DROP INDEX CONCURRENTLY IF EXISTS \(index)"), logger: logger)
+                    }
+                }
+                for statement in migration.concurrentStatements ?? [] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query(
+                    """
+                    INSERT INTO wallet_schema_migrations (version, name, compatible_with)
+                    VALUES (\(migration.version), \(migration.name), \(migration.compatibleWith))
+                    ON CONFLICT (version) DO NOTHING
+                    """,
+                    logger: logger)
+            }
+        } catch {
+            _ = try? await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+            throw error
+        }
+        try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
+    }
+
+    struct RecordedMigration {
+        var version: Int
+        /// Its own version when the row predates the column.
+        var compatibleWith: Int
+    }
+
+    static func recordedMigrations(
+        on connection: PostgresConnection, logger: Logger, hasCompatibility: Bool
+    ) async throws -> [RecordedMigration] {
+        var recorded: [RecordedMigration] = []
+        if hasCompatibility {
+            for try await row in try await connection.query(
+                "SELECT version, compatible_with FROM wallet_schema_migrations ORDER BY version", logger: logger)
+            {
+                let (version, compatibleWith) = try row.decode((Int, Int?).self)
+                recorded.append(RecordedMigration(version: version, compatibleWith: compatibleWith ?? version))
+            }
+        } else {
+            for try await row in try await connection.query(
+                "SELECT version FROM wallet_schema_migrations ORDER BY version", logger: logger)
+            {
+                let version = try row.decode(Int.self)
+                recorded.append(RecordedMigration(version: version, compatibleWith: version))
+            }
+        }
+        return recorded
     }
 
     /// The migrations recorded in the database, read without a transaction of its own and without creating
@@ -176,15 +338,26 @@ enum PostgresSchema {
         {
             tableExists = try row.decode(Bool.self)
         }
-        var applied: [Int] = []
+        var recorded: [RecordedMigration] = []
         if tableExists {
-            for try await row in try await connection.query(
-                "SELECT version FROM wallet_schema_migrations ORDER BY version", logger: logger)
+            var hasCompatibility = false
+            for try await _ in try await connection.query(
+                """
+                SELECT 1 FROM pg_attribute
+                WHERE attrelid = to_regclass('wallet_schema_migrations') AND attname = 'compatible_with' AND NOT attisdropped
+                """, logger: logger)
             {
-                applied.append(try row.decode(Int.self))
+                hasCompatibility = true
             }
+            recorded = try await recordedMigrations(on: connection, logger: logger, hasCompatibility: hasCompatibility)
         }
-        return SchemaStatus(applied: applied.map(versionName), known: migrations.map { versionName($0.version) })
+        let known = Set(migrations.map(\.version))
+        return SchemaStatus(
+            applied: recorded.map { versionName($0.version) },
+            known: migrations.map { versionName($0.version) },
+            optional: migrations.filter { $0.concurrentStatements != nil }.map { versionName($0.version) },
+            compatibleUnknown: recorded.filter { !known.contains($0.version) && $0.compatibleWith <= newestVersion }
+                .map { versionName($0.version) })
     }
 
     /// How a version is shown: `v1`, as the SQLite store names its migrations.

@@ -91,19 +91,31 @@ public final class PostgresWalletStore: WalletStore {
         let settings = PostgresConnectionSettings(configuration)
         switch configuration.schemaMode {
         case .migrate:
+            // Index builds run CONCURRENTLY and may take minutes on a large table (writes go on meanwhile).
+            let indexBuildTimeout = max(settings.migrationTimeout, Self.indexBuildTimeout)
+            try await withOwnConnection(within: indexBuildTimeout, doing: "migrating") { connection in
+                try await PostgresSchema.migrate(
+                    on: connection, location: location, timeout: settings.migrationTimeout, logger: logger,
+                    scope: .everything, indexBuildTimeout: indexBuildTimeout)
+            }
+        case .migrateWithoutIndexBuilds:
             try await withOwnConnection(within: settings.migrationTimeout, doing: "migrating") { connection in
                 try await PostgresSchema.migrate(
-                    on: connection, location: location, timeout: settings.migrationTimeout, logger: logger)
+                    on: connection, location: location, timeout: settings.migrationTimeout, logger: logger,
+                    scope: .withoutIndexBuilds)
             }
         case .requireCurrent:
             let status = try await schemaStatus()
-            guard status.isCurrent else {
+            guard status.isUsable else {
                 throw status.requireCurrentError(
                     store: "PostgreSQL \(location.shortName)", location: "\(location)")
             }
         }
         schemaReady.withLock { $0 = true }
     }
+
+    /// The longest an index build of `wallet-worker migrate` may take (it does not hold writes).
+    static let indexBuildTimeout: Duration = .seconds(3_600)
 
     /// The database's schema, read without changing it (nothing is created, not even the migrations table).
     public func schemaStatus() async throws(StoreError) -> SchemaStatus {

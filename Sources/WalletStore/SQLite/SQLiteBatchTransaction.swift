@@ -103,7 +103,9 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
                 statement.bind(auxiliary)
                 statement.bind(limit)
             }
-            return try Self.readRecords(statement, reservingCapacity: 2 * limit)
+            // Saturating: an operator's limit (`inspect card --transactions`) may be anything up to Int.max.
+            let (both, overflow) = limit.multipliedReportingOverflow(by: 2)
+            return try Self.readRecords(statement, reservingCapacity: overflow ? Int.max : both)
         }
     }
 

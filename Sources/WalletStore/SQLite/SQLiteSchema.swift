@@ -4,9 +4,54 @@ import WalletRouting
 
 /// The store's schema as versioned GRDB migrations. Relational and readable with the `sqlite3` CLI.
 ///
-/// Never edit a shipped migration: append a new one ("v2", ...). A file migrated by a newer build (one whose
-/// `grdb_migrations` lists an identifier this build does not know) is refused at open, see `SQLiteWalletStore`.
+/// Never edit a shipped migration: append a new one ("v2", ...). Each records, in `wallet_schema_compatibility`,
+/// the oldest schema version a build must know to use a file that has it: an index leaves it at the previous
+/// version, so an older build runs on the newer file (a rollback). A file migrated by a newer build with a
+/// migration this build does not know and that does not declare it compatible is refused at open, see
+/// `SQLiteWalletStore`. An index build (`optional`) runs in `wallet-worker migrate`, not at a worker's start on a
+/// file with data (SQLite holds every write while it builds).
 enum SQLiteSchema {
+    /// The oldest schema version a build must know to use a file with each migration applied.
+    static let compatibility: [String: Int] = ["v1": 1, "v2": 2, "v3": 2]
+    /// Index builds: a build runs without them.
+    static let optional: Set<String> = ["v3"]
+    /// This build's newest schema version.
+    static let newestVersion = 3
+
+    static func version(_ identifier: String) -> Int? {
+        identifier.hasPrefix("v") ? Int(identifier.dropFirst()) : nil
+    }
+
+    /// Records the compatibility of every migration applied that this build knows (rows of newer builds stay).
+    static func recordCompatibility(_ db: Database, applied: Set<String>) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS wallet_schema_compatibility (
+                    identifier      TEXT PRIMARY KEY NOT NULL,
+                    compatible_with INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """)
+        for (identifier, compatibleWith) in compatibility where applied.contains(identifier) {
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO wallet_schema_compatibility (identifier, compatible_with) VALUES (?, ?)",
+                arguments: [identifier, compatibleWith])
+        }
+    }
+
+    /// The compatibility newer builds recorded for migrations this build does not know (none recorded: not
+    /// compatible).
+    static func compatibleUnknown(_ db: Database, unknown: [String]) throws -> [String] {
+        guard !unknown.isEmpty, try db.tableExists("wallet_schema_compatibility") else { return [] }
+        var compatible: [String] = []
+        for identifier in unknown {
+            let value = try Int.fetchOne(
+                db, sql: "SELECT compatible_with FROM wallet_schema_compatibility WHERE identifier = ?",
+                arguments: [identifier])
+            if let value, value <= newestVersion { compatible.append(identifier) }
+        }
+        return compatible
+    }
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in

@@ -78,10 +78,12 @@ public final class SQLiteWalletStore: WalletStore {
             do {
                 switch configuration.schemaMode {
                 case .migrate:
-                    try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout)
+                    try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout, indexBuilds: true)
+                case .migrateWithoutIndexBuilds:
+                    try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout, indexBuilds: false)
                 case .requireCurrent:
                     let status = try queue.read(Self.schemaStatus)
-                    guard status.isCurrent else {
+                    guard status.isUsable else {
                         throw status.requireCurrentError(
                             store: "SQLite \(fileName)", location: "sqlite:\(configuration.path)")
                     }
@@ -96,9 +98,10 @@ public final class SQLiteWalletStore: WalletStore {
         }
     }
 
-    /// Applies the migrations this build knows, refusing a file a newer build has migrated: its schema may have
-    /// changed in ways this code would silently get wrong.
-    private static func migrate(_ queue: DatabaseQueue, fileName: String, busyTimeout: Duration) throws {
+    /// Applies the migrations this build knows, refusing a file a newer build has migrated with a migration that
+    /// is not compatible with this build: its schema may have changed in ways this code would silently get wrong.
+    /// Without `indexBuilds`, an index build is applied only to a new file.
+    private static func migrate(_ queue: DatabaseQueue, fileName: String, busyTimeout: Duration, indexBuilds: Bool) throws {
         // Two processes opening a new file at once race to create the schema: the loser's statements fail (e.g.
         // "no such table: grdb_migrations" between GRDB's two reads, "table cards already exists", or SQLITE_BUSY
         // without waiting when a read must become a write) and its migration transaction rolls back. Another
@@ -107,7 +110,7 @@ public final class SQLiteWalletStore: WalletStore {
         let deadline = ContinuousClock.now + busyTimeout
         while true {
             do {
-                return try migrateOnce(queue, fileName: fileName)
+                return try migrateOnce(queue, fileName: fileName, indexBuilds: indexBuilds)
             } catch let error as DatabaseError
                 where [.SQLITE_ERROR, .SQLITE_SCHEMA, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
                 && ContinuousClock.now < deadline
@@ -117,24 +120,46 @@ public final class SQLiteWalletStore: WalletStore {
         }
     }
 
-    private static func migrateOnce(_ queue: DatabaseQueue, fileName: String) throws {
+    private static func migrateOnce(_ queue: DatabaseQueue, fileName: String, indexBuilds: Bool) throws {
         let migrator = SQLiteSchema.migrator
-        try queue.read { db in
-            guard try migrator.hasBeenSuperseded(db) else { return }
-            let unknown = try migrator.appliedIdentifiers(db).subtracting(migrator.migrations).sorted()
+        let status = try queue.read(Self.schemaStatus)
+        guard status.incompatibleUnknown.isEmpty else {
             throw StoreError(
                 .permanent,
                 "SQLite schema of \(fileName) is newer than this build (unknown migrations: "
-                    + "\(unknown.joined(separator: ", "))): run a newer worker or restore a compatible file")
+                    + "\(status.incompatibleUnknown.joined(separator: ", "))): run a newer worker or restore a compatible file")
         }
-        try migrator.migrate(queue)
+        if !status.unknown.isEmpty {
+            // A newer build's file that declares this build compatible: used as it is, nothing to apply.
+            guard status.pendingRequired.isEmpty else {
+                throw StoreError(
+                    .permanent, "SQLite schema of \(fileName) is \(status): this build cannot use it")
+            }
+            return
+        }
+        let isNew = status.applied.isEmpty
+        if indexBuilds || isNew {
+            try migrator.migrate(queue)
+        } else {
+            // The pending migrations up to the first index build, which waits for `wallet-worker migrate`.
+            var target: String?
+            for identifier in status.pending {
+                if SQLiteSchema.optional.contains(identifier) { break }
+                target = identifier
+            }
+            if let target { try migrator.migrate(queue, upTo: target) }
+        }
+        try queue.write { db in
+            try SQLiteSchema.recordCompatibility(db, applied: try migrator.appliedIdentifiers(db))
+        }
     }
 
     /// The schema of the file at `path`, read without changing it; a missing file has none.
     public static func schemaStatus(path: String) throws(StoreError) -> SchemaStatus {
         let fileName = URL(fileURLWithPath: path).lastPathComponent
         guard FileManager.default.fileExists(atPath: path) else {
-            return SchemaStatus(applied: [], known: SQLiteSchema.migrator.migrations)
+            let known = SQLiteSchema.migrator.migrations
+            return SchemaStatus(applied: [], known: known, optional: known.filter(SQLiteSchema.optional.contains))
         }
         var grdb = GRDB.Configuration()
         grdb.readonly = true
@@ -151,8 +176,11 @@ public final class SQLiteWalletStore: WalletStore {
         let migrator = SQLiteSchema.migrator
         let applied = try migrator.appliedIdentifiers(db)
         let known = migrator.migrations
+        let unknown = applied.subtracting(known).sorted()
         return SchemaStatus(
-            applied: known.filter(applied.contains) + applied.subtracting(known).sorted(), known: known)
+            applied: known.filter(applied.contains) + unknown, known: known,
+            optional: known.filter(SQLiteSchema.optional.contains),
+            compatibleUnknown: try SQLiteSchema.compatibleUnknown(db, unknown: unknown))
     }
 
     // MARK: - WalletStore

@@ -6,28 +6,52 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
     public var applied: [String]
     /// The migrations this build knows, in order.
     public var known: [String]
+    /// This build's migrations it runs without: index builds (reads are slower without them, results the same),
+    /// which `wallet-worker migrate` applies and a worker's start does not.
+    public var optional: [String]
+    /// Migrations of a newer build that declare this build's schema compatible (an index): this build runs on
+    /// the store as it is (a rollback, an old replica during a rolling update).
+    public var compatibleUnknown: [String]
 
-    public init(applied: [String], known: [String]) {
+    public init(applied: [String], known: [String], optional: [String] = [], compatibleUnknown: [String] = []) {
         self.applied = applied
         self.known = known
+        self.optional = optional
+        self.compatibleUnknown = compatibleUnknown
     }
 
     /// This build's migrations the store lacks: `migrate` would apply them.
     public var pending: [String] { known.filter { !applied.contains($0) } }
-    /// Migrations of a newer build: this build must not use the store.
+    /// Pending migrations this build cannot run without.
+    public var pendingRequired: [String] { pending.filter { !optional.contains($0) } }
+    /// Migrations of a newer build.
     public var unknown: [String] { applied.filter { !known.contains($0) } }
+    /// Migrations of a newer build that this build must not run with.
+    public var incompatibleUnknown: [String] { unknown.filter { !compatibleUnknown.contains($0) } }
+    /// Exactly this build's schema (`migrate --check`).
     public var isCurrent: Bool { pending.isEmpty && unknown.isEmpty }
+    /// This build can run on the store as it is: every migration it needs, nothing of a newer build it cannot
+    /// read (`run --no-migrate`, `inspect`).
+    public var isUsable: Bool { pendingRequired.isEmpty && incompatibleUnknown.isEmpty }
 
     public var description: String {
-        if !unknown.isEmpty {
+        if !incompatibleUnknown.isEmpty {
             return "newer than this build (unknown migrations: \(unknown.joined(separator: ", ")))"
+        }
+        if !unknown.isEmpty {
+            return "newer than this build, compatible with it (applied: \(applied.joined(separator: ", ")); "
+                + "\(unknown.joined(separator: ", ")) only add indexes)"
         }
         if applied.isEmpty {
             return "none (this build's migrations: \(known.joined(separator: ", ")))"
         }
-        if !pending.isEmpty {
+        if !pendingRequired.isEmpty {
             return "behind this build (applied: \(applied.joined(separator: ", ")); "
                 + "missing: \(pending.joined(separator: ", ")))"
+        }
+        if !pending.isEmpty {
+            return "usable, index builds pending (applied: \(applied.joined(separator: ", ")); "
+                + "missing: \(pending.joined(separator: ", ")): run `wallet-worker migrate`)"
         }
         return "current (\(applied.joined(separator: ", ")))"
     }
@@ -35,17 +59,22 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
 
 /// What a store does with its schema when it opens.
 public enum SchemaMode: Sendable, Hashable {
-    /// Applies the migrations it lacks (the default: one command starts a worker on a new store).
+    /// Applies every migration it lacks, index builds included (`wallet-worker migrate`, the migrate Job).
     case migrate
-    /// Changes nothing and refuses a store whose schema is not exactly this build's (`run --no-migrate`, for a
-    /// database user without DDL rights; a deploy job runs `wallet-worker migrate`).
+    /// Applies the table changes it lacks, and index builds only on a new store (a worker's start: one command
+    /// starts a worker on a new store, and an index build on a populated table never holds a start or the
+    /// writes). Then as `requireCurrent`.
+    case migrateWithoutIndexBuilds
+    /// Changes nothing and refuses a store this build cannot run on (`run --no-migrate`, for a database user
+    /// without DDL rights; a deploy job runs `wallet-worker migrate`): a migration it needs is missing, or a newer
+    /// build applied one that is not compatible with it.
     case requireCurrent
 }
 
 extension SchemaStatus {
     /// The error `requireCurrent` raises for a store that is not current, naming the command that fixes it.
     func requireCurrentError(store: String, location: String) -> StoreError {
-        if !unknown.isEmpty {
+        if !incompatibleUnknown.isEmpty {
             return StoreError(
                 .permanent, "\(store) schema is \(self): run a newer worker")
         }

@@ -3,7 +3,7 @@ import Testing
 import WalletRouting
 import WalletStore
 
-@testable import WalletWorker
+@testable import WalletOperatorTools
 
 /// What `wallet-worker inspect` prints, decoded from the store's types.
 @Suite struct InspectionJSONTests {

@@ -1,0 +1,233 @@
+import AMQPTransport
+import Foundation
+import WalletWorker
+
+/// A message of the dead-letter queue as the tools read it: what came with the delivery, nothing asked of the
+/// broker. The body is empty when the tool did not read it (`withheldBodySize`: over its read limit).
+public struct DeadLetterMessage: Sendable, Hashable {
+    public var body: [UInt8]
+    public var properties: AMQPMessageProperties
+    public var routingKey: String
+    public var withheldBodySize: UInt64?
+
+    public init(body: [UInt8], properties: AMQPMessageProperties, routingKey: String, withheldBodySize: UInt64? = nil) {
+        self.body = body
+        self.properties = properties
+        self.routingKey = routingKey
+        self.withheldBodySize = withheldBodySize
+    }
+
+    public init(_ delivery: AMQPDelivery) {
+        self.init(
+            body: delivery.body, properties: delivery.properties, routingKey: delivery.routingKey,
+            withheldBodySize: delivery.withheldBodySize)
+    }
+}
+
+/// One message of the dead-letter queue as an operator sees it: who dead-lettered it and why, what it was, how
+/// old it is, and what of it is missing. Pure: read from the message.
+public struct DeadLetter: Sendable, Hashable {
+    public var messageID: String?
+    /// The notification's `sender` (CPS, TNS, MG, …), when the body is a JSON object that names one.
+    public var sender: String?
+    /// The reason as it was recorded: `x-worker-error`, or for a message the broker dead-lettered its `x-death`
+    /// reason and queue (`rejected by the broker in wallet.notifications.work`). `--reason` matches this text.
+    public var reason: String
+    /// What usually causes a broker's reason (shown beside it, never matched by `--reason`); nil for the
+    /// worker's own reasons, which say it themselves.
+    public var hint: String?
+    /// `worker` (it added `x-worker-error`) or `broker` (delivery limit, a body over the size limit, an expiry).
+    public var deadLetteredBy: String
+    /// The routing key it was published with (kept by both kinds of dead-lettering).
+    public var routingKey: String
+    /// When it was published (its AMQP `timestamp`), else when the broker dead-lettered it (`x-death` time).
+    public var since: Date?
+    /// The body's size (the size the broker announced when the tool did not read it).
+    public var bodyBytes: Int
+    /// False when the tool did not read the body (over its limit): it can be listed, kept or purged, not shown
+    /// or replayed.
+    public var bodyRead: Bool
+    /// What the worker left out of this dead letter to keep it within a frame (the body it never read, headers
+    /// it dropped): replaying it would send a different message. Empty for a whole one.
+    public var missing: [String]
+
+    public init(_ delivery: AMQPDelivery, deadLetterQueue: String) {
+        self.init(DeadLetterMessage(delivery), deadLetterQueue: deadLetterQueue)
+    }
+
+    /// - Parameter deadLetterQueue: its own `x-death` entries record the tool's looks (a message goes back to the
+    ///   queue's tail through its loop), not why the message is there: they are skipped.
+    public init(_ message: DeadLetterMessage, deadLetterQueue: String) {
+        let headers = message.properties.headers
+        messageID = message.properties.messageID
+        routingKey = message.routingKey
+        bodyRead = message.withheldBodySize == nil
+        bodyBytes = message.withheldBodySize.map { Int(clamping: $0) } ?? message.body.count
+        sender = bodyRead ? Self.sender(in: message.body) : nil
+        let death = Self.latestDeath(headers, skipping: deadLetterQueue)
+        hint = nil
+        if let error = headers?[WorkerHeaderNames.workerError]?.textValue {
+            reason = error
+            deadLetteredBy = "worker"
+        } else if let death {
+            let why = death["reason"]?.textValue ?? "?"
+            let queue = death["queue"]?.textValue ?? "?"
+            reason = "\(why) by the broker in \(queue)"
+            hint = Self.brokerHints[why]
+            deadLetteredBy = "broker"
+        } else {
+            reason = "no reason recorded (no x-worker-error, no x-death): published to the dead-letter exchange by someone else"
+            deadLetteredBy = "unknown"
+        }
+        if let timestamp = message.properties.timestamp {
+            since = Date(timeIntervalSince1970: TimeInterval(timestamp))
+        } else if case .timestamp(let seconds)? = death?["time"] {
+            since = Date(timeIntervalSince1970: TimeInterval(seconds))
+        }
+        missing = Self.missing(headers)
+    }
+
+    /// What makes the broker dead-letter a message here, by its `x-death` reason.
+    static let brokerHints: [String: String] = [
+        "rejected":
+            "the worker rejected it to the broker: a body over twice --max-body-bytes that it did not read, or a "
+            + "content header it could not decode",
+        "delivery_limit": "a quorum queue's delivery limit: the message was delivered that often without being settled (crashes)",
+        "expired": "its TTL ran out in the queue",
+        "maxlen": "the queue was over its length limit",
+    ]
+
+    /// The truncations the worker's headers record (`x-worker-omitted-body-bytes`, `x-worker-dropped-headers`).
+    static func missing(_ headers: AMQPTable?) -> [String] {
+        var missing: [String] = []
+        if let omitted = headers?[WorkerHeaderNames.omittedBodyBytes] {
+            missing.append("the body (\(DeadLetterDetail.text(omitted)) bytes, which the worker did not read)")
+        }
+        if let dropped = headers?[WorkerHeaderNames.droppedHeaders] {
+            missing.append("headers dropped to fit a frame: \(DeadLetterDetail.text(dropped))")
+        }
+        return missing
+    }
+
+    public func age(at now: Date) -> TimeInterval? {
+        since.map { max(0, now.timeIntervalSince($0)) }
+    }
+
+    /// The broker's latest dead-lettering that is not a look of the tool (an entry for `deadLetterQueue` itself).
+    /// RabbitMQ keeps `x-death` newest first.
+    static func latestDeath(_ headers: AMQPTable?, skipping deadLetterQueue: String) -> AMQPTable? {
+        guard case .array(let entries)? = headers?[WorkerHeaderNames.xDeath] else { return nil }
+        for case .table(let entry) in entries where entry["queue"]?.textValue != deadLetterQueue {
+            return entry
+        }
+        return nil
+    }
+
+    /// The top-level `sender` of a JSON object body; bodies over 1 MiB are not parsed.
+    static func sender(in body: [UInt8]) -> String? {
+        guard body.count <= 1 << 20, body.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "{"),
+              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+        else { return nil }
+        return object["sender"] as? String
+    }
+
+    /// One JSON object for `--json`.
+    public func jsonLine(at now: Date) -> String {
+        var object: [String: Any] = [
+            "reason": reason, "deadLetteredBy": deadLetteredBy, "routingKey": routingKey, "bodyBytes": bodyBytes,
+        ]
+        object["messageId"] = messageID
+        object["sender"] = sender
+        object["hint"] = hint
+        if !missing.isEmpty { object["missing"] = missing }
+        if !bodyRead { object["bodyRead"] = false }
+        if let since {
+            object["since"] = since.formatted(.iso8601)
+            object["ageSeconds"] = Int(age(at: now) ?? 0)
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// Which dead letters a command applies to; every condition given must hold.
+public struct DeadLetterFilter: Sendable, Hashable {
+    /// A substring of the recorded reason, case-insensitive (never of the hint shown beside a broker's reason).
+    public var reason: String?
+    public var sender: String?
+    public var messageID: String?
+    /// Only those at least this old.
+    public var olderThan: Duration?
+    /// Only those at most this old.
+    public var newerThan: Duration?
+
+    public init() {}
+
+    public var isEmpty: Bool {
+        reason == nil && sender == nil && messageID == nil && olderThan == nil && newerThan == nil
+    }
+
+    public func matches(_ letter: DeadLetter, at now: Date) -> Bool {
+        if let reason, !letter.reason.localizedCaseInsensitiveContains(reason) { return false }
+        if let sender, letter.sender != sender { return false }
+        if let messageID, letter.messageID != messageID { return false }
+        if olderThan != nil || newerThan != nil {
+            // Without a time it matches no age condition: replaying or purging it by age would be a guess.
+            guard let age = letter.age(at: now) else { return false }
+            if let olderThan, age < olderThan.secondsValue { return false }
+            if let newerThan, age > newerThan.secondsValue { return false }
+        }
+        return true
+    }
+}
+
+/// The message `dead-letters replay` publishes for a dead letter: to the inbound exchange with its original
+/// routing key, body and properties, without the headers the worker and the broker added on its way to the dead
+/// letters (`x-retry-count`, `x-worker-*`, `x-death` and `x-first-death-*`/`x-last-death-*`, `x-delivery-count`, and the
+/// `x-original-x-death` and `x-original-expiration` the worker moved aside), so it starts afresh: all its attempts,
+/// no stale error. A `user_id` moves to `x-original-user-id`, as on the worker's own copies (RabbitMQ refuses a
+/// publish whose `user_id` is not the publisher's: broker-made dead letters keep the backend's).
+public enum DeadLetterReplay {
+    /// Why a dead letter cannot be replayed as it is.
+    public struct Refusal: Error, Sendable, Hashable, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// The replay, or why not: a truncated dead letter (`DeadLetter.missing`) unless `force`, and one whose body
+    /// the tool did not read, always.
+    public static func message(
+        for message: DeadLetterMessage, inboundExchange: String, force: Bool = false
+    ) -> Result<AMQPOutboundMessage, Refusal> {
+        if let size = message.withheldBodySize {
+            return .failure(Refusal(description:
+                "its body (\(size) bytes) is over the tool's read limit (twice --max-body-bytes): not replayed; "
+                + "give the tool the --max-body-bytes the workers run with"))
+        }
+        let missing = DeadLetter.missing(message.properties.headers)
+        if !missing.isEmpty && !force {
+            return .failure(Refusal(description:
+                "truncated by the worker, a replay would be another message: it lacks "
+                + missing.joined(separator: "; ") + " (--force replays it as it is)"))
+        }
+        var properties = message.properties
+        var kept = (properties.headers?.entries ?? []).filter { !isAddedOnTheWay($0.key) }
+        if let userID = properties.userID {
+            let exact = properties.undecodedStrings[.userID].map(AMQPFieldValue.bytes) ?? .string(userID)
+            kept.removeAll { $0.key == WorkerHeaderNames.originalUserID }
+            kept.append((key: WorkerHeaderNames.originalUserID, value: exact))
+            properties.userID = nil
+            properties.undecodedStrings[.userID] = nil
+        }
+        properties.headers = kept.isEmpty ? nil : AMQPTable(kept)
+        return .success(AMQPOutboundMessage(
+            exchange: inboundExchange, routingKey: message.routingKey, body: message.body, properties: properties,
+            mandatory: true))
+    }
+
+    static func isAddedOnTheWay(_ key: String) -> Bool {
+        // x-delivery-count: a quorum queue's count of this delivery's returns, not the message's.
+        key == WorkerHeaderNames.retryCount || key == "x-delivery-count" || key.hasPrefix("x-worker-") || key == WorkerHeaderNames.xDeath
+            || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
+            || key == WorkerHeaderNames.xDeathKeptAs || key == WorkerHeaderNames.originalExpiration
+    }
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The dead-letter tool's memory at scale (issue 24): fills a classic dead-letter queue on a private RabbitMQ with
+# COUNT dead letters of BODY_BYTES each (default 100,000 of 16 KiB), then runs `wallet-worker dead-letters list`
+# ROUNDS times (default 3) under GNU time and prints each run's peak resident size and duration, and their
+# medians. The queue must hold the same messages afterwards (checked).
+#
+#   scripts/benchmark-dead-letters.sh [COUNT] [BODY_BYTES] [ROUNDS]
+#
+# Environment: RABBITMQ_PORT (default 5792: its own node, data directory under /tmp, stopped at the end),
+# WALLET_WORKER_BIN (default: .build/release/wallet-worker if built, else .build/debug/wallet-worker; build one
+# first: `swift build -c release --product wallet-worker`). Needs python3 with pika (apt: python3-pika) for the fill.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+count="${1:-100000}"
+body_bytes="${2:-16384}"
+rounds="${3:-3}"
+export RABBITMQ_PORT="${RABBITMQ_PORT:-5792}"
+export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-$(mktemp -d /tmp/wallet-dlq-bench.XXXXXX)}"
+
+if [ -z "${WALLET_WORKER_BIN:-}" ]; then
+    if [ -x .build/release/wallet-worker ]; then WALLET_WORKER_BIN=.build/release/wallet-worker
+    else WALLET_WORKER_BIN=.build/debug/wallet-worker; fi
+fi
+[ -x "$WALLET_WORKER_BIN" ] || { echo "no wallet-worker at $WALLET_WORKER_BIN: swift build -c release --product wallet-worker" >&2; exit 1; }
+[ -x /usr/bin/time ] || { echo "GNU time is needed: apt-get install time" >&2; exit 1; }
+python3 -c 'import pika' 2>/dev/null || apt-get install -y -q python3-pika >/dev/null
+
+scripts/rabbitmq-local.sh start >/dev/null
+trap 'scripts/rabbitmq-local.sh stop >/dev/null || true; rm -rf "$RABBITMQ_DATA_DIR"' EXIT
+export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+
+"$WALLET_WORKER_BIN" declare --log-level warning
+echo "filling wallet.notifications.dead with $count dead letters of $body_bytes bytes" >&2
+python3 - "$count" "$body_bytes" "$RABBITMQ_PORT" <<'PY'
+import sys, pika
+count, size, port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port))
+channel = connection.channel()
+channel.confirm_delivery()
+for index in range(count):
+    prefix = ('{"sender":"TNS","digitalCardId":"DC-%d","n":%d,"pad":"' % (index, index)).encode()
+    body = prefix + b"x" * max(0, size - len(prefix) - 2) + b'"}'
+    properties = pika.BasicProperties(
+        message_id="bench-%d" % index, delivery_mode=2, timestamp=1790000000, content_type="application/json",
+        headers={"x-worker-error": "transient failure, gave up after 5 attempts: store unavailable"})
+    channel.basic_publish("wallet.notifications.dlx", "backend.tns", body, properties, mandatory=True)
+connection.close()
+PY
+ready() { scripts/rabbitmq-local.sh ctl list_queues name messages 2>/dev/null | awk '$1 == "wallet.notifications.dead" { print $2 }'; }
+echo "queue holds $(ready) messages" >&2
+
+rss=(); seconds=()
+for round in $(seq 1 "$rounds"); do
+    /usr/bin/time -o /tmp/dlq-bench-time.$$ -f "%M %e" "$WALLET_WORKER_BIN" dead-letters list --json >/dev/null 2>/tmp/dlq-bench-stderr.$$
+    read -r kib elapsed </tmp/dlq-bench-time.$$
+    rss+=("$kib"); seconds+=("$elapsed")
+    echo "round $round: peak RSS $((kib / 1024)) MiB ($kib KiB), $elapsed s, $(tail -1 /tmp/dlq-bench-stderr.$$)"
+done
+rm -f /tmp/dlq-bench-stderr.$$ /tmp/dlq-bench-time.$$
+median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+held=$(ready)
+echo "median of $rounds: peak RSS $(( $(median "${rss[@]}") / 1024 )) MiB, $(median "${seconds[@]}") s to list $count dead letters of $body_bytes bytes ($WALLET_WORKER_BIN); queue holds $held afterwards"
+[ "$held" = "$count" ] || { echo "the queue holds $held, not $count" >&2; exit 1; }
