@@ -97,7 +97,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "wallet-notify",
-            dependencies: ["AMQPTransport", "WalletRouting", "WalletWorker", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "AMQPTransport", "WalletRouting", "WalletWorker", .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .executableTarget(
             name: "amqp-demo",
@@ -134,6 +137,8 @@ let package = Package(
                 "WalletRouting",
                 "AMQPTransport",
                 "wallet-worker",
+                // Built for the tests that run it (`wallet-notify --help`).
+                "wallet-notify",
                 "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

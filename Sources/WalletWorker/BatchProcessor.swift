@@ -159,12 +159,13 @@ struct BatchProcessor: Sendable {
             metrics.delayedRequeues.increment(by: Int64(requeue.count))
             let delay = requeueBackoff.next()
             logger.warning("retry and dead-letter publishes failed; requeueing after a delay",
-                           metadata: ["deliveries": "\(requeue.count)", "delay": "\(delay)"])
+                           metadata: ["deliveries": "\(requeue.count)", "delay": "\(DurationText.format(delay))"])
             try await Task.sleep(for: delay)
         } else {
             requeueBackoff.reset()
         }
         try await acknowledge(deliveries, plans: plans, requeue: requeue, last: last, on: consumeChannel)
+        metrics.recordAcknowledged(plans, requeued: requeue)
         poisonGuard.recordSettled(deliveries)
         let elapsed = ContinuousClock.now - batch.started
         for (index, plan) in plans.enumerated() where !requeue.contains(index) {
@@ -205,11 +206,11 @@ struct BatchProcessor: Sendable {
             let began = ContinuousClock.now
             do {
                 let plans = try await planner.plan(originals, now: Date())
-                metrics.storeBatchTime.record(ContinuousClock.now - began)
+                metrics.recordStoreBatch(ContinuousClock.now - began, committed: true)
                 storeCircuit?.storeAnswered()
                 return plans
             } catch let failure as BatchPlanner.TransientStoreFailure {
-                metrics.storeBatchTime.record(ContinuousClock.now - began)
+                metrics.recordStoreBatch(ContinuousClock.now - began, committed: false)
                 guard let storeCircuit else {
                     return planner.retryPlans(originals[...], error: failure.error)
                 }
@@ -269,7 +270,7 @@ struct BatchProcessor: Sendable {
             MessageTracing.fail(publishSpans, error)
             guard error.code == .timeout else { throw error }
             metrics.countConfirms(.timeout, by: plans.reduce(0) { $0 + $1.messages.count })
-            let reason = "publisher confirms timed out after \(confirmTimeout)"
+            let reason = "publisher confirms timed out after \(DurationText.format(confirmTimeout))"
             return Dictionary(uniqueKeysWithValues: plans.indices.map { ($0, PublishFailure(reason: reason)) })
         }
         countConfirms(outcomes)
@@ -353,7 +354,7 @@ struct BatchProcessor: Sendable {
                            metadata: logMetadata([
                                "attempt": "\(attempt)", "error": "\(error)",
                                "retry_queue": "\(copy?.routingKey ?? "?")",
-                               "expiration_ms": "\(copy?.properties.expiration ?? "the queue's TTL")",
+                               "expiration_ms": "\(copy?.properties.expiration ?? String(retry.firstDelay.milliseconds))",
                            ]))
             return
         case .retriesExhausted(let attempts, let error):

@@ -15,4 +15,20 @@ public enum DurationText {
         guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
         return .milliseconds(Int64((value * scale * 1_000).rounded()))
     }
+
+    /// A duration as operators read it, in the format `parse` reads back: `250ms`, `6.1s`, `12.5m`, `3.2h` (the
+    /// largest unit with at least two of it, one decimal at most), never `6.09728623534594 seconds`.
+    public static func format(_ duration: Duration) -> String {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        func oneDecimal(_ value: Double) -> String {
+            let rounded = (value * 10).rounded() / 10
+            return rounded == rounded.rounded() ? String(Int64(rounded)) : String(rounded)
+        }
+        switch abs(seconds) {
+        case ..<1: return "\(Int64((seconds * 1_000).rounded()))ms"
+        case ..<120: return "\(oneDecimal(seconds))s"
+        case ..<7_200: return "\(oneDecimal(seconds / 60))m"
+        default: return "\(oneDecimal(seconds / 3_600))h"
+        }
+    }
 }

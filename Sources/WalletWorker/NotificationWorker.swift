@@ -52,7 +52,11 @@ public final class NotificationWorker: Service {
                 store: store, router: router, topology: topology, retry: configuration.retrySchedule,
                 confirmTimeout: configuration.confirmTimeout, metrics: metrics, logger: logger,
                 poisonGuard: poisonGuard, storeCircuit: storeCircuit, stop: stop,
-                tracing: tracer.map { MessageTracing(tracer: $0, queue: queue.name, store: configuration.store) })
+                tracing: tracer.map {
+                    MessageTracing(
+                        tracer: $0, queue: queue.name, store: configuration.store,
+                        broker: connectionConfiguration.url)
+                })
             return Pipeline(
                 index: index, queue: queue, configuration: configuration,
                 connectionConfiguration: connectionConfiguration, processor: processor, health: health,
@@ -91,8 +95,11 @@ public final class NotificationWorker: Service {
         }
     }
 
-    /// The pipelines and the retention sweep, once the store is ready, until the stop signal fires.
+    /// The pipelines, the retention sweep and the queue depth polls, once the broker took the worker's login and
+    /// the store is ready, until the stop signal fires.
     private func runUntilStopped(_ pipelines: [Pipeline]) async throws {
+        try await BrokerLogin.check(
+            connectionConfiguration, backoff: configuration.reconnectBackoff, stop: stop, logger: logger)
         try await prepareStore()
         guard !stop.isStopped else { return }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -100,6 +107,12 @@ public final class NotificationWorker: Service {
                 group.addTask { try await pipeline.run() }
             }
             group.addTask { await self.expireProcessedMessages() }
+            if configuration.queuePollInterval != nil {
+                let monitor = QueueDepthMonitor(
+                    configuration: configuration, connectionConfiguration: connectionConfiguration, metrics: metrics,
+                    stop: stop, logger: logger)
+                group.addTask { await monitor.run() }
+            }
             // A pipeline only throws what reconnecting cannot fix: stop the others and fail.
             // (`next()` rethrows at once; `waitForAll()` would first wait for every other task.)
             do {

@@ -41,11 +41,12 @@ struct Pipeline: Sendable {
                     return
                 }
                 logger.error("broker session failed", metadata: ["error": "\(failure.error)"])
+                metrics.recordSessionFailure(failure.error)
             }
             attempt = consumed ? 1 : attempt + 1
             metrics.reconnects.increment()
             let delay = configuration.reconnectBackoff.delay(attempt: attempt, using: &generator)
-            logger.info("reconnecting", metadata: ["in": "\(delay)", "attempt": "\(attempt)"])
+            logger.info("reconnecting", metadata: ["in": "\(DurationText.format(delay))", "attempt": "\(attempt)"])
             await stop.sleep(for: delay)
         }
     }
@@ -65,6 +66,8 @@ struct Pipeline: Sendable {
             try await connect(role: "reply", failureLogLevel: .notice)
         }
         let inFlight = InFlightBatches()
+        let inFlightGauge = metrics.trackInFlight { inFlight.all.reduce(0) { $0 + $1.count } }
+        defer { inFlightGauge.end() }
         do {
             let consumeConnection = try await connect(role: "consume")
             connections.append(consumeConnection)

@@ -19,6 +19,9 @@ extension WalletWorkerCommand {
                 Each command reads the messages the queue holds when it starts, once, without taking the ones it \
                 does not act on: they go back to the queue in their order when it ends, also when it is \
                 interrupted. The filters (--reason, --sender, --message-id, --older-than, --newer-than) all apply.
+
+                \(ExitStatus.helpText) replay exits 1 when a replay was not confirmed, purge when it was not \
+                confirmed; 2 when the broker cannot be reached or refuses the login.
                 """,
             subcommands: [List.self, Show.self, Replay.self, Purge.self],
             defaultSubcommand: List.self)
@@ -64,8 +67,16 @@ private func withDeadLetters<T>(
 ) async throws -> T {
     var configuration = WorkerConfiguration()
     try broker.apply(to: &configuration)
-    WorkerLogging.bootstrap(format: .text, level: .warning)
-    let queue = try await DeadLetterQueue.open(configuration: configuration, logger: Logger(label: "wallet-worker"))
+    WorkerLogging.bootstrap(
+        format: .text, level: .warning,
+        secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
+    let queue: DeadLetterQueue
+    do {
+        queue = try await DeadLetterQueue.open(configuration: configuration, logger: Logger(label: "wallet-worker"))
+    } catch {
+        progressLine("wallet-worker dead-letters: \(error)")
+        throw ExitCode(ExitStatus.of(error).rawValue)
+    }
     let result: Result<T, any Error>
     do {
         result = .success(try await body(queue, configuration))

@@ -11,7 +11,10 @@ extension WalletWorkerCommand {
                 Prints one JSON object. Reads only: the SQLite file is opened read-only, the PostgreSQL session \
                 is read-only, and a running worker is not disturbed. Exits 1 when the store has no such entry \
                 (a message is recorded only once processed and acknowledged with a message_id, and forgotten \
-                after --dedup-retention), 2 when the store cannot be read.
+                after --dedup-retention; a rejected or dead-lettered message is never recorded: \
+                `wallet-worker dead-letters show --message-id ID` shows it), 2 when the store cannot be read.
+
+                \(ExitStatus.helpText)
                 """,
             subcommands: [Card.self, Message.self, Installation.self])
 
@@ -19,7 +22,7 @@ extension WalletWorkerCommand {
             static let configuration = CommandConfiguration(
                 abstract: "A card's state, payment keys and newest transaction records.")
             @Argument(help: "The digitalCardId.") var digitalCardId: String
-            @Option(help: "Transaction records shown, newest first. Default: 20") var transactions = 20
+            @Option(help: "Transaction records shown, newest first.") var transactions = 20
             @OptionGroup var options: StoreToolOptions
 
             func run() async throws {
@@ -83,12 +86,23 @@ extension StoreToolOptions {
             await inspector.close()
         } catch let error as StoreError {
             progressLine("wallet-worker inspect: \(error)")
-            throw ExitCode(2)
+            throw ExitCode(ExitStatus.unavailable.rawValue)
         }
         guard let found else {
-            progressLine("wallet-worker inspect: no \(what) in \(location)")
-            throw ExitCode.failure
+            progressLine("wallet-worker inspect: no \(what) in \(location)\(notFoundHint(what))")
+            throw ExitCode(ExitStatus.failure.rawValue)
         }
         _ = try StandardOutput.write(found + [UInt8(ascii: "\n")])
     }
+}
+
+/// Where to look when the store has no such entry: a message that was rejected, dead-lettered or never processed
+/// is not recorded (CONTRACT.md §8), so its story is in the dead-letter queue.
+private func notFoundHint(_ what: String) -> String {
+    guard what.hasPrefix("processed message ") else { return "" }
+    let id = what.dropFirst("processed message ".count)
+    return """
+        . Not recorded: never processed, older than --dedup-retention, or rejected or dead-lettered (those are \
+        never recorded): `wallet-worker dead-letters show --message-id \(id)` shows a dead letter
+        """
 }

@@ -59,7 +59,9 @@ final class ConnectionCore {
             let socket = try Self.makeSocket(state: state, configuration: configuration)
             let connectDeadline = ContinuousClock.now + configuration.connectTimeout
             var connectTimeout = timeval(configuration.connectTimeout)
+            errno = 0
             let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &connectTimeout)
+            let socketError = errno
             if status != AMQP_STATUS_OK.rawValue {
                 var error = LibraryReply.error(status: status, context: "connecting to \(url.host):\(url.port)")
                 if error.code == .timeout {
@@ -67,6 +69,10 @@ final class ConnectionCore {
                     error.message = "connecting to \(url.host):\(url.port): no answer within \(configuration.connectTimeout)"
                 } else if error.code == .connectionLost || error.code == .protocolError {
                     error.code = .connectionFailed
+                }
+                // librabbitmq says only "a socket error occurred": the connect's errno says which.
+                if status == AMQP_STATUS_SOCKET_ERROR.rawValue, let reason = Self.connectFailure(socketError) {
+                    error.message = "connecting to \(url.host):\(url.port): \(reason)"
                 }
                 throw error
             }
@@ -114,6 +120,17 @@ final class ConnectionCore {
             AMQPLoggingKeys.url: "\(url)", AMQPLoggingKeys.heartbeat: "\(amqp_get_heartbeat(state))",
             AMQPLoggingKeys.frameMax: "\(amqp_get_frame_max(state))",
         ])
+    }
+
+    /// What a failed connect's errno means for an operator; nil when it says nothing about the connect.
+    static func connectFailure(_ code: Int32) -> String? {
+        switch code {
+        case ECONNREFUSED: "connection refused (nothing listens on that port, or a firewall rejects it)"
+        case EHOSTUNREACH, ENETUNREACH: "\(String(cString: strerror(code))) (no route to the broker)"
+        case ETIMEDOUT: "connection timed out"
+        case ECONNRESET: "connection reset by the peer"
+        default: nil
+        }
     }
 
     private static func makeSocket(state: amqp_connection_state_t, configuration: AMQPConnectionConfiguration) throws(AMQPError) -> OpaquePointer {

@@ -118,10 +118,12 @@ public struct DeadLetterFilter: Sendable, Hashable {
     }
 }
 
-/// The message `dead-letters replay` publishes for a dead letter: to the inbound exchange with its original
-/// routing key, body and properties, without the headers the worker and the broker added on its way to the dead
+/// The message `dead-letters replay` publishes for a dead letter: to the inbound exchange (or, for a message first
+/// sent straight to the work queue, the default exchange) with its original routing key (`OriginalDestination`:
+/// kept through every retry level), body and properties, without the headers the worker and the broker added on its way to the dead
 /// letters (`x-retry-count`, `x-worker-*`, `x-death` and `x-first-death-*`/`x-last-death-*`, and the
-/// `x-original-x-death` and `x-original-expiration` the worker moved aside), so it starts afresh: all its attempts,
+/// `x-original-x-death` and `x-original-expiration` the worker moved aside, `x-original-exchange` and
+/// `x-original-routing-key`), so it starts afresh: all its attempts,
 /// no stale error. `x-original-user-id` stays (RabbitMQ refuses a `user_id` that is not the publisher's).
 public enum DeadLetterReplay {
     public static func message(for delivery: AMQPDelivery, inboundExchange: String) -> AMQPOutboundMessage {
@@ -138,13 +140,17 @@ public enum DeadLetterReplay {
             let kept = headers.entries.filter { !isAddedOnTheWay($0.key) }
             properties.headers = kept.isEmpty ? nil : AMQPTable(kept)
         }
+        let destination = OriginalDestination.replay(
+            deadLetterRoutingKey: routingKey, headers: original.headers, inboundExchange: inboundExchange)
         return AMQPOutboundMessage(
-            exchange: inboundExchange, routingKey: routingKey, body: body, properties: properties, mandatory: true)
+            exchange: destination.exchange, routingKey: destination.routingKey, body: body, properties: properties,
+            mandatory: true)
     }
 
     static func isAddedOnTheWay(_ key: String) -> Bool {
         key == WorkerHeaders.retryCount || key.hasPrefix("x-worker-") || key == XDeathHeader.name
             || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
             || key == XDeathHeader.keptAs || key == WorkerHeaders.originalExpiration
+            || key == OriginalDestination.exchangeHeader || key == OriginalDestination.routingKeyHeader
     }
 }

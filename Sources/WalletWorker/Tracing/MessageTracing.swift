@@ -19,12 +19,17 @@ struct MessageTracing: Sendable {
     let queue: String
     /// `db.system` of the store; nil for the in-memory store.
     let databaseSystem: String?
+    /// The broker, as `server.address` and `server.port`.
+    let serverAddress: String
+    let serverPort: Int
     /// The spans of batches not yet at their acknowledgement, ended by the pipeline when a session drops them.
     let open = OpenMessageSpans()
 
-    init(tracer: any Tracer, queue: String, store: StoreLocation) {
+    init(tracer: any Tracer, queue: String, store: StoreLocation, broker: AMQPURL) {
         self.tracer = tracer
         self.queue = queue
+        self.serverAddress = broker.host
+        self.serverPort = broker.port
         switch store {
         case .sqlite: databaseSystem = "sqlite"
         case .postgres: databaseSystem = "postgresql"
@@ -46,8 +51,13 @@ struct MessageTracing: Sendable {
                 attributes["messaging.system"] = "rabbitmq"
                 attributes["messaging.operation.type"] = "process"
                 attributes["messaging.operation.name"] = "process"
-                attributes["messaging.destination.name"] = queue
+                // The RabbitMQ convention: the destination is the exchange it was published to ("" for the default
+                // exchange) with its routing key; the queue it was consumed from is the subscription.
+                attributes["messaging.destination.name"] = delivery.exchange
+                attributes["messaging.destination.subscription.name"] = queue
                 attributes["messaging.rabbitmq.destination.routing_key"] = delivery.routingKey
+                attributes["server.address"] = serverAddress
+                attributes["server.port"] = serverPort
                 attributes["messaging.rabbitmq.message.delivery_tag"] = Int64(truncatingIfNeeded: delivery.deliveryTag)
                 attributes["messaging.message.body.size"] = delivery.withheldBodySize.map { Int64(clamping: $0) } ?? Int64(delivery.body.count)
                 if let messageID = delivery.properties.messageID, !messageID.isEmpty {
@@ -91,8 +101,10 @@ struct MessageTracing: Sendable {
                         attributes["messaging.system"] = "rabbitmq"
                         attributes["messaging.operation.type"] = "send"
                         attributes["messaging.operation.name"] = "publish"
-                        attributes["messaging.destination.name"] = exchange
+                        attributes["messaging.destination.name"] = message.exchange
                         attributes["messaging.rabbitmq.destination.routing_key"] = message.routingKey
+                        attributes["server.address"] = serverAddress
+                        attributes["server.port"] = serverPort
                         if let messageID = message.properties.messageID, !messageID.isEmpty {
                             attributes["messaging.message.id"] = messageID
                         }
@@ -109,10 +121,15 @@ struct MessageTracing: Sendable {
         for (span, outcome) in zip(spans, outcomes) {
             switch outcome {
             case .confirmed: break
-            case .nacked: span.setStatus(SpanStatus(code: .error, message: "nacked by the broker"))
+            case .nacked:
+                span.attributes["error.type"] = "nacked"
+                span.setStatus(SpanStatus(code: .error, message: "nacked by the broker"))
             case .returned(let replyCode, let replyText):
+                span.attributes["error.type"] = "returned"
                 span.setStatus(SpanStatus(code: .error, message: "returned: \(replyCode) \(replyText)"))
-            case .unencodable(let reason): span.setStatus(SpanStatus(code: .error, message: "unencodable: \(reason)"))
+            case .unencodable(let reason):
+                span.attributes["error.type"] = "unencodable"
+                span.setStatus(SpanStatus(code: .error, message: "unencodable: \(reason)"))
             }
             span.end()
         }
@@ -122,8 +139,21 @@ struct MessageTracing: Sendable {
     static func fail(_ spans: [any Span], _ error: any Error) {
         for span in spans {
             span.recordError(error)
+            span.attributes["error.type"] = errorType(error)
             span.setStatus(SpanStatus(code: .error, message: "\(error)"))
             span.end()
+        }
+    }
+
+    /// `error.type`: a low-cardinality class of the failure (the transport's code, the store's kind, else the
+    /// error's type).
+    static func errorType(_ error: any Error) -> String {
+        switch error {
+        case let error as AMQPError: "amqp.\(error.code)"
+        case let error as StoreError: "store.\(error.kind)"
+        case let error as BatchProcessor.FatalStoreError: "store.\(error.underlying.kind)"
+        case is CancellationError: "cancelled"
+        default: "\(type(of: error))"
         }
     }
 
@@ -140,8 +170,10 @@ struct MessageTracing: Sendable {
             }
         }
         if requeued {
+            span.attributes["error.type"] = "requeued"
             span.setStatus(SpanStatus(code: .error, message: "requeued: the retry and dead-letter publishes failed"))
         } else if let failure = plan.route.failureDescription {
+            span.attributes["error.type"] = plan.route.traceName
             span.setStatus(SpanStatus(code: .error, message: failure))
         }
     }
