@@ -61,7 +61,7 @@ struct QueueDepthMonitor: Sendable {
                         let status = try await channel!.queueStatus(name)
                         metrics.recordQueueDepth(
                             queue: name, role: role, ready: status.messageCount, consumers: status.consumerCount)
-                    } catch let error as AMQPError where error.code == .channelClosedByBroker {
+                    } catch where error.code == .channelClosedByBroker {
                         // 404: not declared (yet), or its node is down; the channel is gone with it.
                         channel = nil
                     }

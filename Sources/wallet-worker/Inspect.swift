@@ -20,7 +20,8 @@ extension WalletWorkerCommand {
 
         struct Card: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "A card's state, payment keys and newest transaction records.")
+                abstract: "A card's state, payment keys and newest transaction records.",
+                discussion: ExitStatus.helpText)
             @Argument(help: "The digitalCardId.") var digitalCardId: String
             @Option(help: "Transaction records shown, newest first.") var transactions = 20
             @OptionGroup var options: StoreToolOptions
@@ -37,7 +38,8 @@ extension WalletWorkerCommand {
 
         struct Message: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "A processed message: when, its outcome, and the results it published (replayed on a redelivery).")
+                abstract: "A processed message: when, its outcome, and the results it published (replayed on a redelivery).",
+                discussion: ExitStatus.helpText)
             @Argument(help: "The inbound message_id.") var messageId: String
             @OptionGroup var options: StoreToolOptions
 
@@ -49,7 +51,8 @@ extension WalletWorkerCommand {
         }
 
         struct Installation: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "A device installation: platform, tags, push channel.")
+            static let configuration = CommandConfiguration(
+                abstract: "A device installation: platform, tags, push channel.", discussion: ExitStatus.helpText)
             @Argument(help: "The installationId.") var installationId: String
             @Flag(help: "Show the whole push channel (a device's push token); by default only its last four characters")
             var showPushChannel = false

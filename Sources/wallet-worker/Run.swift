@@ -15,7 +15,8 @@ extension WalletWorkerCommand {
 
                 Tracing (off by default) is set by the OpenTelemetry variables, which have no flag and no _FILE \
                 form: OTEL_TRACES_EXPORTER=otlp, OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318) or \
-                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or http/json), \
+                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL \
+                (http/protobuf or http/json), \
                 OTEL_EXPORTER_OTLP_HEADERS (k=v,k2=v2, e.g. a collector's token; never logged), \
                 OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and \
                 OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_QUEUE_SIZE, \

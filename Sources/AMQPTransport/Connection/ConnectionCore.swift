@@ -59,9 +59,7 @@ final class ConnectionCore {
             let socket = try Self.makeSocket(state: state, configuration: configuration)
             let connectDeadline = ContinuousClock.now + configuration.connectTimeout
             var connectTimeout = timeval(configuration.connectTimeout)
-            errno = 0
             let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &connectTimeout)
-            let socketError = errno
             if status != AMQP_STATUS_OK.rawValue {
                 var error = LibraryReply.error(status: status, context: "connecting to \(url.host):\(url.port)")
                 if error.code == .timeout {
@@ -70,8 +68,11 @@ final class ConnectionCore {
                 } else if error.code == .connectionLost || error.code == .protocolError {
                     error.code = .connectionFailed
                 }
-                // librabbitmq says only "a socket error occurred": the connect's errno says which.
-                if status == AMQP_STATUS_SOCKET_ERROR.rawValue, let reason = Self.connectFailure(socketError) {
+                // librabbitmq says only "a socket error occurred": a connect of our own learns which.
+                if status == AMQP_STATUS_SOCKET_ERROR.rawValue,
+                   let code = ConnectProbe.failure(host: url.host, port: url.port, timeout: .seconds(1)),
+                   let reason = Self.connectFailure(code)
+                {
                     error.message = "connecting to \(url.host):\(url.port): \(reason)"
                 }
                 throw error

@@ -51,9 +51,8 @@ public final class SQLiteWalletStore: WalletStore {
         if configuration.schemaMode == .requireCurrent, !FileManager.default.fileExists(atPath: configuration.path) {
             throw StoreError(
                 .permanent,
-                "SQLite store file \(fileName) does not exist, and a store that must already have this build's "
-                    + "schema (run --no-migrate, route, inspect) is never created: run "
-                    + "`wallet-worker migrate --store sqlite:\(configuration.path)` first, or start the worker on it")
+                "SQLite store file \(fileName) does not exist, and this command creates no store: run "
+                    + "`wallet-worker migrate --store sqlite:\(configuration.path)` first")
         }
         // Before SQLite sees the path: it would create the file (and so its -wal and -shm) with 0644 less the umask.
         permissionWarnings = SQLiteFilePermissions.prepare(path: configuration.path)

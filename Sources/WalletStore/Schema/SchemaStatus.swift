@@ -51,8 +51,7 @@ extension SchemaStatus {
         }
         return StoreError(
             .permanent,
-            "\(store) schema is \(self), and a store that must already have this build's schema (run "
-                + "--no-migrate, route, inspect) is not migrated here: run `wallet-worker migrate --store \(location)` "
-                + "with this build first")
+            "\(store) schema is \(self), and this command changes no schema: run "
+                + "`wallet-worker migrate --store \(location)` with this build first")
     }
 }
