@@ -178,6 +178,6 @@ for name in off traced; do
     printf '  %-8s %8s %12s %10s %9s\n' "$name" "$(column_of "$name" 3 %.0f)" "$(column_of "$name" 4 %.1f)" \
         "$(column_of "$name" 5 %.1f)" "$(column_of "$name" 7 %.0f)"
 done
-echo "  process spans received per message taken (every round): $(awk '{ printf "%s%d/%d", NR > 1 ? ", " : "", $3, $2 }' "$work/spans")"
+echo "  process spans received per message taken (every round): $(awk '{ printf "%s%d/%d", separator, $3, $2; separator = ", " }' "$work/spans")"
 echo "  rounds with exactly one process span per message, 0 dropped: $(awk '$3 == $2 && $4 == $2 && $5 == 0 { n++ } END { print n + 0 }' "$work/spans") of $rounds"
 awk '$1 == "stalled" { printf "  stalled collector: %d spans counted as dropped (wallet_spans_dropped_total), SIGTERM took %s s\n", $7, $8 }' "$work/results"

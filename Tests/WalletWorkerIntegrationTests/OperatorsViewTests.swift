@@ -155,6 +155,53 @@ extension Resilience {
             #expect(!worker.log.contains(url.password) || url.password == "guest", "\(worker.logTail())")
         }
 
+        @Test("a password changed under a running worker is retried, counted in wallet_broker_login_refusals_total, and the worker consumes again once it is right")
+        func laterRefusalsAreRetriedAndCounted() async throws {
+            let environment = ProcessInfo.processInfo.environment
+            guard let port = environment["RABBITMQ_PORT"], let data = environment["RABBITMQ_DATA_DIR"], !data.isEmpty else {
+                Issue.record("needs scripts/test.sh's own broker (RABBITMQ_PORT, RABBITMQ_DATA_DIR) to change a password")
+                return
+            }
+            let broker = ["RABBITMQ_PORT": port, "RABBITMQ_DATA_DIR": data]
+            func ctl(_ arguments: String...) async throws {
+                try await runRepositoryScript("rabbitmq-local.sh", ["ctl"] + arguments, environment: broker, timeout: .seconds(60))
+            }
+            let user = "wnw-rotate-\(UUID().uuidString.prefix(8).lowercased())"
+            try await ctl("add_user", user, "first-password")
+            try await ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+            defer { runRepositoryScriptBlocking("rabbitmq-local.sh", ["ctl", "delete_user", user], environment: broker) }
+            var url = try AMQPURL(parsing: ResilienceBroker.url)
+            url.user = user
+            url.password = "first-password"
+            let text = "amqp://\(user):first-password@\(url.host):\(url.port)/%2f"
+            try await withResilienceTopology("rotate") { topology, connection, channel in
+                let worker = try WorkerProcess(
+                    workerRunArguments(topology, store: "memory"), amqpURL: text, label: "rotate-worker")
+                defer { worker.kill(); worker.process.removeLog() }
+                let ops = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(30))
+
+                try await ctl("change_password", user, "rotated-password")
+                try await ctl("close_all_user_connections", user, "password rotated")
+                let counted = try await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
+                    try worker.metric(port: ops, "wallet_broker_login_refusals_total") >= 1
+                }
+                #expect(counted, "\(worker.logTail())")
+                #expect(worker.isRunning, "a refusal after the first login must not stop the worker\n\(worker.logTail())")
+                #expect(try httpGet(port: ops, path: "/readyz").status == 503)
+
+                try await ctl("change_password", user, "first-password")
+                try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(60))
+                try await channel.enableConfirms()
+                try await publishAll(
+                    [InboundNotification.action("rotate-1", action: "rotate").outbound(to: topology.inbound)], on: channel)
+                let processed = try await eventually(timeout: .seconds(20)) {
+                    try await readyCount(topology.capture, on: connection) >= 1
+                }
+                #expect(processed, "\(worker.logTail())")
+            }
+        }
+
         // MARK: - Dropped spans
 
         @Test("a collector that takes the connection and never answers: wallet_spans_dropped_total counts the spans lost, processing goes on, and SIGTERM ends within the exporter's shutdown limit")
