@@ -19,8 +19,9 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// commands; `run` waits for an unreachable broker or store instead), the database or the SQLite file does not
     /// exist or cannot be opened, or PostgreSQL refused the login.
     case unavailable = 2
-    /// Usage: an unknown flag or subcommand, a value that does not parse, a `_FILE` that cannot be read (BSD's
-    /// EX_USAGE, as swift-argument-parser exits for a validation error).
+    /// Usage: an unknown flag or subcommand, a value that does not parse or is out of range, a `_FILE` that cannot
+    /// be read, an `OTEL_*` setting this build cannot honour (BSD's EX_USAGE, as swift-argument-parser exits for a
+    /// validation error).
     case usage = 64
 
     /// The table as `--help` prints it.
@@ -28,7 +29,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         Exit status: 0 done; 1 not found, refused or failed (the answer is no: nothing found, a schema that is \
         not this build's, replays not confirmed, a topology the broker refuses, a fatal store error); 2 the broker \
         or the store cannot be used with these settings (login or vhost refused, TLS not verified, unreachable, \
-        no such database or file); 64 usage (a flag or value that does not parse).
+        no such database or file); 64 usage (a flag or value that does not parse or is out of range).
         """
 
     /// The status a failure ends a command with: unavailable for a refused login, a TLS failure, an unreachable
@@ -37,8 +38,6 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         switch error {
         case is BrokerLogin.Refused:
             return .unavailable
-        case is ConfigurationError:
-            return .usage
         case let error as AMQPError:
             switch error.code {
             case .authenticationFailed, .tlsFailed, .connectionFailed, .connectTimeout: return .unavailable

@@ -33,7 +33,7 @@ public final class WorkerMetrics: Sendable {
     let lastProcessed: Gauge
     /// Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the first: a rotated password, a vhost gone.
     let brokerLoginRefusals: Counter
-    /// Spans swift-otel did not export, by why (`SpanExportWatch`).
+    /// Spans swift-otel did not export, by why (counted by `OTelDiagnostics`).
     private let spansDropped: [SpanDropReason: Counter]
     /// Deliveries taken into a batch and not yet acknowledged, summed over the sessions' in-flight batches.
     private let inFlight: InFlightDeliveries

@@ -50,8 +50,16 @@ extension WalletWorkerCommand {
                 secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
             AllocatorTuning.apply()
             let logger = Logger(label: "wallet-worker")
+            let application: WorkerApplication
             do {
-                let application = try WorkerApplication.build(configuration: configuration, logger: logger)
+                application = try WorkerApplication.build(configuration: configuration, logger: logger)
+            } catch {
+                // Settings that do not go together (`--prefetch 0`, an exporter this build lacks) are usage.
+                let status = error is ConfigurationError ? ExitStatus.usage : ExitStatus.of(error)
+                logger.critical("wallet-worker failed", metadata: ["error": "\(error)", "exit_status": "\(status.rawValue)"])
+                throw ExitCode(status.rawValue)
+            }
+            do {
                 logger.info("starting", metadata: [
                     "store": "\(configuration.store)", "prefetch": "\(configuration.prefetch)",
                     "concurrency": "\(configuration.concurrency)",

@@ -159,7 +159,9 @@ import WalletStore
         #expect(ExitStatus.of(BatchProcessor.FatalStoreError(
             underlying: StoreError(.permanent, "PostgreSQL authentication failed (SQLSTATE 28P01): x (db)"))) == .unavailable)
         #expect(ExitStatus.of(StoreError(.permanent, "SQLite corrupt: malformed (/x)")) == .failure)
-        #expect(ExitStatus.of(ConfigurationError("--prefetch must be at least 1")) == .usage)
+        // The operations endpoint's port taken is a ConfigurationError thrown while running: a failure (`run` maps
+        // the ones `WorkerApplication.build` throws, settings that do not go together, to usage).
+        #expect(ExitStatus.of(ConfigurationError("the operations endpoint cannot listen")) == .failure)
         #expect(ExitStatus.allCases.map(\.rawValue) == [0, 1, 2, 64])
     }
 
