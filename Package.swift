@@ -114,6 +114,7 @@ let package = Package(
             dependencies: [
                 "AMQPTransport", "WalletRouting", "WalletWorker", "WalletOperatorTools",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
@@ -156,6 +157,8 @@ let package = Package(
                 "WalletRouting",
                 "AMQPTransport",
                 "wallet-worker",
+                // Built for the tests that run it (`wallet-notify --help`).
+                "wallet-notify",
                 "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -28,13 +28,15 @@ public struct RouteLines: Sendable {
         public var description: String
     }
 
-    /// Routes one input line; returns the output line (without its newline).
-    public func route(line: [UInt8], number: Int) async -> (output: [UInt8], failed: Bool) {
+    /// Routes one input line; returns the output line (without its newline), and whether it failed: the line is
+    /// not a message, or (`storeFailed`) the store could not route it.
+    public func route(line: [UInt8], number: Int) async -> (output: [UInt8], failed: Bool, storeFailed: Bool) {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("line")
         writer.int(number)
         let failed: Bool
+        var storeFailed = false
         do {
             let message = try Self.message(from: line)
             let stored =
@@ -47,9 +49,10 @@ public struct RouteLines: Sendable {
             writer.key("error")
             writer.string("\(error)")
             failed = true
+            storeFailed = error is StoreError
         }
         writer.endObject()
-        return (writer.takeBytes(), failed)
+        return (writer.takeBytes(), failed, storeFailed)
     }
 
     /// Reads an input line in the golden corpus's step format.

@@ -27,15 +27,19 @@ public enum DurationText {
         return .milliseconds(Int64(milliseconds))
     }
 
-    /// A duration as an operator reads it, in the largest unit that keeps it exact to a millisecond or so: `250ms`,
-    /// `5s`, `1.5s`, `12m`, `2h`.
+    /// A duration as operators read it, in the format `parse` reads back: `250ms`, `6.1s`, `12.5m`, `3.2h` (the
+    /// largest unit with at least two of it, one decimal at most), never `6.09728623534594 seconds`.
     public static func format(_ duration: Duration) -> String {
-        let milliseconds = duration.milliseconds
-        if milliseconds < 1_000 { return "\(milliseconds)ms" }
-        for (unit, size) in [("h", Int64(3_600_000)), ("m", 60_000)] where milliseconds >= size && milliseconds % size == 0 {
-            return "\(milliseconds / size)\(unit)"
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        func oneDecimal(_ value: Double) -> String {
+            let rounded = (value * 10).rounded() / 10
+            return rounded == rounded.rounded() ? String(Int64(rounded)) : String(rounded)
         }
-        let seconds = Double(milliseconds) / 1_000
-        return seconds == seconds.rounded() ? "\(Int64(seconds))s" : "\(seconds)s"
+        switch abs(seconds) {
+        case ..<1: return "\(Int64((seconds * 1_000).rounded()))ms"
+        case ..<120: return "\(oneDecimal(seconds))s"
+        case ..<7_200: return "\(oneDecimal(seconds / 60))m"
+        default: return "\(oneDecimal(seconds / 3_600))h"
+        }
     }
 }

@@ -49,7 +49,10 @@ public final class NotificationWorker: Service {
             DeliveryLifecycle(configuration: lifecycle, queues: queues, seed: .random(in: .min ... .max)),
             pipelines: queues.count)
         let storage = BatchStorage(store: store, router: router, metrics: metrics)
-        let tracing = tracer.map { MessageTracing(tracer: $0, queues: queues.map(\.name), store: configuration.store) }
+        let tracing = tracer.map {
+            MessageTracing(
+                tracer: $0, queues: queues.map(\.name), store: configuration.store, broker: connectionConfiguration.url)
+        }
         let pipelines = queues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
@@ -96,11 +99,14 @@ public final class NotificationWorker: Service {
         }
     }
 
-    /// The pipelines, the lifecycle's own timers and store checks, and the retention sweep, once the store is ready,
-    /// until every pipeline has stopped. Throws the failure that stopped them, if one did (`failWorker`).
+    /// The pipelines, the lifecycle's own timers and store checks, the retention sweep and the queue depth polls,
+    /// once the broker took the worker's login and the store is ready, until every pipeline has stopped. Throws the
+    /// failure that stopped them, if one did (`failWorker`).
     private func runUntilStopped(
         _ pipelines: [Pipeline], driver: LifecycleDriver, storage: BatchStorage, observer: LifecycleObserver
     ) async throws {
+        try await BrokerLogin.check(
+            connectionConfiguration, backoff: configuration.reconnectBackoff, stop: stop, logger: logger)
         try await prepareStore()
         guard !stop.isStopped else { return }
         await withTaskGroup(of: Void.self) { group in
@@ -112,6 +118,12 @@ public final class NotificationWorker: Service {
                 }
             }
             group.addTask { await self.expireProcessedMessages() }
+            if configuration.queuePollInterval != nil {
+                let monitor = QueueDepthMonitor(
+                    configuration: configuration, connectionConfiguration: connectionConfiguration, metrics: metrics,
+                    stop: stop, logger: logger)
+                group.addTask { await monitor.run() }
+            }
             group.addTask {
                 await withDiscardingTaskGroup { pipelineGroup in
                     for pipeline in pipelines {

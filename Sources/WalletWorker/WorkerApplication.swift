@@ -30,7 +30,7 @@ public struct WorkerApplication: Sendable {
             logger.warning("store file was readable by other users", metadata: ["detail": "\(warning)"])
         }
         let metrics = WorkerMetrics()
-        let tracing = try TracingBackend.make(configuration.tracing, logger: logger)
+        let tracing = try TracingBackend.make(configuration.tracing, metrics: metrics, logger: logger)
         if tracing != nil {
             logger.info("tracing on: spans are exported over OTLP/HTTP",
                         metadata: ["protocol": "\(configuration.tracing.otlpProtocol)"])

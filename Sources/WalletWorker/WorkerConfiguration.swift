@@ -63,6 +63,9 @@ public struct WorkerConfiguration: Sendable {
     public var httpPort: Int? = 9090
     /// Address the operations endpoint listens on. Default: `0.0.0.0`.
     public var httpHost = "0.0.0.0"
+    /// How often the broker is asked for the depth of the work, retry and dead-letter queues
+    /// (`wallet_queue_messages_ready`); `nil` turns the polling off. Default: `15 s`.
+    public var queuePollInterval: Duration? = .seconds(15)
     /// The routing core's limits and the result exchanges (kept in step with `topology`).
     public var routing = RoutingSettings()
     public var logLevel: Logger.Level = .info

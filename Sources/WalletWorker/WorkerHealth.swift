@@ -24,7 +24,7 @@ public final class WorkerHealth: Sendable {
         }
     }
 
-    /// The store does not answer: the pipelines hold their batches and take no more (`StoreCircuit`).
+    /// The store does not answer: the pipelines hold their batches and take no more (`DeliveryLifecycle`).
     public var isStoreUnavailable: Bool { state.withLock { $0.storeUnavailable } }
 
     /// The process is doing its job (it may be reconnecting); false once the worker has failed for good.

@@ -5,7 +5,8 @@ import WalletRouting
 
 /// Installs the process's log handler: text for people, JSON lines for collectors (`--log-format json`).
 public enum WorkerLogging {
-    public static func bootstrap(format: LogFormat, level: Logger.Level) {
+    /// - Parameter secrets: values masked in every line, whoever logs them (`SecretRedaction`).
+    public static func bootstrap(format: LogFormat, level: Logger.Level, secrets: SecretRedaction = .none) {
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler =
                 switch format {
@@ -13,8 +14,143 @@ public enum WorkerLogging {
                 case .json: JSONLogHandler(label: label)
                 }
             handler.logLevel = level
-            return handler
+            return secrets.isEmpty ? handler : RedactingLogHandler(handler, secrets: secrets)
         }
+    }
+}
+
+/// The secrets of a configuration (the broker's and PostgreSQL's passwords, collector tokens of the
+/// `OTEL_EXPORTER_OTLP_*HEADERS`), masked as `***` in every log line, whichever library writes it.
+///
+/// The worker's own code never logs them (URLs print with `***` for the password, header values are not logged):
+/// this is the net under that, for what libraries log (swift-otel logs each `OTEL_*` variable it applies, with its
+/// value) and for a secret that turns up where nobody expected it, such as a password pasted into a host name.
+/// Values shorter than `minimumLength` are left out: masking `guest` or `wallet` would mask user names, queue
+/// names and every other word that happens to contain them; such a value is still never logged by the worker.
+public struct SecretRedaction: Sendable, Hashable {
+    public static let minimumLength = 8
+    public static let none = SecretRedaction([])
+
+    /// Longest first, so a secret that contains another is masked whole.
+    public let values: [String]
+
+    public init(_ values: [String]) {
+        self.values = Set(values.filter { $0.utf8.count >= Self.minimumLength }).sorted { $0.utf8.count > $1.utf8.count }
+    }
+
+    public var isEmpty: Bool { values.isEmpty }
+
+    /// `text` with every secret replaced by `***`.
+    public func redact(_ text: String) -> String {
+        var text = text
+        for secret in values where text.contains(secret) {
+            text = text.replacingOccurrences(of: secret, with: "***")
+        }
+        return text
+    }
+
+    func contains(in text: String) -> Bool {
+        values.contains { text.contains($0) }
+    }
+
+    /// The secrets of `configuration` and of the OpenTelemetry variables of `environment`: the broker's password
+    /// (percent-decoded and as written in the URL), the store's, and each header value of
+    /// `OTEL_EXPORTER_OTLP_HEADERS` and its per-signal forms (as written and percent-decoded).
+    public static func of(_ configuration: WorkerConfiguration, environment: [String: String]) -> SecretRedaction {
+        var values: [String] = []
+        values += passwords(inURL: configuration.amqpURL)
+        if case .postgres(let location) = configuration.store, let password = location.password {
+            values.append(password)
+            values.append(password.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? password)
+        }
+        for (name, value) in environment where OTelDiagnostics.isSecretVariable(name) {
+            values += headerValues(value)
+        }
+        return SecretRedaction(values)
+    }
+
+    /// The password of an `amqp://` or `postgres://` URL, decoded and as written; none when there is none.
+    public static func passwords(inURL url: String) -> [String] {
+        let start = url.firstRange(of: "://")?.upperBound ?? url.startIndex
+        guard let at = url[start...].lastIndex(of: "@"), let colon = url[start..<at].firstIndex(of: ":") else {
+            return []
+        }
+        let written = String(url[url.index(after: colon)..<at])
+        return [written, written.removingPercentEncoding ?? written]
+    }
+
+    /// `k=v,k2=v2` (the OpenTelemetry header list): each value, as written and percent-decoded, and the whole list.
+    static func headerValues(_ list: String) -> [String] {
+        var values = [list]
+        for pair in list.split(separator: ",") {
+            guard let equals = pair.firstIndex(of: "=") else { continue }
+            let value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            values.append(value)
+            values.append(value.removingPercentEncoding ?? value)
+            // `Bearer <token>`: the token alone, in case a library prints it without its scheme.
+            if let space = value.lastIndex(of: " ") { values.append(String(value[value.index(after: space)...])) }
+        }
+        return values
+    }
+}
+
+/// Masks `SecretRedaction`'s values in the message, the metadata and the error of every event, then hands it on.
+struct RedactingLogHandler: LogHandler {
+    private var inner: any LogHandler
+    private let secrets: SecretRedaction
+
+    init(_ inner: any LogHandler, secrets: SecretRedaction) {
+        self.inner = inner
+        self.secrets = secrets
+    }
+
+    var logLevel: Logger.Level {
+        get { inner.logLevel }
+        set { inner.logLevel = newValue }
+    }
+
+    var metadata: Logger.Metadata {
+        get { inner.metadata }
+        set { inner.metadata = newValue.mapValues(redacted) }
+    }
+
+    var metadataProvider: Logger.MetadataProvider? {
+        get { inner.metadataProvider }
+        set { inner.metadataProvider = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { inner[metadataKey: key] }
+        set { inner[metadataKey: key] = newValue.map(redacted) }
+    }
+
+    func log(event: LogEvent) {
+        var event = event
+        let message = event.message.description
+        if secrets.contains(in: message) { event.message = "\(secrets.redact(message))" }
+        event.metadata = event.metadata?.mapValues(redacted)
+        if let error = event.error, secrets.contains(in: "\(error)") {
+            event.error = RedactedError(description: secrets.redact("\(error)"))
+        }
+        inner.log(event: event)
+    }
+
+    private func redacted(_ value: Logger.Metadata.Value) -> Logger.Metadata.Value {
+        switch value {
+        case .string(let text):
+            return secrets.contains(in: text) ? .string(secrets.redact(text)) : value
+        case .stringConvertible(let convertible):
+            let text = convertible.description
+            return secrets.contains(in: text) ? .string(secrets.redact(text)) : value
+        case .array(let values):
+            return .array(values.map(redacted))
+        case .dictionary(let dictionary):
+            return .dictionary(dictionary.mapValues(redacted))
+        }
+    }
+
+    private struct RedactedError: Error, CustomStringConvertible {
+        var description: String
     }
 }
 

@@ -1,5 +1,7 @@
 import AMQPTransport
+import Foundation
 import Prometheus
+import Synchronization
 import WalletRouting
 
 /// The worker's Prometheus metrics, in a registry of its own (no global bootstrap: tests build many workers).
@@ -10,7 +12,8 @@ public final class WorkerMetrics: Sendable {
     let batchSize: ValueHistogram
     let processingTime: DurationHistogram
     let processingLag: DurationHistogram
-    let storeBatchTime: DurationHistogram
+    /// One store transaction per batch, by outcome: `committed`, or `failed` (a transient failure, retried).
+    private let storeBatchTime: [StoreBatchOutcome: DurationHistogram]
     let confirmWait: DurationHistogram
     let redeliveries: Counter
     let replays: Counter
@@ -26,6 +29,16 @@ public final class WorkerMetrics: Sendable {
     let storeOutages: Counter
     let consumingPipelines: Gauge
     let blockedConnections: Gauge
+    /// When a message was last processed (results confirmed, delivery acknowledged); the start until then.
+    let lastProcessed: Gauge
+    /// Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the first: a rotated password, a vhost gone.
+    let brokerLoginRefusals: Counter
+    /// Spans swift-otel did not export, by why (counted by `OTelDiagnostics`).
+    private let spansDropped: [SpanDropReason: Counter]
+    /// Deliveries taken into a batch and not yet acknowledged, summed over the sessions' in-flight batches.
+    private let inFlight: InFlightDeliveries
+    /// The depth of the queues the worker reads and feeds (`QueueDepthMonitor`), made once their names are known.
+    private let queueGauges = Mutex<[String: (ready: Gauge, consumers: Gauge)]>([:])
     private let messages: [SenderLabel: [Outcome: Counter]]
     private let deadLetters: [DeadLetterReason: Counter]
     private let confirms: [ConfirmOutcome: Counter]
@@ -65,11 +78,14 @@ public final class WorkerMetrics: Sendable {
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
             .seconds(2.5), .seconds(5), .seconds(10),
         ]
-        storeBatchTime = registry.makeDurationHistogram(
-            descriptor: Self.name(
-                "store_batch", unit: "seconds",
-                help: "One store transaction for a batch, failed ones included (the store's share of the processing time)"),
-            buckets: latencyBuckets)
+        storeBatchTime = Dictionary(uniqueKeysWithValues: StoreBatchOutcome.allCases.map { outcome in
+            (outcome, registry.makeDurationHistogram(
+                descriptor: Self.name(
+                    "store_batch", unit: "seconds",
+                    help: "One store transaction for a batch, by outcome: committed, or failed (transient, tried again); the store's share of the processing time"),
+                labels: [("outcome", outcome.rawValue)],
+                buckets: latencyBuckets))
+        })
         confirmWait = registry.makeDurationHistogram(
             descriptor: Self.name(
                 "confirm_wait", unit: "seconds",
@@ -129,6 +145,23 @@ public final class WorkerMetrics: Sendable {
         blockedConnections = registry.makeGauge(
             descriptor: Self.name(
                 "blocked_connections", unit: "", help: "Connections the broker has blocked (resource alarm)"))
+        lastProcessed = registry.makeGauge(
+            descriptor: Self.name(
+                "last_processed_timestamp", unit: "seconds",
+                help: "Unix time a message was last processed (its results confirmed and its delivery acknowledged); the worker's start until the first. time() minus it grows while the worker is stuck"))
+        lastProcessed.set(Date().timeIntervalSince1970)
+        brokerLoginRefusals = registry.makeCounter(
+            descriptor: Self.name(
+                "broker_login_refusals", unit: "total",
+                help: "Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the worker had logged in once: credentials rotated or a vhost removed; the pipelines keep trying"))
+        spansDropped = Self.labelled(
+            registry, "spans_dropped", label: "reason",
+            help: "Spans not exported: queue_full (the exporter's queue, OTEL_BSP_MAX_QUEUE_SIZE, was full), export_failed (the collector did not take a batch in time)",
+            SpanDropReason.self)
+        inFlight = InFlightDeliveries(gauge: registry.makeGauge(
+            descriptor: Self.name(
+                "in_flight_deliveries", unit: "",
+                help: "Deliveries taken into a batch and not yet acknowledged, requeued or given back (all pipelines)")))
         // 1, with what is running in its labels: a dashboard or an alert can tell versions apart during a rollout.
         registry.makeGauge(
             descriptor: Self.name("build", unit: "info", help: "The worker's version, librabbitmq's and Swift's"),
@@ -155,6 +188,76 @@ public final class WorkerMetrics: Sendable {
     func countConfirms(_ outcome: ConfirmOutcome, by amount: Int) {
         guard amount > 0 else { return }
         confirms[outcome]!.increment(by: Int64(amount))
+    }
+
+    /// A batch's store transaction and how it ended.
+    func recordStoreBatch(_ elapsed: Duration, committed: Bool) {
+        storeBatchTime[committed ? .committed : .failed]!.record(elapsed)
+    }
+
+    /// A message was processed (routed and stored, its results confirmed, its delivery acknowledged or rejected to
+    /// the broker): `wallet_last_processed_timestamp_seconds` moves to now. Retried, requeued or poison deliveries
+    /// are not progress.
+    func recordProcessed() {
+        lastProcessed.set(Date().timeIntervalSince1970)
+    }
+
+    /// A broker session ended with `error`; a refused login is counted (the first connection's is fatal instead:
+    /// `BrokerLogin`).
+    func recordSessionFailure(_ error: any Error) {
+        if BrokerLogin.isRefusal(error) { brokerLoginRefusals.increment() }
+    }
+
+    /// Spans swift-otel reported it did not export.
+    func countDroppedSpans(_ count: Int, reason: SpanDropReason) {
+        guard count > 0 else { return }
+        spansDropped[reason]!.increment(by: Int64(count))
+    }
+
+    /// Counts the deliveries `count` returns in `wallet_in_flight_deliveries` until `end()` is called on the result:
+    /// a session registers its in-flight batches once, and the gauge is read at each scrape.
+    func trackInFlight(_ count: @escaping @Sendable () -> Int) -> InFlightDeliveries.Registration {
+        inFlight.register(count)
+    }
+
+    /// A queue's depth as the broker reported it (`queue.declare` passive): ready messages and consumers.
+    func recordQueueDepth(queue: String, role: QueueRole, ready: UInt32, consumers: UInt32) {
+        let gauges = queueGauges.withLock { gauges in
+            if let existing = gauges[queue] { return existing }
+            let labels = [("queue", queue), ("role", role.rawValue)]
+            let made = (
+                ready: registry.makeGauge(
+                    descriptor: Self.name(
+                        "queue_messages_ready", unit: "",
+                        help: "Messages ready in a queue the worker reads or feeds (role: work, retry, dead_letter), as the broker reported it (polled)"),
+                    labels: labels),
+                consumers: registry.makeGauge(
+                    descriptor: Self.name(
+                        "queue_consumers", unit: "", help: "Consumers of a queue the worker reads or feeds, as the broker reported it (polled)"),
+                    labels: labels))
+            gauges[queue] = made
+            return made
+        }
+        gauges.ready.set(Double(ready))
+        gauges.consumers.set(Double(consumers))
+    }
+
+    enum StoreBatchOutcome: String, CaseIterable {
+        case committed, failed
+    }
+
+    enum SpanDropReason: String, CaseIterable {
+        case queueFull = "queue_full"
+        case exportFailed = "export_failed"
+    }
+
+    /// What a polled queue is to the worker.
+    enum QueueRole: String, CaseIterable {
+        /// The work queue, or a shard of the ordered mode: what waits here is the backlog.
+        case work
+        /// A retry level: messages waiting for their next attempt, on purpose.
+        case retry
+        case deadLetter = "dead_letter"
     }
 
     /// Bounded label values: a `sender` is user input, so anything but the three SDK senders is `other`.
@@ -195,8 +298,48 @@ public final class WorkerMetrics: Sendable {
         })
     }
 
-    /// The Prometheus text exposition.
+    /// The Prometheus text exposition: the worker's metrics, then the standard `process_*` ones (read from /proc
+    /// at each scrape).
     public func exposition() -> [UInt8] {
-        registry.emitToBuffer()
+        inFlight.refresh()
+        var buffer = registry.emitToBuffer()
+        buffer += ProcessMetrics.exposition()
+        return buffer
+    }
+}
+
+/// `wallet_in_flight_deliveries`: the sum of what each registered session holds, read when scraped.
+final class InFlightDeliveries: Sendable {
+    private let gauge: Gauge
+    private let counts = Mutex<(next: Int, sources: [Int: @Sendable () -> Int])>((0, [:]))
+
+    init(gauge: Gauge) {
+        self.gauge = gauge
+        gauge.set(0.0)
+    }
+
+    /// Stops counting a session's batches (it ended: what it held was acknowledged or given back).
+    struct Registration: Sendable {
+        fileprivate let owner: InFlightDeliveries
+        fileprivate let key: Int
+
+        func end() {
+            _ = owner.counts.withLock { $0.sources.removeValue(forKey: key) }
+            owner.refresh()
+        }
+    }
+
+    func register(_ count: @escaping @Sendable () -> Int) -> Registration {
+        let key = counts.withLock { state in
+            defer { state.next += 1 }
+            state.sources[state.next] = count
+            return state.next
+        }
+        return Registration(owner: self, key: key)
+    }
+
+    func refresh() {
+        let sources = counts.withLock { Array($0.sources.values) }
+        gauge.set(Double(sources.reduce(0) { $0 + $1() }))
     }
 }

@@ -21,6 +21,9 @@ extension WalletWorkerCommand {
                 each message it does not remove goes back to the queue's tail whole (through the queue's loop), so \
                 after a run the queue holds what it held, in the same order; an interrupted run leaves the rest in \
                 place. The filters (--reason, --sender, --message-id, --older-than, --newer-than) all apply.
+
+                \(ExitStatus.helpText) replay exits 1 when a replay was not confirmed, purge when it was not \
+                confirmed; 2 when the broker cannot be reached or refuses the login.
                 """,
             subcommands: [List.self, Show.self, Replay.self, Purge.self],
             defaultSubcommand: List.self)
@@ -79,12 +82,19 @@ private func walkDeadLetters(
 ) async throws -> (DeadLetterRunSummary, String) {
     var configuration = WorkerConfiguration()
     try broker.apply(to: &configuration)
-    WorkerLogging.bootstrap(format: .text, level: .warning)
+    WorkerLogging.bootstrap(
+        format: .text, level: .warning,
+        secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
     let queue = DeadLetterQueue(
         configuration: configuration, logger: Logger(label: "wallet-worker"), maximumBodyBytes: try read.readLimit)
     let pass = DeadLetterPass(
         command: command, filter: filter, deadLetterQueue: queue.queue, markerID: UUID().uuidString, now: Date())
-    return (try await queue.walk(pass, report: report), queue.queue)
+    do {
+        return (try await queue.walk(pass, report: report), queue.queue)
+    } catch let error as AMQPError where ExitStatus.of(error) == .unavailable {
+        progressLine("wallet-worker dead-letters: \(error)")
+        throw ExitCode(ExitStatus.unavailable.rawValue)
+    }
 }
 
 /// Asks for `yes` on stdin; false (and a line saying nothing was done) otherwise.

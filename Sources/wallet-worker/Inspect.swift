@@ -12,15 +12,19 @@ extension WalletWorkerCommand {
                 Prints one JSON object. Reads only: the SQLite file is opened read-only, the PostgreSQL session \
                 is read-only, and a running worker is not disturbed. Exits 1 when the store has no such entry \
                 (a message is recorded only once processed and acknowledged with a message_id, and forgotten \
-                after --dedup-retention), 2 when the store cannot be read.
+                after --dedup-retention; a rejected or dead-lettered message is never recorded: \
+                `wallet-worker dead-letters show --message-id ID` shows it), 2 when the store cannot be read.
+
+                \(ExitStatus.helpText)
                 """,
             subcommands: [Card.self, Message.self, Installation.self])
 
         struct Card: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "A card's state, payment keys and newest transaction records.")
+                abstract: "A card's state, payment keys and newest transaction records.",
+                discussion: ExitStatus.helpText)
             @Argument(help: "The digitalCardId.") var digitalCardId: String
-            @Option(help: "Transaction records shown, newest first (at most 1000000). Default: 20") var transactions = 20
+            @Option(help: "Transaction records shown, newest first (at most 1000000).") var transactions = 20
             static let maximumTransactions = 1_000_000
             @OptionGroup var options: StoreToolOptions
 
@@ -38,7 +42,8 @@ extension WalletWorkerCommand {
 
         struct Message: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "A processed message: when, its outcome, and the results it published (replayed on a redelivery).")
+                abstract: "A processed message: when, its outcome, and the results it published (replayed on a redelivery).",
+                discussion: ExitStatus.helpText)
             @Argument(help: "The inbound message_id.") var messageId: String
             @OptionGroup var options: StoreToolOptions
 
@@ -50,7 +55,8 @@ extension WalletWorkerCommand {
         }
 
         struct Installation: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "A device installation: platform, tags, push channel.")
+            static let configuration = CommandConfiguration(
+                abstract: "A device installation: platform, tags, push channel.", discussion: ExitStatus.helpText)
             @Argument(help: "The installationId.") var installationId: String
             @Flag(help: "Show the whole push channel (a device's push token); by default only its last four characters")
             var showPushChannel = false
@@ -87,12 +93,23 @@ extension StoreToolOptions {
             await inspector.close()
         } catch let error as StoreError {
             progressLine("wallet-worker inspect: \(error)")
-            throw ExitCode(2)
+            throw ExitCode(ExitStatus.unavailable.rawValue)
         }
         guard let found else {
-            progressLine("wallet-worker inspect: no \(what) in \(location)")
-            throw ExitCode.failure
+            progressLine("wallet-worker inspect: no \(what) in \(location)\(notFoundHint(what))")
+            throw ExitCode(ExitStatus.failure.rawValue)
         }
         _ = try StandardOutput.write(found + [UInt8(ascii: "\n")])
     }
+}
+
+/// Where to look when the store has no such entry: a message that was rejected, dead-lettered or never processed
+/// is not recorded (CONTRACT.md §8), so its story is in the dead-letter queue.
+private func notFoundHint(_ what: String) -> String {
+    guard what.hasPrefix("processed message ") else { return "" }
+    let id = what.dropFirst("processed message ".count)
+    return """
+        . Not recorded: never processed, older than --dedup-retention, or rejected or dead-lettered (those are \
+        never recorded): `wallet-worker dead-letters show --message-id \(id)` shows a dead letter
+        """
 }

@@ -13,6 +13,8 @@ extension WalletWorkerCommand {
                 this build is refused and left as it is. With --check, changes nothing: exits 0 when the schema is \
                 exactly this build's, 1 when it is missing, behind or newer. PostgreSQL: a migration may take 4 times \
                 --store-statement-timeout, at least 30s.
+
+                \(ExitStatus.helpText)
                 """)
 
         @OptionGroup var options: StoreToolOptions
@@ -35,7 +37,7 @@ extension WalletWorkerCommand {
                 }
             } catch let error as StoreError {
                 progressLine("wallet-worker migrate: \(error)")
-                throw ExitCode.failure
+                throw ExitCode(ExitStatus.of(error).rawValue)
             }
         }
     }

@@ -120,6 +120,8 @@ struct WorkerOptions: ParsableArguments {
     var httpPort: String?
     @Option(help: "Address of the operations endpoint (env WALLET_HTTP_HOST). Default: 0.0.0.0")
     var httpHost: String?
+    @Option(help: "How often to ask the broker for the depth of the work, retry and dead-letter queues (wallet_queue_messages_ready); off disables (env WALLET_QUEUE_POLL_INTERVAL). Default: 15s")
+    var queuePollInterval: String?
 
     func apply(to configuration: inout WorkerConfiguration) throws {
         if let location = try storeSetting(store) {
@@ -160,6 +162,14 @@ struct WorkerOptions: ParsableArguments {
             configuration.httpPort = port
         }
         assign(try setting(httpHost, "--http-host", "WALLET_HTTP_HOST", expected: "an address", text), to: &configuration.httpHost)
+        if let interval = try setting(
+            queuePollInterval, "--queue-poll-interval", "WALLET_QUEUE_POLL_INTERVAL",
+            expected: "a duration like 15s, or off", { text -> Duration?? in
+                text == "off" ? .some(nil) : duration(text).flatMap { $0 > .zero ? .some($0) : nil }
+            })
+        {
+            configuration.queuePollInterval = interval
+        }
     }
 }
 

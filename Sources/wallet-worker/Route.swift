@@ -19,7 +19,13 @@ extension WalletWorkerCommand {
                 given: each line is routed against the store as it is and rolled back (no row is locked in \
                 PostgreSQL), so later lines do not see earlier lines' effects. The store must exist with this \
                 build's schema. With the default memory store, lines build on each other and nothing outlives \
-                the command.
+                the command. A dry run against a SQLite file reads a snapshot of it: it never waits for the \
+                worker's write lock.
+
+                Exits 1 when an input line is not a message (it says so on its output line), 2 when the store \
+                cannot be opened or read.
+
+                \(ExitStatus.helpText)
                 """)
 
         @Option(help: "Store: memory, or sqlite:PATH or postgres://... to route against a worker's state (env WALLET_STORE). Default: memory")
@@ -35,8 +41,19 @@ extension WalletWorkerCommand {
             try routing.apply(to: &configuration)
             let location = try storeSetting(self.store) ?? .memory
             let commits = commit || location == .memory
-            let store = try WalletStores.open(location, schemaMode: commits ? .migrate : .requireCurrent)
-            try await store.prepare()
+            let store: any WalletStore
+            do {
+                store = try WalletStores.open(location, schemaMode: commits ? .migrate : .requireCurrent)
+                do {
+                    try await store.prepare()
+                } catch {
+                    await store.close()
+                    throw error
+                }
+            } catch let error as StoreError {
+                progressLine("wallet-worker route: \(error)")
+                throw ExitCode(ExitStatus.unavailable.rawValue)
+            }
             if !commits {
                 progressLine("route: dry run against \(location): nothing is written (--commit writes)")
             }
@@ -52,11 +69,13 @@ extension WalletWorkerCommand {
                 commits: commits)
             var number = 0
             var failed = false
+            var storeFailed = false
             while let line = readLine(strippingNewline: true) {
                 number += 1
                 if line.allSatisfy(\.isWhitespace) { continue }
-                let (output, lineFailed) = await lines.route(line: Array(line.utf8), number: number)
+                let (output, lineFailed, lineStoreFailed) = await lines.route(line: Array(line.utf8), number: number)
                 failed = failed || lineFailed
+                storeFailed = storeFailed || lineStoreFailed
                 let shown: Bool
                 do {
                     shown = try StandardOutput.write(output + [UInt8(ascii: "\n")])
@@ -68,7 +87,11 @@ extension WalletWorkerCommand {
                 guard shown else { break }
             }
             await store.close()
-            if failed { throw ExitCode.failure }
+            if storeFailed {
+                progressLine("wallet-worker route: the store could not be read for some lines (see their \"error\")")
+                throw ExitCode(ExitStatus.unavailable.rawValue)
+            }
+            if failed { throw ExitCode(ExitStatus.failure.rawValue) }
         }
     }
 }

@@ -198,14 +198,15 @@ import Testing
     }
 
     @Test func aForgedXDeathIsKeptByACopyNotByTheBroker() {
-        // RabbitMQ 3.x crashes the queue dead-lettering a message whose x-death is not an array of tables.
-        let forged = message(headers: ["x-death": .string("forged"), "x-worker-error": .string("bad")], userID: "backend")
+        // RabbitMQ 3.x crashes the queue dead-lettering a message whose x-death array holds an entry that is not a
+        // table (one that is not an array at all it replaces: `XDeathHeader`).
+        let forged = message(headers: ["x-death": .array([.string("x")]), "x-worker-error": .string("bad")], userID: "backend")
         guard case .keep(.asCopy(let copy)) = pass(.look).decide(forged).action else {
             Issue.record("a forged x-death went to the broker's dead-lettering")
             return
         }
         #expect(copy.exchange == "" && copy.routingKey == Self.deadLetterQueue)
-        #expect(copy.properties.headers?["x-death"] == .string("forged") && copy.body == forged.body)
+        #expect(copy.properties.headers?["x-death"] == .array([.string("x")]) && copy.body == forged.body)
         #expect(copy.properties.userID == nil && copy.properties.headers?["x-original-user-id"] == .string("backend"))
     }
 
@@ -256,5 +257,21 @@ import Testing
         summary.reportedAtStart = 500
         let line = summary.closingLine(queue: "q", verb: "listed", count: 2_500)
         #expect(line.contains("2 could not be shown") && line.contains("reported 500"), "\(line)")
+    }
+
+    /// Issue 25: a message retried and then dead-lettered carries the work queue's name as its routing key; replay
+    /// sends it where the backend did, and strips the record.
+    @Test func replayUsesTheRecordedRoutingKeyAndStripsTheRecord() throws {
+        let recorded: AMQPTable = [
+            "x-original-exchange": .string("wallet.notifications"), "x-original-routing-key": .string("notification"),
+            "x-retry-count": .int32(2), "x-worker-error": .string("gave up"),
+        ]
+        let message = DeadLetterMessage(
+            body: Array("{}".utf8), properties: AMQPMessageProperties(headers: recorded),
+            routingKey: "wallet.notifications.work")
+        let replayed = try DeadLetterReplay.message(for: message, inboundExchange: "wallet.notifications").get()
+        #expect(replayed.exchange == "wallet.notifications")
+        #expect(replayed.routingKey == "notification")
+        #expect(replayed.properties.headers == nil, "every header added on the way is removed")
     }
 }

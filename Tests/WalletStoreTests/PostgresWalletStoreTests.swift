@@ -341,6 +341,77 @@ struct PostgresWalletStoreTests {
         await store.close()
     }
 
+    /// Issue 25, "the same rule for the store": a password that never worked stops the worker at start (above);
+    /// one rotated under a running worker is an outage, so the batches are held and tried again (the store circuit)
+    /// until the worker's secret is updated, instead of every replica stopping.
+    @Test func aLoginRefusedOnceTheStoreWasInUseIsTransient() async throws {
+        let admin = try PostgresTestDatabase.location()
+        let role = "wnw_rotated_\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
+        let password = "first-\(UUID().uuidString)"
+        let schema = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        try await PostgresTestDatabase.withAdminConnection { connection in
+            for statement in [
+                "CREATE ROLE \(role) LOGIN PASSWORD '\(password)'", "GRANT CREATE ON DATABASE \(admin.database) TO \(role)",
+            ] {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: PostgresTestDatabase.logger)
+            }
+        }
+        var location = try PostgresTestDatabase.location(schema: schema)
+        location.user = role
+        location.password = password
+        let store = try PostgresTestDatabase.store(location)
+        let outcome: Result<Void, any Error>
+        do {
+            try await store.prepare()
+            _ = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            try await PostgresTestDatabase.withAdminConnection { connection in
+                for statement in [
+                    "ALTER ROLE \(role) PASSWORD 'rotated-\(UUID().uuidString)'",
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'",
+                ] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: PostgresTestDatabase.logger)
+                }
+            }
+            // The first batch may meet a pooled connection the server just closed; the next ones need a new login.
+            var refusal: StoreError?
+            for _ in 0..<5 {
+                do {
+                    _ = try await store.process([Messages.install("DC-2", id: "m2")], router: NotificationRouter(), now: Date())
+                    Issue.record("processed with a rotated password")
+                    break
+                } catch {
+                    #expect(error.kind == .transient, "\(error)")
+                    if error.message.contains("authentication failed") {
+                        refusal = error
+                        break
+                    }
+                }
+            }
+            #expect(refusal?.kind == .transient, "\(String(describing: refusal))")
+            #expect(refusal?.message.contains("refused after the worker had logged in") == true, "\(String(describing: refusal))")
+            #expect(refusal?.message.contains(password) == false)
+            await #expect(throws: StoreError.self) { try await store.checkAvailable() }
+
+            // A start with that password is refused for good.
+            let restarted = try PostgresTestDatabase.store(location)
+            let atStart = await #expect(throws: StoreError.self) { try await restarted.prepare() }
+            #expect(atStart?.kind == .permanent, "\(String(describing: atStart))")
+            await restarted.close()
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        await store.close()
+        try await PostgresTestDatabase.withAdminConnection { connection in
+            for statement in [
+                "DROP SCHEMA IF EXISTS \(schema) CASCADE", "DROP OWNED BY \(role)", "DROP ROLE IF EXISTS \(role)",
+            ] {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: PostgresTestDatabase.logger)
+            }
+        }
+        try outcome.get()
+    }
+
     @Test func aMissingDatabaseIsPermanent() async throws {
         var location = try PostgresTestDatabase.location()
         location.database = "wallet_missing_\(UUID().uuidString.prefix(8).lowercased())"

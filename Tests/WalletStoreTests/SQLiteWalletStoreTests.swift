@@ -121,7 +121,8 @@ import WalletRouting
             }
             let elapsed = clock.now - start
             #expect(error?.kind == .transient)
-            #expect(error?.message == "SQLite busy: database is locked (wallet.sqlite)")
+            // The whole path: an operator must tell which file of which worker failed.
+            #expect(error?.message == "SQLite busy: database is locked (\(path))")
             // It waited for the busy timeout, and not for ever (a loaded runner can stall a test for seconds).
             #expect(elapsed >= .milliseconds(90) && elapsed < .seconds(20))
 
@@ -131,6 +132,37 @@ import WalletRouting
             #expect(try await StoreHarness(store: store, path: path).card("DC-1") == nil)
             let retry = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
             #expect(retry.map(\.isReplay) == [false])
+            await store.close()
+        }
+    }
+
+    /// Issue 25: `wallet-worker route --store sqlite:…` (a dry run, one message per line) waited for the worker's
+    /// write lock and failed after the busy timeout. It reads a snapshot instead, and still writes nothing.
+    @Test func aDryRunOfOneMessageDoesNotWaitForAnotherWritersLock() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            let store = try Self.open(path, busyTimeout: .seconds(5))
+            _ = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            let other = try Self.otherConnection(path)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN EXCLUSIVE") }
+
+            let clock = ContinuousClock()
+            let start = clock.now
+            let replay = try await store.dryRun([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            let fresh = try await store.dryRun(
+                [Messages.tns("DC-1", recordId: "T-1", id: "m2")], router: NotificationRouter(), now: Date())
+            // Well under the 5 s busy timeout it waited for before (generous: a loaded runner stalls for seconds).
+            #expect(clock.now - start < .seconds(4))
+            #expect(replay.map(\.isReplay) == [true])
+            #expect(fresh.map(\.isReplay) == [false])
+            #expect(fresh.first?.decision.effects.isEmpty == false, "the dry run routed against the file's card")
+
+            try await other.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+            try other.close()
+            // Nothing of the dry run was written.
+            let again = try await store.process(
+                [Messages.tns("DC-1", recordId: "T-1", id: "m2")], router: NotificationRouter(), now: Date())
+            #expect(again.map(\.isReplay) == [false])
             await store.close()
         }
     }

@@ -9,20 +9,26 @@ import Glibc
 /// A real OTLP/HTTP receiver on a loopback port, for the tracing tests: an HTTP/1.1 server (keep-alive,
 /// `Content-Length` or chunked bodies) that answers every `POST /v1/traces` with `200 {}` as JSON and keeps the
 /// bodies. Blocking sockets on threads of its own, so it never waits on the test's concurrency pool.
+/// A stalled receiver (`answers: false`) reads each request and never answers: a collector that takes the
+/// connection and hangs.
 final class OTLPReceiver: Sendable {
     struct Request: Sendable {
         var method: String
         var path: String
         var contentType: String?
         var body: [UInt8]
+        /// Every header, names lower-cased.
+        var headers: [String: String] = [:]
     }
 
     let port: Int
+    let answers: Bool
     private let listener: Int32
     private let received = Mutex<[Request]>([])
     private let connections = Mutex<[Int32]>([])
 
-    init() throws {
+    init(answers: Bool = true) throws {
+        self.answers = answers
         (listener, port) = try listenOnLoopback()
         let thread = Thread { [self] in acceptUntilClosed() }
         thread.start()
@@ -77,7 +83,12 @@ final class OTLPReceiver: Sendable {
             }
             received.withLock {
                 $0.append(Request(method: String(requestLine[0]), path: String(requestLine[1]),
-                                  contentType: headers["content-type"], body: body))
+                                  contentType: headers["content-type"], body: body, headers: headers))
+            }
+            guard answers else {
+                // Hangs: waits for the client to give up and close.
+                while reader.readHead() != nil {}
+                return
             }
             let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
             let bytes = Array(answer.utf8)

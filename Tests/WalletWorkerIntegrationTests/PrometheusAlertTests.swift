@@ -75,3 +75,89 @@ extension Resilience {
         }
     }
 }
+
+extension Resilience {
+    /// Issue 25, "a stalled worker looks healthy": deploy/'s WalletStalled on a real Prometheus scraping a real
+    /// worker whose store another process holds locked while messages wait. A suite of its own: the alert needs a
+    /// minute without progress and then its `for: 2m`.
+    @Suite("Stall alert", .timeLimit(.minutes(7)))
+    struct StallAlertTests {
+        @Test("with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall and WalletStalled fires; once the lock is gone the messages are processed and the alert ends")
+        func stalledWorkerPages() async throws {
+            let database = temporarySQLitePath("stall")
+            defer { removeSQLite(database) }
+            try await withResilienceTopology("stall") { topology, connection, channel in
+                let worker = try WorkerProcess(
+                    workerRunArguments(
+                        topology, store: "sqlite:\(database)", prefetch: 10,
+                        extra: ["--store-busy-timeout", "60s", "--queue-poll-interval", "1s"]),
+                    amqpURL: ResilienceBroker.url, label: "stall-worker")
+                defer { worker.kill(); worker.process.removeLog() }
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                let prometheus = try PrometheusServer(scrapingWorkerOn: port)
+                defer { prometheus.stop() }
+                try await prometheus.waitUntilReady(timeout: .seconds(30))
+
+                // Healthy first: a few messages processed, the new metrics there.
+                try await channel.enableConfirms()
+                let first = (0..<5).map { InboundNotification.action("stall-ok-\($0)", action: "stall.ok") }
+                try await publishAll(first.map { $0.outbound(to: topology.inbound) }, on: channel)
+                let processed = try await eventually(timeout: .seconds(20)) {
+                    try await readyCount(topology.capture, on: connection) >= first.count
+                }
+                try #require(processed, "\(worker.logTail())")
+                let exposition = try httpGet(port: port, path: "/metrics").body
+                for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                             "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
+                             "wallet_in_flight_deliveries", "wallet_last_processed_timestamp_seconds"] {
+                    #expect(exposition.contains("\n\(name) "), "\(name) is not exported")
+                }
+                let lastProcessed = WorkerProcess.metricValue(in: exposition, "wallet_last_processed_timestamp_seconds")
+                #expect(abs(lastProcessed - Date().timeIntervalSince1970) < 30, "\(lastProcessed)")
+                #expect(WorkerProcess.metricValue(in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
+
+                // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
+                let lock = try await SQLiteLockHolder(path: database)
+                let waiting = (0..<50).map { InboundNotification.action("stall-\($0)", action: "stall.wait") }
+                try await publishAll(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
+                let held = try await eventually(timeout: .seconds(20), every: .milliseconds(250)) {
+                    // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
+                    try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
+                        && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
+                }
+                let gauges = ((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n")
+                    .filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") }
+                #expect(held, "\(gauges)")
+                #expect(try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
+
+                var pending = false
+                let fired = try await eventually(timeout: .seconds(300), every: .seconds(1)) {
+                    let alert = try prometheus.alerts().first { $0.name == "WalletStalled" }
+                    if alert?.state == "pending" { pending = true }
+                    return alert?.state == "firing"
+                }
+                let stillLocked = worker.isRunning
+                await lock.release()
+                #expect(pending, "WalletStalled was never pending before it fired")
+                try #require(fired, "WalletStalled did not fire: \((try? prometheus.alerts()) ?? [])\n\(worker.logTail())")
+                #expect(stillLocked)
+                let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
+                #expect(alert.labels["severity"] == "critical")
+                #expect(alert.annotations["runbook"] == "README.md#runbook-a-backlog-or-a-stalled-worker")
+                #expect(try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#]) >= 1)
+
+                // The lock is gone: everything is processed, and the alert ends.
+                let drained = try await eventually(timeout: .seconds(90)) {
+                    try await readyCount(topology.capture, on: connection) >= first.count + waiting.count
+                }
+                #expect(drained, "\(worker.logTail())")
+                let resolved = try await eventually(timeout: .seconds(30), every: .seconds(1)) {
+                    try !prometheus.alerts().contains { $0.name == "WalletStalled" }
+                }
+                #expect(resolved, "\((try? prometheus.alerts()) ?? [])")
+                #expect(try worker.metric(port: port, "wallet_in_flight_deliveries") == 0)
+            }
+        }
+    }
+}

@@ -98,7 +98,14 @@ extension Resilience {
                 #expect(process.statusCode != 2, "\(process)")
                 #expect(process.attributes["messaging.system"] == "rabbitmq")
                 #expect(process.attributes["messaging.operation.type"] == "process")
-                #expect(process.attributes["messaging.destination.name"] == topology.work)
+                // The RabbitMQ convention (issue 25): the destination is the exchange the message was published to,
+                // the queue is the subscription; the broker is the server.
+                #expect(process.attributes["messaging.destination.name"] == topology.inbound)
+                #expect(process.attributes["messaging.destination.subscription.name"] == topology.work)
+                let broker = try AMQPURL(parsing: ResilienceBroker.url)
+                #expect(process.attributes["server.address"] == broker.host)
+                #expect(process.attributes["server.port"] == "\(broker.port)")
+                #expect(process.attributes["error.type"] == nil)
                 #expect(process.attributes["messaging.message.id"] == "trace-1")
                 #expect(process.attributes["messaging.rabbitmq.destination.routing_key"] == "wallet.notification")
                 #expect(process.attributes["wallet.outcome"] == "processed")
@@ -118,6 +125,7 @@ extension Resilience {
                 #expect(publishes.allSatisfy { $0.kind == 4 && $0.statusCode != 2 })
                 #expect(Set(publishes.compactMap { $0.attributes["messaging.message.id"] }) == ["trace-1/0", "trace-1/1"])
                 #expect(publishes.allSatisfy { $0.attributes["messaging.destination.name"] == topology.events })
+                #expect(publishes.allSatisfy { $0.attributes["server.port"] == "\(broker.port)" })
 
                 // The rejected message: its own trace, an error status, its rejected result and its dead letter.
                 let rejected = try #require(
@@ -125,6 +133,7 @@ extension Resilience {
                 #expect(rejected.parentSpanID == "b7ad6b7169203331")
                 #expect(rejected.statusCode == 2, "\(rejected)")
                 #expect(rejected.attributes["wallet.fate"] == "rejected", "the fate's one name, as in wallet_dead_letters_total")
+                #expect(rejected.attributes["error.type"] == "rejected", "\(rejected)")
                 let rejectedPublishes = spans.filter { $0.parentSpanID == rejected.spanID && $0.kind == 4 }.map(\.name)
                 #expect(Set(rejectedPublishes) == ["publish \(topology.events)", "publish \(topology.deadLetterExchange)"])
 

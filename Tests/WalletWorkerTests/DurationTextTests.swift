@@ -25,4 +25,20 @@ import WalletWorker
     @Test func acceptsUpToTenYears() {
         #expect(DurationText.parse("87600h") == .seconds(87_600 * 3_600))
     }
+
+    /// Issue 25: log lines said `in=6.09728623534594 seconds`; they say what `parse` reads back.
+    @Test(arguments: [
+        (Duration.milliseconds(250), "250ms"), (.seconds(6.09728623534594), "6.1s"), (.seconds(5), "5s"),
+        (.seconds(90), "90s"), (.seconds(750), "12.5m"), (.seconds(11_520), "3.2h"), (.zero, "0ms"),
+    ])
+    func formats(duration: Duration, expected: String) {
+        #expect(DurationText.format(duration) == expected)
+        #expect(DurationText.parse(expected).map { abs(($0 - duration).secondsDouble) <= duration.secondsDouble * 0.05 } ?? false)
+    }
+}
+
+extension Duration {
+    fileprivate var secondsDouble: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
 }

@@ -60,6 +60,8 @@ import Testing
             "x-dead-letter-exchange": .string("wallet.notifications.dlx"),
             "x-queue-type": .string("quorum"),
             "x-delivery-limit": .int64(7),
+            "x-dead-letter-strategy": .string("at-least-once"),
+            "x-overflow": .string("reject-publish"),
             "x-single-active-consumer": .bool(true),
         ])
     }

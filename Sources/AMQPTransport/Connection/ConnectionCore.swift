@@ -70,6 +70,13 @@ final class ConnectionCore {
                 } else if error.code == .connectionLost || error.code == .protocolError {
                     error.code = .connectionFailed
                 }
+                // librabbitmq says only "a socket error occurred": a connect of our own learns which.
+                if status == AMQP_STATUS_SOCKET_ERROR.rawValue,
+                   let code = ConnectProbe.failure(host: url.host, port: url.port, timeout: .seconds(1)),
+                   let reason = Self.connectFailure(code)
+                {
+                    error.message = "connecting to \(url.host):\(url.port): \(reason)"
+                }
                 throw error
             }
             // The AMQP handshake gets what is left of the same connect timeout.
@@ -117,6 +124,17 @@ final class ConnectionCore {
             AMQPLoggingKeys.url: "\(url)", AMQPLoggingKeys.heartbeat: "\(amqp_get_heartbeat(state))",
             AMQPLoggingKeys.frameMax: "\(amqp_get_frame_max(state))",
         ])
+    }
+
+    /// What a failed connect's errno means for an operator; nil when it says nothing about the connect.
+    static func connectFailure(_ code: Int32) -> String? {
+        switch code {
+        case ECONNREFUSED: "connection refused (nothing listens on that port, or a firewall rejects it)"
+        case EHOSTUNREACH, ENETUNREACH: "\(String(cString: strerror(code))) (no route to the broker)"
+        case ETIMEDOUT: "connection timed out"
+        case ECONNRESET: "connection reset by the peer"
+        default: nil
+        }
     }
 
     private static func makeSocket(state: amqp_connection_state_t, configuration: AMQPConnectionConfiguration) throws(AMQPError) -> OpaquePointer {

@@ -184,7 +184,8 @@ public struct DeadLetterFilter: Sendable, Hashable {
 /// The message `dead-letters replay` publishes for a dead letter: to the inbound exchange with its original
 /// routing key, body and properties, without the headers the worker and the broker added on its way to the dead
 /// letters (`x-retry-count`, `x-worker-*`, `x-death` and `x-first-death-*`/`x-last-death-*`, `x-delivery-count`, and the
-/// `x-original-x-death` and `x-original-expiration` the worker moved aside), so it starts afresh: all its attempts,
+/// `x-original-x-death`, `x-original-expiration`, `x-original-exchange` and `x-original-routing-key` the worker moved
+/// aside), so it starts afresh: all its attempts,
 /// no stale error. A `user_id` moves to `x-original-user-id`, as on the worker's own copies (RabbitMQ refuses a
 /// publish whose `user_id` is not the publisher's: broker-made dead letters keep the backend's).
 public enum DeadLetterReplay {
@@ -210,9 +211,12 @@ public enum DeadLetterReplay {
                 + missing.joined(separator: "; ") + " (--force replays it as it is)"))
         }
         var properties = message.properties
+        // Where the backend sent it, kept through every retry level (`OriginalDestination`).
+        let destination = OriginalDestination.replay(
+            deadLetterRoutingKey: message.routingKey, headers: properties.headers, inboundExchange: inboundExchange)
         var kept = (properties.headers?.entries ?? []).filter { !isAddedOnTheWay($0.key) }
         if let userID = properties.userID {
-            let exact = properties.undecodedStrings[.userID].map(AMQPFieldValue.bytes) ?? .string(userID)
+            let exact = properties.undecodedStrings[.userID].map(AMQPFieldValue.undecodedString) ?? .string(userID)
             kept.removeAll { $0.key == WorkerHeaderNames.originalUserID }
             kept.append((key: WorkerHeaderNames.originalUserID, value: exact))
             properties.userID = nil
@@ -220,8 +224,8 @@ public enum DeadLetterReplay {
         }
         properties.headers = kept.isEmpty ? nil : AMQPTable(kept)
         return .success(AMQPOutboundMessage(
-            exchange: inboundExchange, routingKey: message.routingKey, body: message.body, properties: properties,
-            mandatory: true))
+            exchange: destination.exchange, routingKey: destination.routingKey, body: message.body,
+            properties: properties, mandatory: true))
     }
 
     static func isAddedOnTheWay(_ key: String) -> Bool {
@@ -229,5 +233,6 @@ public enum DeadLetterReplay {
         key == WorkerHeaderNames.retryCount || key == "x-delivery-count" || key.hasPrefix("x-worker-") || key == WorkerHeaderNames.xDeath
             || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
             || key == WorkerHeaderNames.xDeathKeptAs || key == WorkerHeaderNames.originalExpiration
+            || key == OriginalDestination.exchangeHeader || key == OriginalDestination.routingKeyHeader
     }
 }

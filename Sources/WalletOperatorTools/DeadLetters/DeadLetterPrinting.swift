@@ -108,7 +108,8 @@ public enum DeadLetterDetail {
         case .double(let value): value.isFinite ? value : "\(value)"
         case .decimal(let scale, let value): "\(value)e-\(scale)"
         case .string(let value): value
-        case .bytes(let bytes): String(validating: bytes, as: UTF8.self) ?? Data(bytes).base64EncodedString()
+        case .bytes(let bytes), .undecodedString(let bytes):
+            String(validating: bytes, as: UTF8.self) ?? Data(bytes).base64EncodedString()
         case .timestamp(let seconds): Date(timeIntervalSince1970: TimeInterval(seconds)).formatted(.iso8601)
         case .array(let values): values.map(json)
         case .table(let table): Dictionary(table.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })

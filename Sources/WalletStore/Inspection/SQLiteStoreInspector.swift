@@ -8,7 +8,7 @@ final class SQLiteStoreInspector: StoreInspector {
     private let fileName: String
 
     init(path: String) throws(StoreError) {
-        fileName = URL(fileURLWithPath: path).lastPathComponent
+        fileName = URL(fileURLWithPath: path).path
         var configuration = GRDB.Configuration()
         configuration.readonly = true
         do {

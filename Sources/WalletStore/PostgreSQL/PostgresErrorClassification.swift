@@ -39,6 +39,11 @@ extension StoreError {
         }
     }
 
+    /// PostgreSQL refused the login (SQLSTATE 28000, 28P01, or an authentication method the client cannot do).
+    var isLoginRefusal: Bool {
+        message.hasPrefix("PostgreSQL authentication failed")
+    }
+
     /// Whether the store should roll back and run the batch again at once, in a fresh transaction.
     static func isConflict(_ error: any Error) -> Bool {
         if error is PostgresConflict { return true }

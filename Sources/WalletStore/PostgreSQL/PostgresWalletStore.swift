@@ -341,7 +341,16 @@ public final class PostgresWalletStore: WalletStore {
             try? await connection.close()
             return StoreError(.transient, "PostgreSQL: \(reason) (\(location.shortName))")
         } catch {
-            return StoreError.postgres(error, at: location)
+            let failure = StoreError.postgres(error, at: location)
+            // Refused at start, the settings cannot work: the worker stops (`prepare`). Refused once the store was
+            // in use, the password was rotated under the running worker: like an outage, the batches are held and
+            // the store tried again (`wallet_store_available` 0, the WalletStoreUnavailable alert) until the
+            // worker's secret is updated, instead of every replica stopping.
+            if failure.kind == .permanent, failure.isLoginRefusal, schemaReady.withLock({ $0 }) {
+                return StoreError(
+                    .transient, "\(failure.message): refused after the worker had logged in (a rotated password?)")
+            }
+            return failure
         }
     }
 

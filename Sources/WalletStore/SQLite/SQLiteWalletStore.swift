@@ -32,7 +32,7 @@ public final class SQLiteWalletStore: WalletStore {
     /// to its owner (or could not be): for the worker to log as a warning. Empty for a file this store created,
     /// which is 0600 from the start (`SQLiteFilePermissions`).
     public let permissionWarnings: [String]
-    /// The file's name for error messages (the directory is in the configuration and the start-up log).
+    /// The file's absolute path, for error messages: an operator must be able to tell which file failed.
     private let fileName: String
     /// Nil once closed.
     private let database: Mutex<DatabaseQueue?>
@@ -46,13 +46,13 @@ public final class SQLiteWalletStore: WalletStore {
     ///   it is locked for longer than the busy timeout.
     public init(configuration: Configuration) throws(StoreError) {
         self.configuration = configuration
-        let fileName = URL(fileURLWithPath: configuration.path).lastPathComponent
+        let fileName = URL(fileURLWithPath: configuration.path).path
         self.fileName = fileName
         if configuration.schemaMode == .requireCurrent, !FileManager.default.fileExists(atPath: configuration.path) {
             throw StoreError(
                 .permanent,
-                "SQLite store file \(configuration.path) does not exist, and --no-migrate creates nothing: "
-                    + "run `wallet-worker migrate --store sqlite:\(configuration.path)` first")
+                "SQLite store file \(fileName) does not exist, and this command creates no store: run "
+                    + "`wallet-worker migrate --store sqlite:\(configuration.path)` first")
         }
         // Before SQLite sees the path: it would create the file (and so its -wal and -shm) with 0644 less the umask.
         permissionWarnings = SQLiteFilePermissions.prepare(path: configuration.path)
@@ -156,7 +156,7 @@ public final class SQLiteWalletStore: WalletStore {
 
     /// The schema of the file at `path`, read without changing it; a missing file has none.
     public static func schemaStatus(path: String) throws(StoreError) -> SchemaStatus {
-        let fileName = URL(fileURLWithPath: path).lastPathComponent
+        let fileName = URL(fileURLWithPath: path).path
         guard FileManager.default.fileExists(atPath: path) else {
             let known = SQLiteSchema.migrator.migrations
             return SchemaStatus(applied: [], known: known, optional: known.filter(SQLiteSchema.optional.contains))
@@ -191,11 +191,23 @@ public final class SQLiteWalletStore: WalletStore {
         try await route(messages, router: router, now: now, commit: true)
     }
 
-    /// The batch's transaction rolled back: it holds the write lock only while the batch is routed.
+    /// One message (what `wallet-worker route` sends) is routed in a read transaction, against a snapshot of the
+    /// file: it never waits for a worker's write lock, and writes nothing (a message's routing never reads its own
+    /// effects, so they need not be applied). Several messages must see each other's effects: their transaction
+    /// takes the write lock and rolls back.
     public func dryRun(_ messages: [InboundMessage], router: NotificationRouter, now: Date) async throws(StoreError)
         -> [StoredDecision]
     {
-        try await route(messages, router: router, now: now, commit: false)
+        guard messages.count == 1 else { return try await route(messages, router: router, now: now, commit: false) }
+        let queue = try openQueue()
+        do {
+            return try await queue.read { db in
+                try BatchRouting.process(
+                    messages, router: router, now: now, in: SQLiteSnapshot(reading: SQLiteBatchTransaction(db)))
+            }
+        } catch {
+            throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
+        }
     }
 
     private func route(_ messages: [InboundMessage], router: NotificationRouter, now: Date, commit: Bool)
@@ -305,4 +317,25 @@ extension Duration {
         let (seconds, attoseconds) = components
         return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
     }
+}
+
+/// A dry run's view of a read transaction: reads go to the file, effects and records go nowhere.
+private struct SQLiteSnapshot: WalletStoreTransaction {
+    let reading: SQLiteBatchTransaction
+
+    func card(_ digitalCardId: String) throws -> CardRecord? { try reading.card(digitalCardId) }
+
+    func hasTransaction(digitalCardId: String, recordId: String) throws -> Bool {
+        try reading.hasTransaction(digitalCardId: digitalCardId, recordId: recordId)
+    }
+
+    func newestTransactions(digitalCardId: String, auxiliary: Bool?, limit: Int) throws -> [TransactionRecord] {
+        try reading.newestTransactions(digitalCardId: digitalCardId, auxiliary: auxiliary, limit: limit)
+    }
+
+    func recordedDecision(messageID: String) throws -> Decision? { try reading.recordedDecision(messageID: messageID) }
+
+    func apply(_ effects: [Effect]) throws {}
+
+    func record(messageID: String, decision: Decision, at now: Date) throws {}
 }

@@ -80,7 +80,7 @@ extension SchemaStatus {
         }
         return StoreError(
             .permanent,
-            "\(store) schema is \(self), and --no-migrate changes nothing: "
-                + "run `wallet-worker migrate --store \(location)` with this build first")
+            "\(store) schema is \(self), and this command changes no schema: run "
+                + "`wallet-worker migrate --store \(location)` with this build first")
     }
 }

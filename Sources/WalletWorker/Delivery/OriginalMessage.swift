@@ -10,18 +10,27 @@ struct OriginalMessage: Sendable, Hashable {
     /// The body's size when the transport did not keep it (over `--max-body-bytes`): `body` is empty, and only
     /// the broker can dead-letter the message whole.
     var withheldBodySize: UInt64?
+    /// The exchange it was published to (recorded on retry copies with the routing key: `OriginalDestination`).
+    var exchange: String
 
-    init(body: [UInt8], properties: AMQPMessageProperties, routingKey: String, withheldBodySize: UInt64? = nil) {
+    init(
+        body: [UInt8], properties: AMQPMessageProperties, routingKey: String, withheldBodySize: UInt64? = nil,
+        exchange: String = ""
+    ) {
         self.body = body
         self.properties = properties
         self.routingKey = routingKey
         self.withheldBodySize = withheldBodySize
+        self.exchange = exchange
     }
 
+    /// The delivery as first published: back from a retry queue, its recorded exchange and routing key.
     init(_ delivery: AMQPDelivery) {
+        let first = OriginalDestination(
+            deliveredVia: delivery.exchange, routingKey: delivery.routingKey, headers: delivery.properties.headers)
         self.init(
-            body: delivery.body, properties: delivery.properties, routingKey: delivery.routingKey,
-            withheldBodySize: delivery.withheldBodySize)
+            body: delivery.body, properties: delivery.properties, routingKey: first.routingKey,
+            withheldBodySize: delivery.withheldBodySize, exchange: first.exchange)
     }
 
     /// A `reply_to` that is not valid UTF-8 names no queue the worker can address: its copies are skipped.
@@ -90,7 +99,8 @@ struct OriginalMessage: Sendable, Hashable {
     {
         var (message, header) = expirationMovedAside()
         message.properties.expiration = expiration.map { String($0.milliseconds) }
-        return message.copy(exchange: "", routingKey: queue, addingHeaders: added + header)
+        let first = OriginalDestination(exchange: exchange, routingKey: routingKey).headers
+        return message.copy(exchange: "", routingKey: queue, addingHeaders: added + header + first)
     }
 
     /// This message without its `expiration`, and the `x-original-expiration` header that keeps it byte for byte

@@ -47,10 +47,16 @@ struct BatchStorage: Sendable {
         }
     }
 
-    /// One store transaction, timed whether it succeeds or fails (`wallet_store_batch_seconds`).
+    /// One store transaction, timed whether it commits or fails (`wallet_store_batch_seconds{outcome}`).
     private func timed<T>(_ body: () async throws(StoreError) -> T) async throws(StoreError) -> T {
         let began = ContinuousClock.now
-        defer { metrics.storeBatchTime.record(ContinuousClock.now - began) }
-        return try await body()
+        do throws(StoreError) {
+            let result = try await body()
+            metrics.recordStoreBatch(ContinuousClock.now - began, committed: true)
+            return result
+        } catch {
+            metrics.recordStoreBatch(ContinuousClock.now - began, committed: false)
+            throw error
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import WalletRouting
 
 /// What the lifecycle's reports (`LifecycleEvent`) become: metrics, log lines, readiness, and the end of each
@@ -10,6 +11,16 @@ struct LifecycleObserver: Sendable {
     var logger: Logger
     /// The messages' spans; nil when tracing is off (the default).
     var tracing: MessageTracing?
+    /// The pipeline's deliveries received and not yet ended (`wallet_in_flight_deliveries`): every delivery has
+    /// exactly one end (`DeliveryLifecycle`), so this is received minus ended.
+    let inFlight = InFlightCount()
+
+    init(metrics: WorkerMetrics, health: WorkerHealth, logger: Logger, tracing: MessageTracing?) {
+        self.metrics = metrics
+        self.health = health
+        self.logger = logger
+        self.tracing = tracing
+    }
 
     func observe(_ event: LifecycleEvent) {
         switch event {
@@ -30,8 +41,10 @@ struct LifecycleObserver: Sendable {
                 "pipeline": "\(pipeline)", "in": "\(DurationText.format(delay))", "attempt": "\(attempt)",
             ])
         case .received(let session, let deliveries):
+            inFlight.add(deliveries.count)
             tracing?.started(session, deliveries)
         case .ended(let ends):
+            inFlight.add(-ends.count)
             for end in ends { ended(end) }
         case .publishNotConfirmed(let session, let delivery, let reason):
             logger.warning("publish not confirmed", metadata: metadata(delivery, session, ["error": "\(reason)"]))
@@ -99,6 +112,7 @@ struct LifecycleObserver: Sendable {
         if case .retried = fate { metrics.retries.increment() }
         if let reason = fate.deadLetterReason { metrics.countDeadLetter(reason: reason) }
         if let stored = end.stored {
+            metrics.recordProcessed()
             let decision = stored.decision
             metrics.countMessage(
                 sender: decision.sender, isInstallation: delivery.original.isDeviceInstallation,
@@ -138,4 +152,15 @@ extension OriginalMessage {
         properties.type == NotificationRouter.deviceInstallationType
             || properties.type == NotificationRouter.deviceInstallationDeletedType
     }
+}
+
+/// A count shared by a pipeline's observers and read by the in-flight gauge at each scrape.
+final class InFlightCount: Sendable {
+    private let value = Mutex(0)
+
+    func add(_ delta: Int) {
+        value.withLock { $0 += delta }
+    }
+
+    var current: Int { value.withLock { $0 } }
 }

@@ -23,6 +23,9 @@ struct Pipeline: Sendable {
 
     /// Runs the pipeline's actions until the lifecycle stops it (or the task is cancelled).
     func run() async {
+        let inFlight = observer.inFlight
+        let registration = metrics.trackInFlight { inFlight.current }
+        defer { registration.end() }
         var inbox = driver.inboxes[index].makeAsyncIterator()
         while let action = await inbox.next() {
             switch action {
@@ -66,6 +69,8 @@ struct Pipeline: Sendable {
             try await open(resources)
             driver.handle { $0.sessionStarted(id, frameMax: resources.publishConnection!.frameMax, now: $1) }
         } catch {
+            // A login refused after the first (a rotated password): counted, retried like any lost session.
+            metrics.recordSessionFailure(error)
             driver.handle { $0.sessionFailed(id, error: error, now: $1) }
         }
         let (replyCopies, replyInput) = AsyncStream<[AMQPOutboundMessage]>.makeStream()

@@ -23,6 +23,9 @@ final class MessageTracing: Sendable {
     let databaseSystem: String?
     /// The queue each pipeline consumes: the work queue or a shard.
     private let queues: [String]
+    /// The broker, as `server.address` and `server.port`.
+    private let serverAddress: String
+    private let serverPort: Int
     /// The message spans of deliveries not yet ended.
     private let open = Mutex<[SpanKey: any Span]>([:])
 
@@ -31,9 +34,11 @@ final class MessageTracing: Sendable {
         var tag: UInt64
     }
 
-    init(tracer: any Tracer, queues: [String], store: StoreLocation) {
+    init(tracer: any Tracer, queues: [String], store: StoreLocation, broker: AMQPURL) {
         self.tracer = tracer
         self.queues = queues
+        self.serverAddress = broker.host
+        self.serverPort = broker.port
         switch store {
         case .sqlite: databaseSystem = "sqlite"
         case .postgres: databaseSystem = "postgresql"
@@ -57,8 +62,13 @@ final class MessageTracing: Sendable {
                     attributes["messaging.system"] = "rabbitmq"
                     attributes["messaging.operation.type"] = "process"
                     attributes["messaging.operation.name"] = "process"
-                    attributes["messaging.destination.name"] = queue
+                    // The RabbitMQ convention: the destination is the exchange it was published to ("" for the
+                    // default exchange) with its routing key; the queue it was consumed from is the subscription.
+                    attributes["messaging.destination.name"] = delivery.original.exchange
+                    attributes["messaging.destination.subscription.name"] = queue
                     attributes["messaging.rabbitmq.destination.routing_key"] = delivery.original.routingKey
+                    attributes["server.address"] = serverAddress
+                    attributes["server.port"] = serverPort
                     attributes["messaging.rabbitmq.message.delivery_tag"] = Int64(truncatingIfNeeded: delivery.tag)
                     attributes["messaging.message.body.size"] =
                         delivery.original.withheldBodySize.map { Int64(clamping: $0) } ?? Int64(delivery.original.body.count)
@@ -102,6 +112,7 @@ final class MessageTracing: Sendable {
     static func endStoreSpans(_ spans: [any Span], failure: StoreError?) {
         for span in spans {
             if let failure {
+                span.attributes["error.type"] = errorType(failure)
                 span.recordError(failure)
                 span.setStatus(SpanStatus(code: .error, message: "\(failure)"))
             }
@@ -124,6 +135,8 @@ final class MessageTracing: Sendable {
                         attributes["messaging.operation.name"] = "publish"
                         attributes["messaging.destination.name"] = exchange
                         attributes["messaging.rabbitmq.destination.routing_key"] = message.routingKey
+                        attributes["server.address"] = serverAddress
+                        attributes["server.port"] = serverPort
                         if let messageID = message.properties.messageID, !messageID.isEmpty {
                             attributes["messaging.message.id"] = messageID
                         }
@@ -140,10 +153,15 @@ final class MessageTracing: Sendable {
         for (span, outcome) in zip(spans, outcomes) {
             switch outcome {
             case .confirmed: break
-            case .nacked: span.setStatus(SpanStatus(code: .error, message: "nacked by the broker"))
+            case .nacked:
+                span.attributes["error.type"] = "nacked"
+                span.setStatus(SpanStatus(code: .error, message: "nacked by the broker"))
             case .returned(let replyCode, let replyText):
+                span.attributes["error.type"] = "returned"
                 span.setStatus(SpanStatus(code: .error, message: "returned: \(replyCode) \(replyText)"))
-            case .unencodable(let reason): span.setStatus(SpanStatus(code: .error, message: "unencodable: \(reason)"))
+            case .unencodable(let reason):
+                span.attributes["error.type"] = "unencodable"
+                span.setStatus(SpanStatus(code: .error, message: "unencodable: \(reason)"))
             }
             span.end()
         }
@@ -152,9 +170,22 @@ final class MessageTracing: Sendable {
     /// Ends spans whose work failed as a whole (a confirm timeout, a lost channel, cancellation).
     static func fail(_ spans: [any Span], _ error: any Error) {
         for span in spans {
+            span.attributes["error.type"] = errorType(error)
             span.recordError(error)
             span.setStatus(SpanStatus(code: .error, message: "\(error)"))
             span.end()
+        }
+    }
+
+    /// `error.type`: a low-cardinality class of the failure (the transport's code, the store's kind, else the
+    /// error's type).
+    static func errorType(_ error: any Error) -> String {
+        switch error {
+        case let error as AMQPError: "amqp.\(error.code)"
+        case let error as StoreError: "store.\(error.kind)"
+        case let error as StoreFailure: "store.\(error.underlying.kind)"
+        case is CancellationError: "cancelled"
+        default: "\(type(of: error))"
         }
     }
 
@@ -173,6 +204,7 @@ final class MessageTracing: Sendable {
             }
         }
         if let failure = end.fate.failureDescription {
+            span.attributes["error.type"] = end.fate.name
             span.setStatus(SpanStatus(code: .error, message: failure))
         }
     }
