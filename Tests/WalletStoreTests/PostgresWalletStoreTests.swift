@@ -273,7 +273,7 @@ struct PostgresWalletStoreTests {
                 try await newer.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             }
             #expect(error?.kind == .permanent)
-            #expect(error?.message.contains("newer than this build (unknown migrations: 99)") == true)
+            #expect(error?.message.contains("newer than this build (unknown migrations: 99, not compatible with it)") == true)
             await newer.close()
         }
     }

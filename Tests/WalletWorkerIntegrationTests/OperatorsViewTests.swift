@@ -265,13 +265,15 @@ extension Resilience {
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
-                let lock = try await SQLiteLockHolder(path: database)
+                // Its results cannot be routed (the capture queue unbound): a transient failure of its own, retried
+                // twice through the retry levels, then dead-lettered.
+                try await topology.unbindCapture(on: channel)
                 let message = InboundNotification.mg("original-key-1", card: "ORIGINAL-1")
                 try await publishAll([message.outbound(to: topology.inbound, routingKey: "notification")], on: channel)
                 let dead = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
                     try await readyCount(topology.deadLetterQueue, on: connection) >= 1
                 }
-                await lock.release()
+                try await topology.bindCapture(on: channel)
                 try #require(dead, "not dead-lettered\n\(worker.logTail())")
                 #expect(try worker.metric(port: port, "wallet_retries_total") == 2, "\(worker.logTail())")
                 worker.kill()

@@ -175,7 +175,8 @@ final class WorkerEnvironment: @unchecked Sendable {
 
     /// Reads the test's dead-letter queue (declared by the topology).
     func deadLetterReader() async throws -> QueueCollector {
-        try await channel.declareQueue(topology.deadLetterQueue, arguments: [:])
+        // As the worker declares it (its loop, and for quorum its arguments): idempotent, and creates it if need be.
+        try await declareTopology()
         return try await collect(queue: topology.deadLetterQueue)
     }
 
