@@ -191,7 +191,16 @@ struct PostgresWalletStoreTests {
                            'EUR', '1.00', i % 2 = 0
                     FROM generate_series(1, 5) AS i
                     """, logger: logger)
-                try await PostgresSchema.migrate(on: connection, location: location, timeout: .seconds(30), logger: logger)
+                // The index build (CONCURRENTLY) waits for the transactions of the other suites' schemas in this
+                // database: under CI's parallel load that is longer than a batch's deadline.
+                do {
+                    try await PostgresSchema.migrate(
+                        on: connection, location: location, timeout: .seconds(120), logger: logger,
+                        indexBuildTimeout: .seconds(120))
+                } catch {
+                    Issue.record("migrating to v2 failed: \(String(reflecting: error))")
+                    throw error
+                }
 
                 var indexes: Set<String> = []
                 for try await row in try await connection.query(

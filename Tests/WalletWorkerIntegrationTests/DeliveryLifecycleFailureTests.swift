@@ -20,11 +20,10 @@ struct DeliveryLifecycleFailureTests {
             $0.shutdownGracePeriod = .milliseconds(300)
             $0.retryAttempts = 5
         }) { environment in
-            try await environment.declareTopology()
+            let deadLetters = try await environment.deadLetterReader()
             // Nothing is bound to the result exchanges: every result comes back unroutable, a transient failure. And
             // with no retry queue, retry copies come back too: those deliveries are requeued after a delay.
             try await environment.channel.deleteQueue(environment.topology.retryQueue)
-            let deadLetters = try await environment.deadLetterReader()
             // One batch of two: one with attempts left, one on its last attempt (its dead letter is confirmed).
             let fresh = InboundSpec(json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).fresh")
             var last = InboundSpec(json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).last")

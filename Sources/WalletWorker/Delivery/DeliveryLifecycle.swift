@@ -642,9 +642,15 @@ struct DeliveryLifecycle: Sendable {
         ends.reserveCapacity(acknowledged.count + rejected.count)
         for (position, delivery) in batch.deliveries.enumerated() where !requeued.contains(position) {
             let plan = plans[position]
-            ends.append(DeliveryEnd(
+            var end = DeliveryEnd(
                 session: session.id, delivery: delivery, fate: plan.fate, stored: plan.stored,
-                skippedReplyCopies: plan.skippedReplyCopies, elapsed: now - delivery.receivedAt))
+                skippedReplyCopies: plan.skippedReplyCopies, elapsed: now - delivery.receivedAt)
+            if case .retried = plan.fate, let copy = plan.messages.first {
+                // Level 1 waits the queue's TTL (the copy has no expiration of its own).
+                let wait = copy.properties.expiration.flatMap { Int64($0) } ?? configuration.retry.firstDelay.milliseconds
+                end.retryWait = (copy.routingKey, wait)
+            }
+            ends.append(end)
         }
         if !ends.isEmpty { actions.append(.report(.ended(ends))) }
         if !suspects.isEmpty { suspects.recordSettled(batch.deliveries.map { PoisonSuspects.key($0.original) }) }

@@ -108,4 +108,6 @@ struct DeliveryEnd: Sendable {
     var skippedReplyCopies: Int
     /// From its arrival to its end.
     var elapsed: Duration
+    /// For a delivery sent to the retry queue: which level's queue, and how long its copy waits there.
+    var retryWait: (queue: String, milliseconds: Int64)? = nil
 }

@@ -124,6 +124,10 @@ struct LifecycleObserver: Sendable {
         // Built only when it will be written: this runs for every message.
         guard logger.logLevel <= level else { return }
         var extra = fate.logMetadata
+        if let wait = end.retryWait {
+            extra["retry_queue"] = "\(wait.queue)"
+            extra["expiration_ms"] = "\(wait.milliseconds)"
+        }
         if let decision = end.stored?.decision {
             extra["outcome"] = "\(decision.outcome.rawValue)"
             if let sender = decision.sender { extra["sender"] = "\(sender)" }
