@@ -205,10 +205,11 @@ for round in $(seq 1 "$rounds"); do
         --prefetch 200 --http-port off
     if [ -n "${COMPARE_WORKER_BIN:-}" ]; then
         rm -f "$work/store-cmp-$round.sqlite"*
-        run_contender worker-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" \
+        # --no-declare: the topology is this build's (an earlier build may declare some queue with other arguments).
+        run_contender worker-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --no-declare \
             --store "sqlite:$work/store-cmp-$round.sqlite" --prefetch 200 --http-port off
-        run_contender worker-mem-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --store memory \
-            --prefetch 200 --http-port off
+        run_contender worker-mem-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --no-declare \
+            --store memory --prefetch 200 --http-port off
     fi
     run_contender floor "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
         --results-per-delivery "$results_per_notification" --idle-exit 30 --overlap \

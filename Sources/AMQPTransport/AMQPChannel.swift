@@ -229,6 +229,33 @@ public final class AMQPChannel: Sendable {
         }
     }
 
+    /// How one delivery is settled, for `settle(_:)`.
+    public enum Settlement: Sendable, Hashable {
+        /// `basic.ack`; with `multiple`, every unacknowledged delivery up to the tag.
+        case ack(deliveryTag: UInt64, multiple: Bool)
+        /// `basic.nack`: requeued, or (without `requeue`) dead-lettered by the queue.
+        case nack(deliveryTag: UInt64, requeue: Bool)
+    }
+
+    /// Sends several acknowledgements and rejections by raw delivery tag, in order, in one trip to the connection's
+    /// I/O thread (a batch's settlements cost one wake-up, not one each).
+    public func settle(_ settlements: [Settlement]) async throws(AMQPError) {
+        guard !settlements.isEmpty else { return }
+        let reference = reference
+        let number = reference.number
+        try await runtime.perform { core throws(AMQPError) in
+            _ = try core.usableChannel(reference)
+            for settlement in settlements {
+                switch settlement {
+                case .ack(let tag, let multiple):
+                    try core.checkSend(amqp_basic_ack(core.state, number, tag, multiple ? 1 : 0), context: "basic.ack")
+                case .nack(let tag, let requeue):
+                    try core.checkSend(amqp_basic_nack(core.state, number, tag, 0, requeue ? 1 : 0), context: "basic.nack")
+                }
+            }
+        }
+    }
+
     /// Acknowledges by raw delivery tag on this channel. Prefer `ack(_:)`, which checks the delivery's channel.
     public func ack(deliveryTag: UInt64, multiple: Bool = false) async throws(AMQPError) {
         let reference = reference

@@ -74,7 +74,15 @@ struct Pipeline: Sendable {
             driver.handle { $0.sessionFailed(id, error: error, now: $1) }
         }
         let (replyCopies, replyInput) = AsyncStream<[AMQPOutboundMessage]>.makeStream()
+        // Publishes are confirmed by the broker in the order they were sent: their confirms are reported in that
+        // order too, so that each batch is settled after the one before it and acknowledged with `multiple`.
+        let (confirmWaits, confirmInput) = AsyncStream<ConfirmWait>.makeStream()
         await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await wait in confirmWaits {
+                    await awaitConfirms(wait.pending, wait.publishID, count: wait.count, spans: wait.spans, id)
+                }
+            }
             if let consumer = resources.consumer {
                 group.addTask { await read(consumer, id) }
                 group.addTask { await watch(resources.consumeConnection!, role: "consume", id) }
@@ -93,16 +101,18 @@ struct Pipeline: Sendable {
                         if case .failed = end {} else { try? await consume.close() }
                     }
                     replyInput.finish()
+                    confirmInput.finish()
                     group.cancelAll()
                     return
                 case .report(let event):
                     observer.observe(event)
                 default:
-                    await execute(action, id, resources, replies: replyInput, group: &group)
+                    await execute(action, id, resources, replies: replyInput, confirms: confirmInput, group: &group)
                 }
             }
             // Cancelled (the shutdown grace period is over): what is not settled is redelivered by the broker.
             replyInput.finish()
+            confirmInput.finish()
             group.cancelAll()
         }
         await close(resources, replies: replies)
@@ -143,7 +153,8 @@ struct Pipeline: Sendable {
     /// Runs one action of session `id`.
     private func execute(
         _ action: LifecycleAction, _ id: DeliveryLifecycle.SessionID, _ resources: SessionResources,
-        replies: AsyncStream<[AMQPOutboundMessage]>.Continuation, group: inout DiscardingTaskGroup
+        replies: AsyncStream<[AMQPOutboundMessage]>.Continuation, confirms: AsyncStream<ConfirmWait>.Continuation,
+        group: inout DiscardingTaskGroup
     ) async {
         switch action {
         case .store(let session, let batch, let deliveries, let oneAtATime) where session == id:
@@ -161,19 +172,19 @@ struct Pipeline: Sendable {
             for plan in plans { messages += plan.messages }
             let spans = observer.tracing?.startPublishSpans(id, tags: tags, plans: plans) ?? []
             let pending = channel.startPublishing(messages, confirmTimeout: configuration.confirmTimeout)
-            group.addTask { await awaitConfirms(pending, publishID, count: messages.count, spans: spans, id) }
+            confirms.yield(ConfirmWait(pending: pending, publishID: publishID, count: messages.count, spans: spans))
         case .sendDirectReplies(let session, let copies) where session == id:
             replies.yield(copies)
         case .settle(let session, let settlements) where session == id:
             guard let channel = resources.consume else { return }
             do {
-                for settlement in settlements {
-                    switch settlement {
-                    case .ack(let tag, let multiple): try await channel.ack(deliveryTag: tag, multiple: multiple)
-                    case .requeue(let tag): try await channel.nack(deliveryTag: tag, requeue: true)
-                    case .reject(let tag): try await channel.nack(deliveryTag: tag, requeue: false)
+                try await channel.settle(settlements.map {
+                    switch $0 {
+                    case .ack(let tag, let multiple): .ack(deliveryTag: tag, multiple: multiple)
+                    case .requeue(let tag): .nack(deliveryTag: tag, requeue: true)
+                    case .reject(let tag): .nack(deliveryTag: tag, requeue: false)
                     }
-                }
+                })
             } catch {
                 driver.handle { $0.sessionFailed(id, error: error, now: $1) }
             }
@@ -200,6 +211,14 @@ struct Pipeline: Sendable {
         } catch {
             driver.handle { $0.sessionFailed(id, error: error, now: $1) }
         }
+    }
+
+    /// A publish whose confirms are awaited, in the order of the publishes.
+    private struct ConfirmWait: Sendable {
+        var pending: AMQPPendingConfirms
+        var publishID: DeliveryLifecycle.PublishID
+        var count: Int
+        var spans: [any Span]
     }
 
     /// Waits for a publish's confirms and reports them; a failed channel or connection fails the session.
