@@ -53,13 +53,21 @@ extension DeliveryLifecycle {
         }
     }
 
-    /// One delivery as the lifecycle keeps it.
-    struct Delivery: Sendable {
+    /// One delivery as the lifecycle keeps it. Immutable, and a reference: the lifecycle hands a delivery from its
+    /// batch to actions, reports and ends, and each of those copies is one reference count, not one per property.
+    final class Delivery: Sendable {
         /// The consume channel's delivery tag.
-        var tag: UInt64
-        var original: OriginalMessage
-        var redelivered: Bool
+        let tag: UInt64
+        let original: OriginalMessage
+        let redelivered: Bool
         /// When the lifecycle received it.
-        var receivedAt: Duration
+        let receivedAt: Duration
+
+        init(tag: UInt64, original: OriginalMessage, redelivered: Bool, receivedAt: Duration) {
+            self.tag = tag
+            self.original = original
+            self.redelivered = redelivered
+            self.receivedAt = receivedAt
+        }
     }
 }
