@@ -229,7 +229,7 @@ public final class AMQPChannel: Sendable {
         }
     }
 
-    /// How one delivery is settled, for `settle(_:)`.
+    /// How one delivery is settled, for `startSettling(_:)`.
     public enum Settlement: Sendable, Hashable {
         /// `basic.ack`; with `multiple`, every unacknowledged delivery up to the tag.
         case ack(deliveryTag: UInt64, multiple: Bool)
@@ -237,21 +237,29 @@ public final class AMQPChannel: Sendable {
         case nack(deliveryTag: UInt64, requeue: Bool)
     }
 
-    /// Sends several acknowledgements and rejections by raw delivery tag, in order, in one trip to the connection's
-    /// I/O thread (a batch's settlements cost one wake-up, not one each).
-    public func settle(_ settlements: [Settlement]) async throws(AMQPError) {
+    /// Hands acknowledgements and rejections by raw delivery tag to the connection's I/O thread, to be sent in
+    /// order, and returns at once: a batch's settlements cost one wake-up of that thread, and the caller does not
+    /// wait for it (like `startPublishing`). A send that fails fails the connection: its consumers end with the
+    /// error and its `events` report it. On a channel already closed they are not sent: the broker has requeued
+    /// every delivery of that channel that was not settled.
+    public func startSettling(_ settlements: [Settlement]) {
         guard !settlements.isEmpty else { return }
         let reference = reference
         let number = reference.number
-        try await runtime.perform { core throws(AMQPError) in
-            _ = try core.usableChannel(reference)
-            for settlement in settlements {
-                switch settlement {
-                case .ack(let tag, let multiple):
-                    try core.checkSend(amqp_basic_ack(core.state, number, tag, multiple ? 1 : 0), context: "basic.ack")
-                case .nack(let tag, let requeue):
-                    try core.checkSend(amqp_basic_nack(core.state, number, tag, 0, requeue ? 1 : 0), context: "basic.nack")
+        _ = runtime.submit { core in
+            guard (try? core.usableChannel(reference)) != nil else { return }
+            do throws(AMQPError) {
+                for settlement in settlements {
+                    switch settlement {
+                    case .ack(let tag, let multiple):
+                        try core.checkSend(amqp_basic_ack(core.state, number, tag, multiple ? 1 : 0), context: "basic.ack")
+                    case .nack(let tag, let requeue):
+                        try core.checkSend(
+                            amqp_basic_nack(core.state, number, tag, 0, requeue ? 1 : 0), context: "basic.nack")
+                    }
                 }
+            } catch {
+                return  // `checkSend` failed the connection
             }
         }
     }

@@ -6,8 +6,23 @@ import WalletStore
 /// another); the process's (store checks, timers, the worker's failure, outage reports) to the driver's own, run by
 /// `run()`. Actions are handed over under the lock, so two inputs arriving at once cannot reorder a pipeline's
 /// actions.
+///
+/// A `publish` or `settle` only hands work to a connection's I/O thread, without waiting, and a `report` only counts
+/// and logs: when its pipeline has run every action handed to it before, the session's `DirectActions` runs it at
+/// once, under the lock, in the thread that gave the input, instead of waking the pipeline for it (a thread wake-up
+/// each). The order is the machine's either way.
 final class LifecycleDriver: Sendable {
+    /// Runs a session's `publish`, `settle` and `report` actions; false for any other action (or another session's).
+    typealias DirectActions = @Sendable (LifecycleAction) -> Bool
+
+    /// A pipeline's actions handed to its inbox and not yet run, and its session's `DirectActions`.
+    private struct Lane {
+        var queued = 0
+        var direct: DirectActions?
+    }
+
     private let machine: Mutex<DeliveryLifecycle>
+    private let lanes: Mutex<[Lane]>
     private let pipelineInboxes: [AsyncStream<LifecycleAction>.Continuation]
     /// Each pipeline's actions, for its `Pipeline` to iterate.
     let inboxes: [AsyncStream<LifecycleAction>]
@@ -27,6 +42,7 @@ final class LifecycleDriver: Sendable {
         }
         self.inboxes = inboxes
         pipelineInboxes = continuations
+        lanes = Mutex(Array(repeating: Lane(), count: pipelines))
         (processActions, processInbox) = AsyncStream<LifecycleAction>.makeStream()
     }
 
@@ -78,6 +94,16 @@ final class LifecycleDriver: Sendable {
         }
     }
 
+    /// Sets (or with nil, clears) the `DirectActions` of pipeline `pipeline`'s open session.
+    func runDirectly(in pipeline: Int, _ direct: DirectActions?) {
+        lanes.withLock { $0[pipeline].direct = direct }
+    }
+
+    /// Pipeline `pipeline` has run one action of its inbox.
+    func ran(in pipeline: Int) {
+        lanes.withLock { $0[pipeline].queued -= 1 }
+    }
+
     /// Ends the inboxes: the pipelines and `run()` return once they have run what was already handed to them.
     func finish() {
         for inbox in pipelineInboxes { inbox.finish() }
@@ -85,11 +111,16 @@ final class LifecycleDriver: Sendable {
     }
 
     private func dispatch(_ action: LifecycleAction) {
-        if let pipeline = Self.pipeline(of: action) {
-            pipelineInboxes[pipeline].yield(action)
-        } else {
+        guard let pipeline = Self.pipeline(of: action) else {
             processInbox.yield(action)
+            return
         }
+        let ranDirectly = lanes.withLock { lanes in
+            if lanes[pipeline].queued == 0, let direct = lanes[pipeline].direct, direct(action) { return true }
+            lanes[pipeline].queued += 1
+            return false
+        }
+        if !ranDirectly { pipelineInboxes[pipeline].yield(action) }
     }
 
     /// The pipeline an action belongs to; nil for the process's.

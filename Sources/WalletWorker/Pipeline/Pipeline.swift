@@ -28,16 +28,21 @@ struct Pipeline: Sendable {
         defer { registration.end() }
         var inbox = driver.inboxes[index].makeAsyncIterator()
         while let action = await inbox.next() {
+            // Every action taken from the inbox is reported run once (`LifecycleDriver.ran`); a session's, when it
+            // has run.
             switch action {
             case .connect(let id, let delay):
+                driver.ran(in: index)
                 if delay > .zero { await stop.sleep(for: delay) }
                 await runSession(id, inbox: &inbox)
             case .stopPipeline:
+                driver.ran(in: index)
                 return
             case .report(let event):
                 observer.observe(event)
+                driver.ran(in: index)
             default:
-                break  // an action of a session that has ended
+                driver.ran(in: index)  // an action of a session that has ended
             }
         }
     }
@@ -46,7 +51,8 @@ struct Pipeline: Sendable {
 
     /// What a session opened, closed when it ends.
     private final class SessionResources: @unchecked Sendable {
-        // Set by `open` before any child task starts, read after they end: no concurrent access.
+        // Set by `open` before any child task starts and before the session's direct actions are registered (under
+        // the driver's lock), read after: no concurrent writes.
         var connections: [AMQPConnection] = []
         var consume: AMQPChannel?
         var publish: AMQPChannel?
@@ -65,22 +71,35 @@ struct Pipeline: Sendable {
         let replies = DirectReplyPublisher(metrics: metrics, logger: logger) {
             try await connect(role: "reply", failureLogLevel: .notice)
         }
+        let (replyCopies, replyInput) = AsyncStream<[AMQPOutboundMessage]>.makeStream()
+        // Publishes are confirmed by the broker in the order they were sent: their confirms are reported in that
+        // order too, so that each batch is settled after the one before it and acknowledged with `multiple`.
+        let (confirmWaits, confirmInput) = AsyncStream<ConfirmWait>.makeStream()
+        // The lifecycle has at most one batch of a session at the store at a time: one task stores them in turn.
+        let (storeRequests, storeInput) = AsyncStream<StoreRequest>.makeStream()
+        let streams = SessionStreams(confirms: confirmInput, stores: storeInput)
         do {
             try await open(resources)
+            driver.runDirectly(in: index) { action in
+                runDirectly(action, id, resources, streams)
+            }
             driver.handle { $0.sessionStarted(id, frameMax: resources.publishConnection!.frameMax, now: $1) }
         } catch {
             // A login refused after the first (a rotated password): counted, retried like any lost session.
             metrics.recordSessionFailure(error)
             driver.handle { $0.sessionFailed(id, error: error, now: $1) }
         }
-        let (replyCopies, replyInput) = AsyncStream<[AMQPOutboundMessage]>.makeStream()
-        // Publishes are confirmed by the broker in the order they were sent: their confirms are reported in that
-        // order too, so that each batch is settled after the one before it and acknowledged with `multiple`.
-        let (confirmWaits, confirmInput) = AsyncStream<ConfirmWait>.makeStream()
         await withDiscardingTaskGroup { group in
             group.addTask {
                 for await wait in confirmWaits {
                     await awaitConfirms(wait.pending, wait.publishID, count: wait.count, spans: wait.spans, id)
+                }
+            }
+            group.addTask {
+                for await request in storeRequests {
+                    let answer = await storage.store(request.deliveries.map(\.original), oneAtATime: request.oneAtATime)
+                    MessageTracing.endStoreSpans(request.spans, failure: answer.failure)
+                    driver.handle { $0.storeAnswered(id, request.batch, answer, now: $1) }
                 }
             }
             if let consumer = resources.consumer {
@@ -94,6 +113,8 @@ struct Pipeline: Sendable {
             while let action = await inbox.next() {
                 switch action {
                 case .endSession(let session, let end) where session == id:
+                    driver.runDirectly(in: index, nil)
+                    driver.ran(in: index)
                     // A shard's channel is closed before anything cancels its consumer (cancelling the reading
                     // task, closing the connection): the broker requeues what is not settled, in place, and
                     // activates the standby in the same step.
@@ -101,18 +122,21 @@ struct Pipeline: Sendable {
                         if case .failed = end {} else { try? await consume.close() }
                     }
                     replyInput.finish()
-                    confirmInput.finish()
+                    streams.finish()
                     group.cancelAll()
                     return
                 case .report(let event):
                     observer.observe(event)
+                    driver.ran(in: index)
                 default:
-                    await execute(action, id, resources, replies: replyInput, confirms: confirmInput, group: &group)
+                    await execute(action, id, resources, replies: replyInput, streams)
+                    driver.ran(in: index)
                 }
             }
             // Cancelled (the shutdown grace period is over): what is not settled is redelivered by the broker.
+            driver.runDirectly(in: index, nil)
             replyInput.finish()
-            confirmInput.finish()
+            streams.finish()
             group.cancelAll()
         }
         await close(resources, replies: replies)
@@ -153,46 +177,60 @@ struct Pipeline: Sendable {
     /// Runs one action of session `id`.
     private func execute(
         _ action: LifecycleAction, _ id: DeliveryLifecycle.SessionID, _ resources: SessionResources,
-        replies: AsyncStream<[AMQPOutboundMessage]>.Continuation, confirms: AsyncStream<ConfirmWait>.Continuation,
-        group: inout DiscardingTaskGroup
+        replies: AsyncStream<[AMQPOutboundMessage]>.Continuation, _ streams: SessionStreams
     ) async {
         switch action {
-        case .store(let session, let batch, let deliveries, let oneAtATime) where session == id:
-            metrics.batchSize.record(Double(deliveries.count))
-            let storeSpans = observer.tracing?.startStoreSpans(id, deliveries) ?? []
-            group.addTask {
-                let answer = await storage.store(deliveries.map(\.original), oneAtATime: oneAtATime)
-                MessageTracing.endStoreSpans(storeSpans, failure: answer.failure)
-                driver.handle { $0.storeAnswered(id, batch, answer, now: $1) }
-            }
-        case .publish(let session, let publishID, let tags, let plans) where session == id:
-            guard let channel = resources.publish else { return }
-            var messages: [AMQPOutboundMessage] = []
-            messages.reserveCapacity(plans.reduce(0) { $0 + $1.messages.count })
-            for plan in plans { messages += plan.messages }
-            let spans = observer.tracing?.startPublishSpans(id, tags: tags, plans: plans) ?? []
-            let pending = channel.startPublishing(messages, confirmTimeout: configuration.confirmTimeout)
-            confirms.yield(ConfirmWait(pending: pending, publishID: publishID, count: messages.count, spans: spans))
+        case .store, .publish, .settle:
+            _ = runDirectly(action, id, resources, streams)
         case .sendDirectReplies(let session, let copies) where session == id:
             replies.yield(copies)
-        case .settle(let session, let settlements) where session == id:
-            guard let channel = resources.consume else { return }
-            do {
-                try await channel.settle(settlements.map {
-                    switch $0 {
-                    case .ack(let tag, let multiple): .ack(deliveryTag: tag, multiple: multiple)
-                    case .requeue(let tag): .nack(deliveryTag: tag, requeue: true)
-                    case .reject(let tag): .nack(deliveryTag: tag, requeue: false)
-                    }
-                })
-            } catch {
-                driver.handle { $0.sessionFailed(id, error: error, now: $1) }
-            }
         case .cancelConsumer(let session) where session == id:
             guard let channel = resources.consume, let consumer = resources.consumer else { return }
             try? await channel.cancel(consumerTag: consumer.tag)
         default:
             break  // an action of another (ended) session
+        }
+    }
+
+    /// Runs a `store`, `publish`, `settle` or `report` of session `id` in whichever thread dispatches it
+    /// (`LifecycleDriver.DirectActions`): a store is handed to the session's store task, a publish or a settle to a
+    /// connection's I/O thread, and a report only counts and logs. A publish's confirms are awaited by the session's
+    /// confirm task; a failed send fails the connection, which `watch` reports. False for other actions.
+    private func runDirectly(
+        _ action: LifecycleAction, _ id: DeliveryLifecycle.SessionID, _ resources: SessionResources,
+        _ streams: SessionStreams
+    ) -> Bool {
+        switch action {
+        case .store(let session, let batch, let deliveries, let oneAtATime) where session == id:
+            metrics.batchSize.record(Double(deliveries.count))
+            let spans = observer.tracing?.startStoreSpans(id, deliveries) ?? []
+            streams.stores.yield(
+                StoreRequest(batch: batch, deliveries: deliveries, oneAtATime: oneAtATime, spans: spans))
+            return true
+        case .publish(let session, let publishID, let tags, let plans) where session == id:
+            guard let channel = resources.publish else { return true }
+            var messages: [AMQPOutboundMessage] = []
+            messages.reserveCapacity(plans.reduce(0) { $0 + $1.messages.count })
+            for plan in plans { messages += plan.messages }
+            let spans = observer.tracing?.startPublishSpans(id, tags: tags, plans: plans) ?? []
+            let pending = channel.startPublishing(messages, confirmTimeout: configuration.confirmTimeout)
+            streams.confirms.yield(
+                ConfirmWait(pending: pending, publishID: publishID, count: messages.count, spans: spans))
+            return true
+        case .settle(let session, let settlements) where session == id:
+            resources.consume?.startSettling(settlements.map {
+                switch $0 {
+                case .ack(let tag, let multiple): .ack(deliveryTag: tag, multiple: multiple)
+                case .requeue(let tag): .nack(deliveryTag: tag, requeue: true)
+                case .reject(let tag): .nack(deliveryTag: tag, requeue: false)
+                }
+            })
+            return true
+        case .report(let event):
+            observer.observe(event)
+            return true
+        default:
+            return false
         }
     }
 
@@ -211,6 +249,25 @@ struct Pipeline: Sendable {
         } catch {
             driver.handle { $0.sessionFailed(id, error: error, now: $1) }
         }
+    }
+
+    /// The session's work handed to its store and confirm tasks.
+    private struct SessionStreams: Sendable {
+        var confirms: AsyncStream<ConfirmWait>.Continuation
+        var stores: AsyncStream<StoreRequest>.Continuation
+
+        func finish() {
+            confirms.finish()
+            stores.finish()
+        }
+    }
+
+    /// A batch for the store.
+    private struct StoreRequest: Sendable {
+        var batch: DeliveryLifecycle.BatchID
+        var deliveries: [DeliveryLifecycle.Delivery]
+        var oneAtATime: Bool
+        var spans: [any Span]
     }
 
     /// A publish whose confirms are awaited, in the order of the publishes.
