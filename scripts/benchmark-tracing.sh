@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tracing at the worker's full speed (issue 25; README "Benchmarks", Benchmarks/README.md "Tracing at full speed"):
+# Tracing at the worker's full speed (issue 25; Benchmarks/README.md, Benchmarks/JOURNAL.md "Tracing at full speed"):
 #
 #   scripts/benchmark-tracing.sh                       # 3 rounds of 30,000 notifications, tracing off and on
 #   scripts/benchmark-tracing.sh --rounds 5 --messages 50000

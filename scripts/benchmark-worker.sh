@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end benchmark of the worker against a plain librabbitmq consume-publish-ack loop (Benchmarks/README.md,
-# "End-to-end benchmark"). One command on a fresh machine:
+# End-to-end benchmark of the worker against a plain librabbitmq consume-publish-ack loop (Benchmarks/JOURNAL.md,
+# "End-to-end benchmark"; today's figures in Benchmarks/README.md). One command on a fresh machine:
 #
 #   scripts/benchmark-worker.sh                  # 3 rounds of 100,000 notifications per contender
 #   scripts/benchmark-worker.sh --rounds 5 --messages 50000
@@ -32,7 +32,7 @@ rounds=3
 messages=100000
 setup_flag=""
 replica_counts="1 2 3"
-# The floor contender's store work per notification (Benchmarks/README.md, "Issue 14: the floor of the throughput target"):
+# The floor contender's store work per notification (Benchmarks/JOURNAL.md, "Issue 14: the floor of the throughput target"):
 # the CPU of routing and the SQLite store (store-benchmark) less what the C loop's own writes of the same bytes cost,
 # and the bytes the SQLite worker writes (WAL frames and checkpoints).
 floor_store_us=45

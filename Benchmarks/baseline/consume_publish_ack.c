@@ -1,6 +1,6 @@
 /*
  * The end-to-end benchmark's baseline: a plain librabbitmq consume -> publish (with confirms) -> ack loop with the
- * worker's broker settings and none of its work (no JSON, no store). See ../README.md, "End-to-end benchmark".
+ * worker's broker settings and none of its work (no JSON, no store). See ../JOURNAL.md, "End-to-end benchmark".
  *
  *   cc -O2 -o consume_publish_ack consume_publish_ack.c $(pkg-config --cflags --libs librabbitmq)
  *   consume_publish_ack [--host H] [--port P] [--queue Q] [--exchange X] [--routing-key K] [--prefetch N]

@@ -6,7 +6,7 @@ import Glibc
 ///
 /// Every batch allocates and frees the same few megabytes (deliveries, results, store rows). With glibc's defaults
 /// the memory freed at the end of a batch goes back to the kernel (trim, madvise) and the next batch faults it in
-/// again: about a tenth of the worker's CPU in the end-to-end benchmark (Benchmarks/README.md, "Allocator
+/// again: about a tenth of the worker's CPU in the end-to-end benchmark (Benchmarks/JOURNAL.md, "Allocator
 /// tuning"). The footprint is bounded by the prefetch, so keeping it costs little. GLIBC_TUNABLES naming malloc
 /// settings wins: then nothing is changed here.
 enum AllocatorTuning {

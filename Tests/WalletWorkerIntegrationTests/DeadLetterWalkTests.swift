@@ -300,7 +300,7 @@ extension Resilience {
                 if queueType == "quorum" {
                     // RabbitMQ 3.10's quorum queues dead-letter the messages of a window in no particular order
                     // (measured: even one nack at a time), so a look keeps every message whole but not their
-                    // order there (README: Runbook, dead letters). Compared by message id.
+                    // order there (docs/operations.md: Runbook, dead letters). Compared by message id.
                     let position = Dictionary(uniqueKeysWithValues: planned.enumerated().map { ($1.messageID, $0) })
                     held.sort { (position[$0.properties.messageID ?? ""] ?? -1) < (position[$1.properties.messageID ?? ""] ?? -1) }
                 }

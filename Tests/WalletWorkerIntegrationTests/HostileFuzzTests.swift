@@ -770,8 +770,9 @@ struct HostileGenerator {
         }
 
         var headers = hostileHeaders(traits: &traits)
-        // RabbitMQ 3.10 crashes a queue that expires a message with a malformed x-death (README, Hostile input):
-        // the worker keeps such messages from the broker's dead-lettering, but cannot stop a TTL on the work queue.
+        // RabbitMQ 3.10 crashes a queue that expires a message with a malformed x-death (docs/contract-decisions.md,
+        // Hostile input): the worker keeps such messages from the broker's dead-lettering, but cannot stop a TTL on
+        // the work queue.
         if properties.expiration != nil {
             headers = headers.map { $0.0 == "x-death" ? ("x-death-forged", $0.1) : $0 }
         }

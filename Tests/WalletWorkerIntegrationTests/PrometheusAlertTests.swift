@@ -65,7 +65,7 @@ extension Resilience {
                 // Each alert names the runbook it comes with.
                 let alerts = try prometheus.alerts()
                 for alert in alerts {
-                    #expect(alert.annotations["runbook"]?.hasPrefix("README.md#runbook-dead-letters") == true,
+                    #expect(alert.annotations["runbook"]?.hasPrefix("docs/operations.md#runbook-dead-letters") == true,
                             "\(alert.name): \(alert.annotations)")
                 }
                 #expect(Set(alerts.map(\.name)) == ["WalletRetriesExhausted", "WalletDeadLettersGrowing"],
@@ -144,7 +144,7 @@ extension Resilience {
                 #expect(stillLocked)
                 let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
                 #expect(alert.labels["severity"] == "critical")
-                #expect(alert.annotations["runbook"] == "README.md#runbook-a-backlog-or-a-stalled-worker")
+                #expect(alert.annotations["runbook"] == "docs/operations.md#runbook-a-backlog-or-a-stalled-worker")
                 #expect(try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#]) >= 1)
 
                 // The lock is gone: everything is processed, and the alert ends.

@@ -279,6 +279,31 @@ check("the worker exports metrics (the check reads them from Sources/WalletWorke
 rule_expressions = " ".join(str(rule["expr"]) for group in monitoring["PrometheusRule"]["spec"]["groups"] for rule in group["rules"])
 unknown = sorted(series_names(rule_expressions) - exported)
 check("PrometheusRule: every wallet_* series is one the worker exports", not unknown, f"unknown: {unknown}")
+
+
+def markdown_anchors(path):
+    """GitHub's anchors of a Markdown file's headings: lower case, punctuation dropped, spaces to '-', repeats -1, -2."""
+    anchors, seen, fenced = set(), {}, False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or not re.match(r"#{1,6} ", line):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+# Every alert names its runbook as FILE#ANCHOR from the repository's root: the file and the heading exist.
+for group in monitoring["PrometheusRule"]["spec"]["groups"]:
+    for rule in group["rules"]:
+        runbook = rule.get("annotations", {}).get("runbook", "")
+        file, _, anchor = runbook.partition("#")
+        target = ROOT / file
+        check(f"PrometheusRule: {rule['alert']}'s runbook {runbook} is a heading of a file of the repository",
+              bool(file and anchor) and target.is_file() and anchor in markdown_anchors(target))
+
 dashboard = json.loads((ROOT / "deploy" / "grafana" / "wallet-worker.json").read_text())
 dashboard_expressions = " ".join(target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", []))
 unknown = sorted(series_names(dashboard_expressions) - exported)

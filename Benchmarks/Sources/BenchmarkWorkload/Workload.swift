@@ -1,4 +1,4 @@
-// The deterministic message mix shared by routing-benchmark and worker-load (see ../../README.md).
+// The deterministic message mix shared by routing-benchmark and worker-load (../../JOURNAL.md, "What it measures").
 import WalletRouting
 
 /// A deterministic generator (SplitMix64), so every run and every machine measures the same messages.

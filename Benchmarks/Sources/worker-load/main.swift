@@ -1,4 +1,4 @@
-// The end-to-end benchmark's helper (scripts/benchmark-worker.sh, README.md "End-to-end benchmark"):
+// The end-to-end benchmark's helper (scripts/benchmark-worker.sh, JOURNAL.md "End-to-end benchmark"):
 //
 //   worker-load prepare                    sink queue bound to the five result exchanges (one per exchange with
 //                                          BENCH_SINK_PER_EXCHANGE=1); purges the work, retry, dead-letter and sink

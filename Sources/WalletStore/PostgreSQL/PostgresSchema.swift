@@ -115,7 +115,7 @@ enum PostgresSchema {
         // v1's index filtered the kind from the heap: an auxiliary view of a card with thousands of primary records
         // read every one of them, on every TNS. Each kind is now one range (SQLite's v3 made the same change).
         // An index only: a v1 build reads the same rows through either index. Built CONCURRENTLY on a populated
-        // table (about 1 s per million records, writes going on: README).
+        // table (about 1 s per million records, writes going on: docs/design/store.md).
         Migration(
             version: 2, name: "transactions index by card and kind",
             statements: [

@@ -5,7 +5,7 @@ import WalletRouting
 /// A `TransactionRecord` is 208 bytes of inline fields plus a heap string for each field longer than 15 bytes
 /// (the date always), about 330 bytes in all; a history array's spare capacity holds 208 bytes per empty slot.
 /// Packed, a record is 24 bytes in the array and one allocation of about 130. Unpacking the records of a view
-/// costs far less than reading them back from the file (Benchmarks/README.md, "the SQLite worker's peak memory").
+/// costs far less than reading them back from the file (Benchmarks/JOURNAL.md, "the SQLite worker's peak memory").
 struct PackedTransactionRecord: Sendable {
     let instant: Double
     let isAuxiliaryTransaction: Bool

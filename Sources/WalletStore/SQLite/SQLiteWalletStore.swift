@@ -65,7 +65,7 @@ public final class SQLiteWalletStore: WalletStore {
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // 8 MiB of page cache instead of SQLite's 2 MiB, for the index pages every batch touches. Cards and
             // histories are read from the store's own cache (SQLiteStateCache), so more pages buy no CPU: 64 MiB
-            // measured the same CPU per message as 8 MiB, with 58 MiB more resident (Benchmarks/README.md).
+            // measured the same CPU per message as 8 MiB, with 58 MiB more resident (Benchmarks/JOURNAL.md).
             try db.execute(sql: "PRAGMA cache_size = -8192")
             // Checkpoint every 10,000 WAL pages (40 MiB) instead of 1,000: a page that many batches touch (index
             // leaves) is copied into the file once per checkpoint, not once per few batches. Measured end to end:
