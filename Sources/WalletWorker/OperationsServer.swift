@@ -129,7 +129,7 @@ public final class OperationsServer: Service {
 
 /// The open connections against `Limits.maxConnections`, taken by each new connection on whichever event loop
 /// serves it; `wallet_http_connections` and `wallet_http_connections_refused_total` show them.
-private final class ConnectionSlots: Sendable {
+final class ConnectionSlots: Sendable {
     private let open = Atomic<Int>(0)
     private let limit: Int
     private let openGauge: Gauge

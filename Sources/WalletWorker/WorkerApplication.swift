@@ -81,37 +81,23 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 }
 
 extension WorkerConfiguration {
+    /// The ranges of the settings table (`Setting`), checked for a configuration however it was made.
     func validate() throws {
         _ = try AMQPURL(parsing: amqpURL)
-        guard prefetch >= 1 else { throw ConfigurationError("--prefetch must be at least 1") }
-        guard (1...64).contains(concurrency) else { throw ConfigurationError("--concurrency must be between 1 and 64") }
-        guard retryAttempts >= 1 else { throw ConfigurationError("--retry-attempts must be at least 1") }
-        // A queue's x-message-ttl is at most 2^32-1 ms; a day is plenty for a wait between two attempts.
-        guard retryDelay >= .milliseconds(1), retryDelay <= .seconds(86_400) else {
-            throw ConfigurationError("--retry-delay must be between 1 ms and 24 h")
-        }
+        try Setting.prefetch.check(prefetch)
+        try Setting.concurrency.check(concurrency)
+        try Setting.retryAttempts.check(retryAttempts)
+        try Setting.retryDelay.check(retryDelay)
         if let longestRetryDelay {
-            guard longestRetryDelay >= retryDelay, longestRetryDelay <= .seconds(86_400) else {
-                throw ConfigurationError("--retry-delay-max must be between --retry-delay and 24 h")
-            }
+            guard longestRetryDelay >= retryDelay else { throw Setting.retryDelayMax.outOfRange }
+            try Setting.retryDelayMax.check(longestRetryDelay)
         }
-        guard deduplicationRetention >= .seconds(1) else {
-            throw ConfigurationError("--dedup-retention must be at least 1 s")
-        }
-        guard confirmTimeout >= .milliseconds(1) else { throw ConfigurationError("--confirm-timeout must be positive") }
-        guard (1...1_000).contains(storePoolSize) else {
-            throw ConfigurationError("--store-pool-size must be between 1 and 1000")
-        }
-        guard storeStatementTimeout >= .milliseconds(1) else {
-            throw ConfigurationError("--store-statement-timeout must be positive")
-        }
-        guard topology.deliveryLimit >= 1 else { throw ConfigurationError("--delivery-limit must be at least 1") }
-        // Each shard is a pipeline with two connections.
-        guard (0...64).contains(topology.orderedShards) else {
-            throw ConfigurationError("--ordered-shards must be between 0 (off) and 64")
-        }
-        if let httpPort, !(0...65_535).contains(httpPort) {
-            throw ConfigurationError("--http-port must be between 0 and 65535")
-        }
+        try Setting.dedupRetention.check(deduplicationRetention)
+        try Setting.confirmTimeout.check(confirmTimeout)
+        try Setting.storePoolSize.check(storePoolSize)
+        try Setting.storeStatementTimeout.check(storeStatementTimeout)
+        try Setting.deliveryLimit.check(topology.deliveryLimit)
+        try Setting.orderedShards.check(topology.orderedShards)
+        try Setting.httpPort.check(httpPort)
     }
 }

@@ -43,9 +43,10 @@ public struct WorkerConfiguration: Sendable {
     /// Time a message spends in the retry queue before it is processed again the first time; it doubles with
     /// each further retry (`RetrySchedule`). Default: `5 s`.
     public var retryDelay: Duration = .seconds(5)
-    /// The longest wait between two attempts of one message. Default: `nil`, the larger of 5 minutes and
-    /// `retryDelay`.
+    /// The longest wait between two attempts of one message. Default: `nil`, the larger of
+    /// `defaultLongestRetryDelay` (5 minutes) and `retryDelay`.
     public var longestRetryDelay: Duration?
+    public static let defaultLongestRetryDelay: Duration = .seconds(300)
     /// Processing attempts before a transient failure dead-letters the message. Default: `5`.
     public var retryAttempts = 5
     /// How long a publish batch waits for the broker's confirms before it counts as failed. Default: `10 s`.
@@ -78,7 +79,7 @@ public struct WorkerConfiguration: Sendable {
     /// The waits between the attempts of a message that fails transiently, and the retry queues they need.
     public var retrySchedule: RetrySchedule {
         RetrySchedule(
-            firstDelay: retryDelay, longestDelay: longestRetryDelay ?? max(.seconds(300), retryDelay),
+            firstDelay: retryDelay, longestDelay: longestRetryDelay ?? max(Self.defaultLongestRetryDelay, retryDelay),
             attempts: retryAttempts)
     }
 

@@ -343,3 +343,35 @@ final class InFlightDeliveries: Sendable {
         gauge.set(Double(sources.reduce(0) { $0 + $1() }))
     }
 }
+
+extension WorkerMetrics {
+    /// One series the worker exports: `wallet-worker metrics` lists them for the deploy check (the alerts and the
+    /// dashboard may read no other).
+    public struct Series: Sendable, Hashable, Encodable {
+        public var name: String
+        /// counter, gauge, histogram.
+        public var type: String
+        public var help: String
+    }
+
+    /// Every series of `/metrics`, read from a registry made as a running worker makes it: the worker's, those made
+    /// once a queue is polled, the operations endpoint's and the `process_*` ones.
+    public static func exportedSeries() -> [Series] {
+        let metrics = WorkerMetrics()
+        metrics.recordQueueDepth(queue: "wallet.notifications.work", role: .work, ready: 0, consumers: 0)
+        _ = ConnectionSlots(limit: 1, registry: metrics.registry)
+        var help: [String: String] = [:]
+        var series: [Series] = []
+        for line in String(decoding: metrics.exposition(), as: UTF8.self).split(separator: "\n") {
+            let words = line.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
+            guard words.count >= 4, words[0] == "#" else { continue }
+            let name = String(words[2])
+            if words[1] == "HELP" {
+                help[name] = String(words[3])
+            } else if words[1] == "TYPE", !series.contains(where: { $0.name == name }) {
+                series.append(Series(name: name, type: String(words[3]), help: help[name] ?? ""))
+            }
+        }
+        return series.sorted { $0.name < $1.name }
+    }
+}

@@ -63,13 +63,19 @@ struct DeadLetterFilterOptions: ParsableArguments {
 
 /// How much of each dead letter the tool reads: the workers' body limit.
 struct DeadLetterReadOptions: ParsableArguments {
-    @Option(help: "The workers' largest accepted body in bytes (env WALLET_MAX_BODY_BYTES): the tool reads bodies up to twice this, as the worker does; larger ones are listed with their size, kept or purged, never shown or replayed. Default: 65536")
+    @Option(
+        name: .customLong(Setting.maxBodyBytes.name),
+        help: .init(Setting.maxBodyBytes.setting.help(
+            summary: """
+                The workers' largest accepted body in bytes: the tool reads bodies up to twice this, as the worker \
+                does; larger ones are listed with their size, kept or purged, never shown or replayed
+                """,
+            default: Setting.maxBodyBytes.defaultValue)))
     var maxBodyBytes: String?
 
     var readLimit: Int {
         get throws {
-            let limit = try setting(maxBodyBytes, "--max-body-bytes", "WALLET_MAX_BODY_BYTES", expected: "a positive integer", positiveInt)
-                ?? WorkerConfiguration().routing.maximumBodyBytes
+            let limit = try setting(maxBodyBytes, Setting.maxBodyBytes) ?? WorkerConfiguration().routing.maximumBodyBytes
             return limit > Int.max / 2 ? Int.max : limit * 2
         }
     }

@@ -4,123 +4,114 @@ import WalletRouting
 import WalletStore
 import WalletWorker
 
-// The flags, grouped as the README's configuration table is. Each help names its environment variable;
-// `Settings.swift` resolves flag, then variable, then the default of `WorkerConfiguration`.
+// The flags of `run`, grouped as the commands take them. Each option's name and help come from the settings table
+// (`Setting`, Sources/WalletWorker/Settings/SettingsTable.swift), and `apply(to:)` resolves it from the same entry
+// (`Settings.swift`: the flag, then the variable, then its `_FILE`, then the default of `WorkerConfiguration`).
+// The property names are the `<value>` names of `--help`.
 
 struct BrokerOptions: ParsableArguments {
-    @Option(help: "Broker URL, amqp:// or amqps:// (env AMQP_URL). Default: amqp://guest:guest@127.0.0.1:5672/%2f")
+    @Option(name: .customLong(Setting.amqpURL.name), help: .init(Setting.amqpURL))
     var amqpURL: String?
-    @Option(help: "CA certificate file for amqps:// (env AMQP_TLS_CA_FILE).")
+    @Option(name: .customLong(Setting.tlsCAFile.name), help: .init(Setting.tlsCAFile))
     var tlsCaFile: String?
-    @Option(help: "Client certificate file for amqps:// (env AMQP_TLS_CERT_FILE).")
+    @Option(name: .customLong(Setting.tlsCertFile.name), help: .init(Setting.tlsCertFile))
     var tlsCertFile: String?
-    @Option(help: "Client key file for amqps:// (env AMQP_TLS_KEY_FILE).")
+    @Option(name: .customLong(Setting.tlsKeyFile.name), help: .init(Setting.tlsKeyFile))
     var tlsKeyFile: String?
-    @Option(help: "AMQP heartbeat, e.g. 10s (env AMQP_HEARTBEAT). Default: 10s")
+    @Option(name: .customLong(Setting.heartbeat.name), help: .init(Setting.heartbeat))
     var heartbeat: String?
-    @Option(help: "Inbound topic exchange (env WALLET_INBOUND_EXCHANGE). Default: wallet.notifications")
+    @Option(name: .customLong(Setting.inboundExchange.name), help: .init(Setting.inboundExchange))
     var inboundExchange: String?
-    @Option(help: "Work queue (env WALLET_WORK_QUEUE). Default: wallet.notifications.work")
+    @Option(name: .customLong(Setting.workQueue.name), help: .init(Setting.workQueue))
     var workQueue: String?
-    @Option(help: "Work queue type, classic or quorum (env WALLET_QUEUE_TYPE). Default: classic")
+    @Option(name: .customLong(Setting.queueType.name), help: .init(Setting.queueType))
     var queueType: String?
-    @Option(help: "Quorum work queue's x-delivery-limit (env WALLET_DELIVERY_LIMIT). Default: 20")
+    @Option(name: .customLong(Setting.deliveryLimit.name), help: .init(Setting.deliveryLimit))
     var deliveryLimit: String?
-    @Option(help: "Retry queue (env WALLET_RETRY_QUEUE). Default: wallet.notifications.retry")
+    @Option(name: .customLong(Setting.retryQueue.name), help: .init(Setting.retryQueue))
     var retryQueue: String?
-    @Option(help: "Ordered mode: N consistent-hash shard queues with a single active consumer, keyed by the digitalCardId header; 0 is off (env WALLET_ORDERED_SHARDS). Default: 0")
+    @Option(name: .customLong(Setting.orderedShards.name), help: .init(Setting.orderedShards))
     var orderedShards: String?
-    @Option(help: "Delay in the retry queue, its x-message-ttl, e.g. 5s; it doubles with each further retry, in queues <retry queue>.2, .3, … (env WALLET_RETRY_DELAY). Default: 5s")
+    @Option(name: .customLong(Setting.retryDelay.name), help: .init(Setting.retryDelay))
     var retryDelay: String?
-    @Option(help: "Longest wait between two attempts of one message (env WALLET_RETRY_DELAY_MAX). Default: 5m, or --retry-delay if longer")
+    @Option(name: .customLong(Setting.retryDelayMax.name), help: .init(Setting.retryDelayMax))
     var retryDelayMax: String?
-    @Option(help: "Processing attempts before a transient failure dead-letters; with --retry-delay(-max) it sets how many retry queues there are (env WALLET_RETRY_ATTEMPTS). Default: 5")
+    @Option(name: .customLong(Setting.retryAttempts.name), help: .init(Setting.retryAttempts))
     var retryAttempts: String?
-    @Option(help: "Dead-letter exchange (env WALLET_DEAD_LETTER_EXCHANGE). Default: wallet.notifications.dlx")
+    @Option(name: .customLong(Setting.deadLetterExchange.name), help: .init(Setting.deadLetterExchange))
     var deadLetterExchange: String?
-    @Option(help: "Dead-letter queue (env WALLET_DEAD_LETTER_QUEUE). Default: wallet.notifications.dead")
+    @Option(name: .customLong(Setting.deadLetterQueue.name), help: .init(Setting.deadLetterQueue))
     var deadLetterQueue: String?
-    @Option(help: "Card events exchange (env WALLET_EVENTS_EXCHANGE). Default: wallet.events")
+    @Option(name: .customLong(Setting.eventsExchange.name), help: .init(Setting.eventsExchange))
     var eventsExchange: String?
-    @Option(help: "Transaction records exchange (env WALLET_TRANSACTIONS_EXCHANGE). Default: wallet.transactions")
+    @Option(name: .customLong(Setting.transactionsExchange.name), help: .init(Setting.transactionsExchange))
     var transactionsExchange: String?
-    @Option(help: "Replenishment outcomes exchange (env WALLET_REPLENISHMENT_EXCHANGE). Default: wallet.replenishment")
+    @Option(name: .customLong(Setting.replenishmentExchange.name), help: .init(Setting.replenishmentExchange))
     var replenishmentExchange: String?
-    @Option(help: "Triggered actions exchange (env WALLET_ACTIONS_EXCHANGE). Default: wallet.actions")
+    @Option(name: .customLong(Setting.actionsExchange.name), help: .init(Setting.actionsExchange))
     var actionsExchange: String?
-    @Option(help: "Installation outcomes exchange (env WALLET_INSTALLATIONS_EXCHANGE). Default: wallet.installations")
+    @Option(name: .customLong(Setting.installationsExchange.name), help: .init(Setting.installationsExchange))
     var installationsExchange: String?
 
     func apply(to configuration: inout WorkerConfiguration) throws {
-        assign(try setting(amqpURL, "--amqp-url", "AMQP_URL", expected: "a URL", text), to: &configuration.amqpURL)
-        configuration.tls.caCertificatePath = try setting(tlsCaFile, "--tls-ca-file", "AMQP_TLS_CA_FILE", expected: "a path", text)
-        configuration.tls.clientCertificatePath = try setting(tlsCertFile, "--tls-cert-file", "AMQP_TLS_CERT_FILE", expected: "a path", text)
-        configuration.tls.clientKeyPath = try setting(tlsKeyFile, "--tls-key-file", "AMQP_TLS_KEY_FILE", expected: "a path", text)
-        assign(try setting(heartbeat, "--heartbeat", "AMQP_HEARTBEAT", expected: "a duration like 10s, from 0 to 87600h", duration),
-               to: &configuration.heartbeat)
+        assign(try setting(amqpURL, Setting.amqpURL), to: &configuration.amqpURL)
+        configuration.tls.caCertificatePath = try setting(tlsCaFile, Setting.tlsCAFile)
+        configuration.tls.clientCertificatePath = try setting(tlsCertFile, Setting.tlsCertFile)
+        configuration.tls.clientKeyPath = try setting(tlsKeyFile, Setting.tlsKeyFile)
+        assign(try setting(heartbeat, Setting.heartbeat), to: &configuration.heartbeat)
         var topology = configuration.topology
-        assign(try setting(inboundExchange, "--inbound-exchange", "WALLET_INBOUND_EXCHANGE", expected: "a name", text), to: &topology.inboundExchange)
-        assign(try setting(workQueue, "--work-queue", "WALLET_WORK_QUEUE", expected: "a name", text), to: &topology.workQueue)
-        assign(try setting(queueType, "--queue-type", "WALLET_QUEUE_TYPE", expected: "classic or quorum", Topology.QueueType.init(rawValue:)),
-               to: &topology.workQueueType)
-        assign(try setting(deliveryLimit, "--delivery-limit", "WALLET_DELIVERY_LIMIT", expected: "a positive integer", positiveInt),
-               to: &topology.deliveryLimit)
-        assign(try setting(retryQueue, "--retry-queue", "WALLET_RETRY_QUEUE", expected: "a name", text), to: &topology.retryQueue)
-        assign(try setting(orderedShards, "--ordered-shards", "WALLET_ORDERED_SHARDS", expected: "an integer from 0 (off) to 64",
-                           { Int($0).flatMap { (0...64).contains($0) ? $0 : nil } }),
-               to: &topology.orderedShards)
-        assign(try setting(retryDelay, "--retry-delay", "WALLET_RETRY_DELAY", expected: "a duration like 5s, from 0 to 87600h", duration),
-               to: &configuration.retryDelay)
-        configuration.longestRetryDelay = try setting(
-            retryDelayMax, "--retry-delay-max", "WALLET_RETRY_DELAY_MAX", expected: "a duration like 5m, from 0 to 87600h", duration)
-        assign(try setting(retryAttempts, "--retry-attempts", "WALLET_RETRY_ATTEMPTS", expected: "a positive integer", positiveInt),
-               to: &configuration.retryAttempts)
-        assign(try setting(deadLetterExchange, "--dead-letter-exchange", "WALLET_DEAD_LETTER_EXCHANGE", expected: "a name", text),
-               to: &topology.deadLetterExchange)
-        assign(try setting(deadLetterQueue, "--dead-letter-queue", "WALLET_DEAD_LETTER_QUEUE", expected: "a name", text), to: &topology.deadLetterQueue)
-        assign(try setting(eventsExchange, "--events-exchange", "WALLET_EVENTS_EXCHANGE", expected: "a name", text), to: &topology.resultExchanges.events)
-        assign(try setting(transactionsExchange, "--transactions-exchange", "WALLET_TRANSACTIONS_EXCHANGE", expected: "a name", text),
-               to: &topology.resultExchanges.transactions)
-        assign(try setting(replenishmentExchange, "--replenishment-exchange", "WALLET_REPLENISHMENT_EXCHANGE", expected: "a name", text),
-               to: &topology.resultExchanges.replenishment)
-        assign(try setting(actionsExchange, "--actions-exchange", "WALLET_ACTIONS_EXCHANGE", expected: "a name", text),
-               to: &topology.resultExchanges.actions)
-        assign(try setting(installationsExchange, "--installations-exchange", "WALLET_INSTALLATIONS_EXCHANGE", expected: "a name", text),
-               to: &topology.resultExchanges.installations)
+        assign(try setting(inboundExchange, Setting.inboundExchange), to: &topology.inboundExchange)
+        assign(try setting(workQueue, Setting.workQueue), to: &topology.workQueue)
+        assign(try setting(queueType, Setting.queueType), to: &topology.workQueueType)
+        assign(try setting(deliveryLimit, Setting.deliveryLimit), to: &topology.deliveryLimit)
+        assign(try setting(retryQueue, Setting.retryQueue), to: &topology.retryQueue)
+        assign(try setting(orderedShards, Setting.orderedShards), to: &topology.orderedShards)
+        assign(try setting(retryDelay, Setting.retryDelay), to: &configuration.retryDelay)
+        configuration.longestRetryDelay = try setting(retryDelayMax, Setting.retryDelayMax)
+        assign(try setting(retryAttempts, Setting.retryAttempts), to: &configuration.retryAttempts)
+        assign(try setting(deadLetterExchange, Setting.deadLetterExchange), to: &topology.deadLetterExchange)
+        assign(try setting(deadLetterQueue, Setting.deadLetterQueue), to: &topology.deadLetterQueue)
+        var exchanges = topology.resultExchanges
+        assign(try setting(eventsExchange, Setting.eventsExchange), to: &exchanges.events)
+        assign(try setting(transactionsExchange, Setting.transactionsExchange), to: &exchanges.transactions)
+        assign(try setting(replenishmentExchange, Setting.replenishmentExchange), to: &exchanges.replenishment)
+        assign(try setting(actionsExchange, Setting.actionsExchange), to: &exchanges.actions)
+        assign(try setting(installationsExchange, Setting.installationsExchange), to: &exchanges.installations)
+        topology.resultExchanges = exchanges
         configuration.topology = topology
     }
 }
 
 struct WorkerOptions: ParsableArguments {
-    @Option(help: "Store: sqlite:PATH, postgres://USER:PASSWORD@HOST:PORT/DATABASE or memory (env WALLET_STORE). Default: sqlite:wallet.sqlite")
+    @Option(name: .customLong(Setting.store.name), help: .init(Setting.store))
     var store: String?
-    @Flag(help: "Do not declare the topology (for a broker user without configure rights; run `wallet-worker declare` in a deploy job) (env WALLET_NO_DECLARE=true)")
+    @Flag(name: .customLong(Setting.noDeclare.name), help: .init(Setting.noDeclare))
     var noDeclare = false
-    @Flag(help: "Do not migrate the store's schema; refuse to start unless it is this build's (for a database user without DDL rights; run `wallet-worker migrate` in a deploy job) (env WALLET_NO_MIGRATE=true)")
+    @Flag(name: .customLong(Setting.noMigrate.name), help: .init(Setting.noMigrate))
     var noMigrate = false
-    @Option(help: "Unacknowledged deliveries per consumer, the largest batch (env WALLET_PREFETCH). Default: 200")
+    @Option(name: .customLong(Setting.prefetch.name), help: .init(Setting.prefetch))
     var prefetch: String?
-    @Option(help: "Parallel pipelines on the work queue; above 1 queue order is not kept; not used in the ordered mode (env WALLET_CONCURRENCY). Default: 1")
+    @Option(name: .customLong(Setting.concurrency.name), help: .init(Setting.concurrency))
     var concurrency: String?
-    @Option(help: "Wait for publisher confirms, e.g. 10s (env WALLET_CONFIRM_TIMEOUT). Default: 10s")
+    @Option(name: .customLong(Setting.confirmTimeout.name), help: .init(Setting.confirmTimeout))
     var confirmTimeout: String?
-    @Option(help: "The broker's consumer_timeout; deliveries held while the store is out are given back at half of it (env WALLET_CONSUMER_TIMEOUT). Default: 30m")
+    @Option(name: .customLong(Setting.consumerTimeout.name), help: .init(Setting.consumerTimeout))
     var consumerTimeout: String?
-    @Option(help: "Store lock wait before a batch counts as failed (env WALLET_STORE_BUSY_TIMEOUT). Default: 5s")
+    @Option(name: .customLong(Setting.storeBusyTimeout.name), help: .init(Setting.storeBusyTimeout))
     var storeBusyTimeout: String?
-    @Option(help: "PostgreSQL connections per process (env WALLET_STORE_POOL_SIZE). Default: 4")
+    @Option(name: .customLong(Setting.storePoolSize.name), help: .init(Setting.storePoolSize))
     var storePoolSize: String?
-    @Option(help: "PostgreSQL statement timeout, lock waits included, e.g. 5s (env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s")
+    @Option(name: .customLong(Setting.storeStatementTimeout.name), help: .init(Setting.storeStatementTimeout))
     var storeStatementTimeout: String?
-    @Option(help: "How long processed message ids are kept for deduplication (env WALLET_DEDUP_RETENTION). Default: 24h")
+    @Option(name: .customLong(Setting.dedupRetention.name), help: .init(Setting.dedupRetention))
     var dedupRetention: String?
-    @Option(help: "Time to drain after SIGTERM (env WALLET_SHUTDOWN_GRACE). Default: 25s")
+    @Option(name: .customLong(Setting.shutdownGrace.name), help: .init(Setting.shutdownGrace))
     var shutdownGrace: String?
-    @Option(help: "Port of /healthz, /readyz, /metrics; 0 picks one, off disables (env WALLET_HTTP_PORT). Default: 9090")
+    @Option(name: .customLong(Setting.httpPort.name), help: .init(Setting.httpPort))
     var httpPort: String?
-    @Option(help: "Address of the operations endpoint (env WALLET_HTTP_HOST). Default: 0.0.0.0")
+    @Option(name: .customLong(Setting.httpHost.name), help: .init(Setting.httpHost))
     var httpHost: String?
-    @Option(help: "How often to ask the broker for the depth of the work, retry and dead-letter queues (wallet_queue_messages_ready); off disables (env WALLET_QUEUE_POLL_INTERVAL). Default: 15s")
+    @Option(name: .customLong(Setting.queuePollInterval.name), help: .init(Setting.queuePollInterval))
     var queuePollInterval: String?
 
     func apply(to configuration: inout WorkerConfiguration) throws {
@@ -129,86 +120,69 @@ struct WorkerOptions: ParsableArguments {
         }
         if noDeclare {
             configuration.declaresTopology = false
-        } else if let declare = try setting(nil, "--no-declare", "WALLET_NO_DECLARE", expected: "true or false", bool) {
+        } else if let declare = try setting(nil, Setting.noDeclare) {
             configuration.declaresTopology = !declare
         }
         if noMigrate {
             configuration.migratesStore = false
-        } else if let migrate = try setting(nil, "--no-migrate", "WALLET_NO_MIGRATE", expected: "true or false", bool) {
+        } else if let migrate = try setting(nil, Setting.noMigrate) {
             configuration.migratesStore = !migrate
         }
-        assign(try setting(prefetch, "--prefetch", "WALLET_PREFETCH", expected: "an integer from 1 to 65535", { UInt16($0) }),
-               to: &configuration.prefetch)
-        assign(try setting(concurrency, "--concurrency", "WALLET_CONCURRENCY", expected: "a positive integer", positiveInt),
-               to: &configuration.concurrency)
-        assign(try setting(confirmTimeout, "--confirm-timeout", "WALLET_CONFIRM_TIMEOUT", expected: "a duration like 10s, from 0 to 87600h", duration),
-               to: &configuration.confirmTimeout)
-        assign(try setting(consumerTimeout, "--consumer-timeout", "WALLET_CONSUMER_TIMEOUT", expected: "a duration like 30m, from 2s to 87600h",
-                           { duration($0).flatMap { $0 >= .seconds(2) ? $0 : nil } }),
-               to: &configuration.consumerTimeout)
-        assign(try setting(storeBusyTimeout, "--store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", expected: "a duration like 5s, from 0 to 87600h", duration),
-               to: &configuration.storeBusyTimeout)
-        assign(try setting(storePoolSize, "--store-pool-size", "WALLET_STORE_POOL_SIZE", expected: "a positive integer", positiveInt),
-               to: &configuration.storePoolSize)
-        assign(try setting(storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT", expected: "a duration like 5s, from 0 to 87600h", duration),
-               to: &configuration.storeStatementTimeout)
-        assign(try setting(dedupRetention, "--dedup-retention", "WALLET_DEDUP_RETENTION", expected: "a duration like 24h, from 0 to 87600h", duration),
-               to: &configuration.deduplicationRetention)
-        assign(try setting(shutdownGrace, "--shutdown-grace", "WALLET_SHUTDOWN_GRACE", expected: "a duration like 25s, from 0 to 87600h", duration),
-               to: &configuration.shutdownGracePeriod)
-        if let port = try setting(httpPort, "--http-port", "WALLET_HTTP_PORT", expected: "a port number or off", { text -> Int?? in
-            text == "off" ? .some(nil) : positiveInt(text).map { .some($0) }
-        }) {
-            configuration.httpPort = port
-        }
-        assign(try setting(httpHost, "--http-host", "WALLET_HTTP_HOST", expected: "an address", text), to: &configuration.httpHost)
-        if let interval = try setting(
-            queuePollInterval, "--queue-poll-interval", "WALLET_QUEUE_POLL_INTERVAL",
-            expected: "a duration like 15s, or off", { text -> Duration?? in
-                text == "off" ? .some(nil) : duration(text).flatMap { $0 > .zero ? .some($0) : nil }
-            })
-        {
-            configuration.queuePollInterval = interval
-        }
+        assign(try setting(prefetch, Setting.prefetch), to: &configuration.prefetch)
+        assign(try setting(concurrency, Setting.concurrency), to: &configuration.concurrency)
+        assign(try setting(confirmTimeout, Setting.confirmTimeout), to: &configuration.confirmTimeout)
+        assign(try setting(consumerTimeout, Setting.consumerTimeout), to: &configuration.consumerTimeout)
+        assign(try setting(storeBusyTimeout, Setting.storeBusyTimeout), to: &configuration.storeBusyTimeout)
+        assign(try setting(storePoolSize, Setting.storePoolSize), to: &configuration.storePoolSize)
+        assign(
+            try setting(storeStatementTimeout, Setting.storeStatementTimeout), to: &configuration.storeStatementTimeout)
+        assign(try setting(dedupRetention, Setting.dedupRetention), to: &configuration.deduplicationRetention)
+        assign(try setting(shutdownGrace, Setting.shutdownGrace), to: &configuration.shutdownGracePeriod)
+        assign(try setting(httpPort, Setting.httpPort), to: &configuration.httpPort)
+        assign(try setting(httpHost, Setting.httpHost), to: &configuration.httpHost)
+        assign(try setting(queuePollInterval, Setting.queuePollInterval), to: &configuration.queuePollInterval)
     }
 }
 
 struct RoutingOptions: ParsableArguments {
-    @Option(help: "Largest accepted body in bytes (env WALLET_MAX_BODY_BYTES). Default: 65536")
+    @Option(name: .customLong(Setting.maxBodyBytes.name), help: .init(Setting.maxBodyBytes))
     var maxBodyBytes: String?
-    @Option(help: "Records in a TNS result (env WALLET_HISTORY_LIMIT). Default: 10")
+    @Option(name: .customLong(Setting.historyLimit.name), help: .init(Setting.historyLimit))
     var historyLimit: String?
-    @Option(help: "TNS records window before the newest kept one, e.g. 30d as 720h (env WALLET_HISTORY_WINDOW). Default: 720h")
+    @Option(name: .customLong(Setting.historyWindow.name), help: .init(Setting.historyWindow))
     var historyWindow: String?
-    @Option(help: "numberOfPaymentsLeft after a replenishment (env WALLET_PAYMENT_KEY_BATCH). Default: 10")
+    @Option(name: .customLong(Setting.paymentKeyBatch.name), help: .init(Setting.paymentKeyBatch))
     var paymentKeyBatch: String?
-    @Option(help: "Validity of replenished keys (env WALLET_PAYMENT_KEY_VALIDITY). Default: 168h")
+    @Option(name: .customLong(Setting.paymentKeyValidity.name), help: .init(Setting.paymentKeyValidity))
     var paymentKeyValidity: String?
 
     func apply(to configuration: inout WorkerConfiguration) throws {
         var routing = configuration.routing
-        assign(try setting(maxBodyBytes, "--max-body-bytes", "WALLET_MAX_BODY_BYTES", expected: "a positive integer", positiveInt),
-               to: &routing.maximumBodyBytes)
-        assign(try setting(historyLimit, "--history-limit", "WALLET_HISTORY_LIMIT", expected: "a positive integer", positiveInt),
-               to: &routing.transactionHistoryLimit)
-        if let window = try setting(historyWindow, "--history-window", "WALLET_HISTORY_WINDOW", expected: "a duration like 720h, from 0 to 87600h", duration) {
+        assign(try setting(maxBodyBytes, Setting.maxBodyBytes), to: &routing.maximumBodyBytes)
+        assign(try setting(historyLimit, Setting.historyLimit), to: &routing.transactionHistoryLimit)
+        if let window = try setting(historyWindow, Setting.historyWindow) {
             routing.transactionHistoryWindowSeconds = Double(window.components.seconds)
         }
-        assign(try setting(paymentKeyBatch, "--payment-key-batch", "WALLET_PAYMENT_KEY_BATCH", expected: "a positive integer", positiveInt),
-               to: &routing.paymentKeyBatchSize)
-        if let validity = try setting(paymentKeyValidity, "--payment-key-validity", "WALLET_PAYMENT_KEY_VALIDITY", expected: "a duration like 168h, from 0 to 87600h", duration)
-        {
+        assign(try setting(paymentKeyBatch, Setting.paymentKeyBatch), to: &routing.paymentKeyBatchSize)
+        if let validity = try setting(paymentKeyValidity, Setting.paymentKeyValidity) {
             routing.paymentKeyValiditySeconds = Double(validity.components.seconds)
         }
         configuration.routing = routing
     }
 }
 
-/// The store of the operators' store commands (`inspect`, `migrate`): the same variables as `run`.
+/// The store of the operators' store commands (`inspect`, `migrate`): the same variables and defaults as `run`.
 struct StoreToolOptions: ParsableArguments {
-    @Option(help: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (env WALLET_STORE). Default: sqlite:wallet.sqlite")
+    @Option(
+        name: .customLong(Setting.store.name),
+        help: .init(Setting.store.setting.help(
+            summary: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+            default: Setting.store.defaultValue)))
     var store: String?
-    @Option(help: "PostgreSQL statement timeout, e.g. 5s (env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s")
+    @Option(
+        name: .customLong(Setting.storeStatementTimeout.name),
+        help: .init(Setting.storeStatementTimeout.setting.help(
+            summary: "PostgreSQL statement timeout, e.g. 5s", default: Setting.storeStatementTimeout.defaultValue)))
     var storeStatementTimeout: String?
 
     var location: StoreLocation {
@@ -217,23 +191,27 @@ struct StoreToolOptions: ParsableArguments {
 
     var statementTimeout: Duration {
         get throws {
-            try setting(
-                storeStatementTimeout, "--store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT",
-                expected: "a duration like 5s, from 0 to 87600h", duration) ?? .seconds(5)
+            try setting(storeStatementTimeout, Setting.storeStatementTimeout)
+                ?? WorkerConfiguration().storeStatementTimeout
         }
     }
 }
 
 struct LoggingOptions: ParsableArguments {
-    @Option(help: "trace, debug, info, notice, warning, error or critical (env LOG_LEVEL). Default: info")
+    @Option(name: .customLong(Setting.logLevel.name), help: .init(Setting.logLevel))
     var logLevel: String?
-    @Option(help: "text or json (env LOG_FORMAT). Default: text")
+    @Option(name: .customLong(Setting.logFormat.name), help: .init(Setting.logFormat))
     var logFormat: String?
 
     func apply(to configuration: inout WorkerConfiguration) throws {
-        assign(try setting(logLevel, "--log-level", "LOG_LEVEL", expected: "trace, debug, info, notice, warning, error or critical",
-                           { Logger.Level(rawValue: $0.lowercased()) }), to: &configuration.logLevel)
-        assign(try setting(logFormat, "--log-format", "LOG_FORMAT", expected: "text or json", { LogFormat(rawValue: $0.lowercased()) }),
-               to: &configuration.logFormat)
+        assign(try setting(logLevel, Setting.logLevel), to: &configuration.logLevel)
+        assign(try setting(logFormat, Setting.logFormat), to: &configuration.logFormat)
+    }
+}
+
+extension ArgumentHelp {
+    /// A setting's help: its summary, its variable and its default, from the settings table.
+    init<Value>(_ setting: Setting.Typed<Value>) {
+        self.init(setting.help)
     }
 }

@@ -28,7 +28,11 @@ extension WalletWorkerCommand {
                 \(ExitStatus.helpText)
                 """)
 
-        @Option(help: "Store: memory, or sqlite:PATH or postgres://... to route against a worker's state (env WALLET_STORE). Default: memory")
+        @Option(
+            name: .customLong(Setting.store.name),
+            help: .init(Setting.store.setting.help(
+                summary: "Store: memory, or sqlite:PATH or postgres://... to route against a worker's state",
+                default: StoreLocation.memory.description)))
         var store: String?
         @Flag(help: "Write each line's effects to the store and record its message_id, as the worker would (sqlite or postgres; migrates the schema)")
         var commit = false

@@ -20,6 +20,12 @@ func setting<Value>(
     return value
 }
 
+/// One setting of the table (`Setting`): its value from the flag, the variable or the variable's `_FILE`, parsed and
+/// (for a range checked when parsed) in range; nil when none is given (the default stays).
+func setting<Value>(_ flag: String?, _ entry: Setting.Typed<Value>) throws -> Value? {
+    try setting(flag, entry.flagName, entry.variable, expected: entry.expected, entry.parse)
+}
+
 /// Where a setting comes from and its text: the flag, the variable, or the file `<variable>_FILE` names (its
 /// content without the trailing newline).
 func rawSetting(_ flag: String?, _ flagName: String, _ variable: String) throws -> (source: String, text: String)? {
@@ -80,27 +86,11 @@ func readSettingFile(_ path: String) throws(SettingFileError) -> String {
 /// `--store` / `WALLET_STORE`. A value that does not parse is reported with the reason, never echoed: a
 /// PostgreSQL URL carries a password.
 func storeSetting(_ flag: String?) throws -> StoreLocation? {
-    guard let (source, text) = try rawSetting(flag, "--store", "WALLET_STORE") else { return nil }
+    guard let (source, text) = try rawSetting(flag, Setting.store.flagName, Setting.store.variable) else { return nil }
     do {
         return try StoreLocation(parsing: text)
     } catch {
         throw ValidationError("\(source): \(error.message)")
-    }
-}
-
-func duration(_ text: String) -> Duration? { DurationText.parse(text) }
-
-func positiveInt(_ text: String) -> Int? {
-    Int(text).flatMap { $0 >= 0 ? $0 : nil }
-}
-
-func text(_ value: String) -> String? { value }
-
-func bool(_ text: String) -> Bool? {
-    switch text.lowercased() {
-    case "true", "1", "yes": true
-    case "false", "0", "no": false
-    default: nil
     }
 }
 

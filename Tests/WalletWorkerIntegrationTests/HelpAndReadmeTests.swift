@@ -58,6 +58,18 @@ struct HelpAndReadmeTests {
         #expect(help.contains("_FILE"), "run --help does not explain the _FILE convention")
     }
 
+    /// Issue 26: the README's table is generated (scripts/check-settings-table.sh checks the same in CI).
+    @Test("the README's configuration table is wallet-worker settings --markdown, byte for byte")
+    func readmeTableIsGenerated() async throws {
+        let (exit, output) = try await runExecutable("wallet-worker", ["settings", "--markdown"])
+        #expect(exit == .exited(0), "settings --markdown: \(exit)\n\(output)")
+        let begin = "<!-- settings:begin -->\n", end = "<!-- settings:end -->\n"
+        let start = try #require(Self.readme.range(of: begin), "README.md has no \(begin)")
+        let stop = try #require(Self.readme.range(of: end, range: start.upperBound..<Self.readme.endIndex))
+        #expect(String(Self.readme[start.upperBound..<stop.lowerBound]) == output,
+                "README.md's table differs from wallet-worker settings --markdown: run scripts/check-settings-table.sh --write")
+    }
+
     @Test("wallet-notify --help answers with its usage, and its options and variables are the README's")
     func notifyHelpAndReadmeAgree() async throws {
         let help = try await Self.help("wallet-notify", [])

@@ -2,15 +2,23 @@
 selectors, queue names) and the worker (its environment variables, its topology's arguments). A mistake there is
 valid YAML that fails only in a cluster, or a setting the worker silently ignores.
 
-    python3 scripts/lib/check-deploy-consistency.py      (from the repository's root; needs PyYAML)
+    python3 scripts/lib/check-deploy-consistency.py [path/to/wallet-worker]
+        (from the repository's root; needs PyYAML)
+
+What the worker reads and exports is asked of the worker itself, never read out of its Swift source:
+`wallet-worker settings --json` gives its environment variables and their defaults (the settings table),
+`wallet-worker metrics --json` the Prometheus series it exports. The executable is the argument, else
+$WALLET_WORKER_BIN, else .build/debug/wallet-worker; it must have been built (`swift build --product wallet-worker`).
 
 Prints the failed checks (and warnings), then how many passed; exits 1 when any failed.
 """
 import base64
 import hashlib
 import json
+import os
 import pathlib
 import re
+import subprocess
 import sys
 from urllib.parse import urlsplit
 
@@ -46,15 +54,43 @@ def seconds(duration):
     return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
 
 
-# --- What the worker reads -----------------------------------------------------------------------------------------
+# --- What the worker reads and exports: asked of the worker -----------------------------------------------------------
 
-options = (ROOT / "Sources" / "wallet-worker" / "Options.swift").read_text()
-readme = (ROOT / "README.md").read_text()
-known_variables = set(re.findall(r"\benv ([A-Z][A-Z0-9_]+)", options))
-for row in re.findall(r"^\|[^|]*\|([^|]*)\|", readme, flags=re.MULTILINE):
-    known_variables.update(re.findall(r"`([A-Z][A-Z0-9_]+)`", row))
-check("the worker's environment variables are found in Options.swift", len(known_variables) > 20,
+WORKER = pathlib.Path(
+    sys.argv[1] if len(sys.argv) > 1 else os.environ.get("WALLET_WORKER_BIN") or ".build/debug/wallet-worker")
+if not (WORKER.is_file() and os.access(WORKER, os.X_OK)):
+    print(f"consistency: FAILED: no wallet-worker executable at {WORKER}: build it first "
+          "(swift build --product wallet-worker), or name it (argument or WALLET_WORKER_BIN)", file=sys.stderr)
+    sys.exit(1)
+
+
+def ask_worker(*arguments):
+    """The JSON a wallet-worker command prints."""
+    result = subprocess.run([str(WORKER), *arguments], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        print(f"consistency: FAILED: {WORKER} {' '.join(arguments)} exited {result.returncode}: {result.stderr.strip()}",
+              file=sys.stderr)
+        sys.exit(1)
+    return json.loads(result.stdout)
+
+
+worker_settings = {setting["variable"]: setting for setting in ask_worker("settings", "--json")}
+known_variables = set(worker_settings)
+check("the worker's environment variables are found (wallet-worker settings --json)", len(known_variables) > 20,
       f"found only {sorted(known_variables)}")
+
+
+def default(variable):
+    """A variable's default, as the worker reads it (wallet-worker settings --json)."""
+    value = worker_settings[variable]["default"]
+    if value is None:
+        raise KeyError(f"{variable} has no default in wallet-worker settings --json")
+    return value
+
+
+def setting(settings, variable):
+    """A variable as an environment (compose, the ConfigMap) sets it, else the worker's default."""
+    return settings.get(variable, default(variable))
 
 
 def check_variables(where, names):
@@ -62,8 +98,12 @@ def check_variables(where, names):
     check(f"{where}: every variable is one the worker reads", not unknown, f"unknown: {unknown}")
 
 
-topology_source = (ROOT / "Sources" / "WalletWorker" / "Topology.swift").read_text()
-topology_defaults = dict(re.findall(r'public var (\w+) = "([^"]*)"', topology_source))
+# The topology's names by default, as Topology.swift declares them.
+topology_defaults = {field: default(variable) for field, variable in [
+    ("workQueue", "WALLET_WORK_QUEUE"), ("retryQueue", "WALLET_RETRY_QUEUE"),
+    ("deadLetterQueue", "WALLET_DEAD_LETTER_QUEUE"), ("inboundExchange", "WALLET_INBOUND_EXCHANGE"),
+    ("deadLetterExchange", "WALLET_DEAD_LETTER_EXCHANGE"),
+]}
 
 # --- RabbitMQ definitions ------------------------------------------------------------------------------------------
 
@@ -72,9 +112,11 @@ queues = {queue["name"]: queue for queue in definitions["queues"]}
 exchanges = {exchange["name"]: exchange for exchange in definitions["exchanges"]}
 work_queue_name = topology_defaults["workQueue"]
 for field in ["workQueue", "retryQueue", "deadLetterQueue"]:
-    check(f"definitions.json has the {field} of Topology.swift ({topology_defaults[field]})", topology_defaults[field] in queues)
+    check(f"definitions.json has the worker's default {field} ({topology_defaults[field]})",
+          topology_defaults[field] in queues)
 for field in ["inboundExchange", "deadLetterExchange"]:
-    check(f"definitions.json has the {field} of Topology.swift ({topology_defaults[field]})", topology_defaults[field] in exchanges)
+    check(f"definitions.json has the worker's default {field} ({topology_defaults[field]})",
+          topology_defaults[field] in exchanges)
 work_arguments = queues[work_queue_name]["arguments"]
 retry_arguments = queues[topology_defaults["retryQueue"]]["arguments"]
 
@@ -82,11 +124,11 @@ retry_arguments = queues[topology_defaults["retryQueue"]]["arguments"]
 def check_topology_settings(where, settings):
     """The settings that become queue arguments agree with definitions.json (else RabbitMQ answers 406)."""
     check(f"{where}: WALLET_QUEUE_TYPE is the work queue's x-queue-type",
-          settings.get("WALLET_QUEUE_TYPE", "classic") == work_arguments.get("x-queue-type", "classic"))
+          setting(settings, "WALLET_QUEUE_TYPE") == work_arguments.get("x-queue-type", "classic"))
     check(f"{where}: WALLET_DELIVERY_LIMIT is the work queue's x-delivery-limit",
-          int(settings.get("WALLET_DELIVERY_LIMIT", 20)) == work_arguments.get("x-delivery-limit"))
+          int(setting(settings, "WALLET_DELIVERY_LIMIT")) == work_arguments.get("x-delivery-limit"))
     check(f"{where}: WALLET_RETRY_DELAY is the retry queue's x-message-ttl",
-          round(seconds(settings.get("WALLET_RETRY_DELAY", "5s")) * 1000) == retry_arguments.get("x-message-ttl"))
+          round(seconds(setting(settings, "WALLET_RETRY_DELAY")) * 1000) == retry_arguments.get("x-message-ttl"))
     check(f"{where}: the work queue is definitions.json's",
           settings.get("WALLET_WORK_QUEUE", work_queue_name) == work_queue_name)
 
@@ -106,7 +148,7 @@ for dependency in ["rabbitmq", "postgres"]:
     check(f"compose: the workers wait for a healthy {dependency}",
           services["worker"]["depends_on"].get(dependency, {}).get("condition") == "service_healthy")
     check(f"compose: {dependency} has a healthcheck", "healthcheck" in services[dependency])
-shutdown_grace = seconds(worker_environment.get("WALLET_SHUTDOWN_GRACE", "25s"))
+shutdown_grace = seconds(setting(worker_environment, "WALLET_SHUTDOWN_GRACE"))
 check("compose: stop_grace_period is above the worker's shutdown grace",
       seconds(services["worker"].get("stop_grace_period", "10s")) > shutdown_grace)
 
@@ -195,8 +237,9 @@ for workload in [deployment, job, migrate_job]:
 
 container = deployment["spec"]["template"]["spec"]["containers"][0]
 check("Deployment: terminationGracePeriodSeconds is above the shutdown grace",
-      deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > seconds(settings.get("WALLET_SHUTDOWN_GRACE", "25s")))
-http_port = int(settings.get("WALLET_HTTP_PORT", 9090))
+      deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+      > seconds(setting(settings, "WALLET_SHUTDOWN_GRACE")))
+http_port = int(setting(settings, "WALLET_HTTP_PORT"))
 ports = {port["name"]: port["containerPort"] for port in container["ports"]}
 check("Deployment: the container port is WALLET_HTTP_PORT", http_port in ports.values())
 for probe, path in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")]:
@@ -265,17 +308,10 @@ check("ServiceMonitor: scrapes the Service's port by name",
       {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} <= {port["name"] for port in service["spec"]["ports"]})
 
 # Every wallet_* series an alert or the dashboard reads is one the worker exports (a typo would never fire).
-sources = "".join(path.read_text() for path in (ROOT / "Sources" / "WalletWorker").glob("*.swift"))
-exported = set()
-for name, unit in re.findall(r'Self\.name\(\s*"(\w+)",\s*unit:\s*"(\w*)"', sources):
-    exported.add(f"wallet_{name}_{unit}" if unit else f"wallet_{name}")
-for name in re.findall(r'Self\.labelled\(\s*registry,\s*"(\w+)"', sources):
-    exported.add(f"wallet_{name}_total")
-for name, unit in re.findall(r'metricName:\s*"(\w+)",\s*unitName:\s*"(\w*)"', sources):
-    exported.add(f"wallet_{name}_{unit}" if unit else f"wallet_{name}")
+exported = {series["name"] for series in ask_worker("metrics", "--json") if series["name"].startswith("wallet_")}
 def series_names(text):
     return {re.sub(r"_(bucket|count|sum)$", "", name) for name in re.findall(r"\bwallet_[a-z_]+", text)}
-check("the worker exports metrics (the check reads them from Sources/WalletWorker)", len(exported) > 20, f"{sorted(exported)}")
+check("the worker exports metrics (wallet-worker metrics --json)", len(exported) > 20, f"{sorted(exported)}")
 rule_expressions = " ".join(str(rule["expr"]) for group in monitoring["PrometheusRule"]["spec"]["groups"] for rule in group["rules"])
 unknown = sorted(series_names(rule_expressions) - exported)
 check("PrometheusRule: every wallet_* series is one the worker exports", not unknown, f"unknown: {unknown}")

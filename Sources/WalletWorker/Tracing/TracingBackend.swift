@@ -31,12 +31,14 @@ struct TracingBackend: Sendable {
     /// The longest the exporter may take to flush after the worker has drained, on SIGTERM: a collector that takes
     /// the connection and never answers must not hold the pod past its grace period.
     static let shutdownLimit: Duration = .seconds(3)
+    /// The spans' `service.name` unless `OTEL_SERVICE_NAME` says otherwise.
+    static let serviceName = "wallet-worker"
 
     static func make(_ settings: TracingSettings, metrics: WorkerMetrics, logger: Logger) throws -> TracingBackend? {
         guard settings.isEnabled else { return nil }
         #if OpenTelemetry
         var configuration = OTel.Configuration.default
-        configuration.serviceName = "wallet-worker"  // `OTEL_SERVICE_NAME` overrides it
+        configuration.serviceName = serviceName  // `OTEL_SERVICE_NAME` overrides it
         configuration.logs.enabled = false
         configuration.metrics.enabled = false
         configuration.traces.batchSpanProcessor.scheduleDelay = scheduleDelay

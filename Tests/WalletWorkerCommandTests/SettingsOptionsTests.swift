@@ -1,0 +1,113 @@
+import ArgumentParser
+import Foundation
+import Testing
+import WalletWorker
+@testable import wallet_worker
+
+/// Issue 26: the options of `wallet-worker run` are the settings table's, one for one, with its help; and giving
+/// every default as a flag changes nothing (the table's defaults are the configuration's).
+@Suite("Settings table and the options of run")
+struct SettingsOptionsTests {
+    /// `run --help`, wide enough that no option wraps.
+    static let runHelp = WalletWorkerCommand.helpMessage(for: WalletWorkerCommand.Run.self, columns: 10_000)
+
+    /// The flags of the options section of a help text.
+    static func optionFlags(_ help: String) -> Set<String> {
+        let expression = try! NSRegularExpression(pattern: #"^\s+(--[a-z][a-z0-9-]*)"#, options: .anchorsMatchLines)
+        let range = NSRange(help.startIndex..., in: help)
+        return Set(expression.matches(in: help, range: range).compactMap {
+            Range($0.range(at: 1), in: help).map { String(help[$0]) }
+        }).subtracting(["--help", "--version"])
+    }
+
+    static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+    }
+
+    @Test("every option of run is in the table, and every flag of the table is an option of run")
+    func runOptionsAreTheTable() {
+        let options = Self.optionFlags(Self.runHelp)
+        let table = Set(Setting.all.compactMap(\.flagName))
+        #expect(options.count > 40)
+        #expect(options.subtracting(table).isEmpty, "not in the table: \(options.subtracting(table).sorted())")
+        #expect(table.subtracting(options).isEmpty, "not options of run: \(table.subtracting(options).sorted())")
+    }
+
+    @Test("each option's help is the table's, with its variable and default")
+    func helpIsTheTables() {
+        let help = Self.oneLine(Self.runHelp)
+        for setting in Setting.all where setting.kind != .environment {
+            #expect(help.contains(Self.oneLine(setting.help)), "run --help lacks: \(setting.help)")
+        }
+        // The OpenTelemetry variables are named in run's discussion.
+        for setting in Setting.all where setting.kind == .environment {
+            #expect(help.contains(setting.variable), "run --help does not name \(setting.variable)")
+        }
+    }
+
+    @Test("declare and dead-letters take the broker options of the table, inspect and migrate its store options")
+    func otherCommandsUseTheTable() {
+        let table = Set(Setting.all.compactMap(\.flagName))
+        func help(_ command: any ParsableCommand.Type) -> String {
+            WalletWorkerCommand.helpMessage(for: command, columns: 10_000)
+        }
+        let declare = Self.optionFlags(help(WalletWorkerCommand.Declare.self))
+        #expect(declare.isSubset(of: table) && declare.contains("--amqp-url") && declare.contains("--log-level"))
+        let migrate = Self.optionFlags(help(WalletWorkerCommand.Migrate.self))
+        #expect(migrate.subtracting(["--check"]) == ["--store", "--store-statement-timeout"])
+        let migrateHelp = Self.oneLine(help(WalletWorkerCommand.Migrate.self))
+        #expect(migrateHelp.contains("(env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s"))
+    }
+
+    /// Every option given its default as a flag: the configuration is `WorkerConfiguration()`'s (the environment
+    /// of the test process, which may set AMQP_URL or AMQP_TLS_CA_FILE, is overridden by the flags).
+    @Test("run with every default as a flag is run with no flag")
+    func defaultsAsFlagsChangeNothing() throws {
+        var arguments: [String] = []
+        for setting in Setting.all where setting.kind == .option {
+            guard let value = setting.defaultValue, let flag = setting.flagName else { continue }
+            arguments += [flag, value]
+        }
+        let run = try WalletWorkerCommand.Run.parse(arguments)
+        var configuration = WorkerConfiguration()
+        try run.broker.apply(to: &configuration)
+        try run.worker.apply(to: &configuration)
+        try run.routing.apply(to: &configuration)
+        try run.logging.apply(to: &configuration)
+        var expected = WorkerConfiguration()
+        // The TLS files have no default to give, and the longest retry delay is then given rather than computed.
+        configuration.tls = expected.tls
+        expected.longestRetryDelay = WorkerConfiguration.defaultLongestRetryDelay
+        #expect(Self.dumped(configuration) == Self.dumped(expected))
+    }
+
+    @Test("a value out of a range checked when parsed is an error naming the flag and what it expects")
+    func parseErrorsNameTheFlag() throws {
+        let run = try WalletWorkerCommand.Run.parse(["--ordered-shards", "65", "--consumer-timeout", "1s"])
+        var configuration = WorkerConfiguration()
+        #expect(throws: ValidationError.self) { try run.broker.apply(to: &configuration) }
+        do {
+            try run.broker.apply(to: &configuration)
+        } catch let error as ValidationError {
+            #expect(error.message == #"--ordered-shards "65": expected an integer from 0 (off) to 64"#)
+        }
+        do {
+            try run.worker.apply(to: &configuration)
+        } catch let error as ValidationError {
+            #expect(error.message == #"--consumer-timeout "1s": expected a duration like 30m, from 2s to 87600h"#)
+        }
+    }
+
+    @Test("settings --markdown and --json print the table")
+    func settingsCommandParses() throws {
+        #expect(try WalletWorkerCommand.Settings.parse(["--json"]).format == .json)
+        #expect(try WalletWorkerCommand.Settings.parse(["--markdown"]).format == .markdown)
+        #expect(try WalletWorkerCommand.Settings.parse([]).format == .markdown)
+    }
+
+    static func dumped(_ configuration: WorkerConfiguration) -> String {
+        var text = ""
+        dump(configuration, to: &text)
+        return text
+    }
+}
