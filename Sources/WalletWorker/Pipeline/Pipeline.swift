@@ -5,9 +5,10 @@ import Tracing
 
 /// The executor of one pipeline's lifecycle actions: it opens sessions (two connections: deliveries and
 /// acknowledgements on one, results on the other, so a publish that waits on a congested socket never delays
-/// acknowledgements), and runs the actions `DeliveryLifecycle` hands it, one after another, reporting what the broker
-/// and the store answer. It decides nothing: when to store, publish, settle, retry, reconnect or stop is the
-/// lifecycle's.
+/// acknowledgements), and runs the actions `DeliveryLifecycle` hands it in their order, reporting what the broker
+/// and the store answer: from its inbox, one after another, or, for those that only hand work over (`store`,
+/// `publish`, `settle`, `report`), where they arrive when nothing older is in hand (`runDirectly`). It decides
+/// nothing: when to store, publish, settle, retry, reconnect or stop is the lifecycle's.
 struct Pipeline: Sendable {
     var index: Int
     /// The work queue, or a shard of the ordered mode.
