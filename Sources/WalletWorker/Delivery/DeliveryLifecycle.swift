@@ -7,7 +7,7 @@ import WalletStore
 /// given back before the broker's consumer timeout; isolated when it may be poison; finished on SIGTERM, or handed
 /// over with its shard. Pure: inputs in (a batch, the store's answer, confirms, a timer, a session lost, a stop),
 /// actions out (`LifecycleAction`); no I/O, no locks, no clock (every input carries `now`, a monotonic time), and
-/// its randomness is seeded by its maker. A thin executor runs the actions (`LifecycleDriver`, `PipelineSession`).
+/// its randomness is seeded by its maker. A thin executor runs the actions (`LifecycleDriver`, `Pipeline`).
 ///
 /// One machine serves every pipeline of the process, as the poison suspects and the store's availability are the
 /// process's. A pipeline runs sessions (its connections, from connect to close) one after another; a work-queue
