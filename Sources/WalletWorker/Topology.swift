@@ -191,7 +191,7 @@ public struct Topology: Sendable, Hashable {
         "it lacks the arguments this version declares (quorum queues: x-dead-letter-strategy at-least-once with "
         + "x-overflow reject-publish, so the broker's own dead letters are confirmed; the dead-letter queue: its loop "
         + "exchange and, for quorum, an unlimited delivery limit, so looking at it never drops a message). It is used "
-        + "as it is; see the README's runbook (dead letters) to re-declare it"
+        + "as it is; see the runbook (docs/operations.md, dead letters) to re-declare it"
 
     /// The dead-letter queue's own dead-letter exchange: `<dead-letter queue>.loop`, bound to it alone.
     public var deadLetterLoopExchange: String { deadLetterQueue + ".loop" }

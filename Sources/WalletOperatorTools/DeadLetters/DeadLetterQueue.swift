@@ -54,7 +54,7 @@ public final class DeadLetterQueue: Sendable {
         public var description: String {
             "\(queue) was declared by an earlier version, without its loop (x-dead-letter-exchange \(loop)): this "
                 + "tool moves every message it looks at to the queue's tail through that loop, and without it a "
-                + "message would be dropped. Re-declare the queue first: see the README (Runbook: dead letters, "
+                + "message would be dropped. Re-declare the queue first: see docs/operations.md (Runbook: dead letters, "
                 + "\"a dead-letter queue of an earlier version\")"
         }
     }
