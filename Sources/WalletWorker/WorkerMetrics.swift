@@ -196,10 +196,10 @@ public final class WorkerMetrics: Sendable {
     }
 
     /// A message was processed (routed and stored, its results confirmed, its delivery acknowledged or rejected to
-    /// the broker): `wallet_last_processed_timestamp_seconds` moves to now. Retried, requeued or poison deliveries
+    /// the broker): `wallet_last_processed_timestamp_seconds` moves to `now`. Retried, requeued or poison deliveries
     /// are not progress.
-    func recordProcessed() {
-        lastProcessed.set(Date().timeIntervalSince1970)
+    func recordProcessed(at now: Date) {
+        lastProcessed.set(now.timeIntervalSince1970)
     }
 
     /// A broker session ended with `error`; a refused login is counted (the first connection's is fatal instead:

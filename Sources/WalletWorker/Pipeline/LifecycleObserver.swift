@@ -45,7 +45,11 @@ struct LifecycleObserver: Sendable {
             tracing?.started(session, deliveries)
         case .ended(let ends):
             inFlight.add(-ends.count)
-            for end in ends { ended(end) }
+            // One clock read for the batch: this runs for every message.
+            let now = Date()
+            var processed = false
+            for end in ends { processed = ended(end, now: now) || processed }
+            if processed { metrics.recordProcessed(at: now) }
         case .publishNotConfirmed(let session, let delivery, let reason):
             logger.warning("publish not confirmed", metadata: metadata(delivery, session, ["error": "\(reason)"]))
         case .resultNotTaken(let session, let delivery, let reason):
@@ -83,8 +87,9 @@ struct LifecycleObserver: Sendable {
         }
     }
 
-    /// Metrics and a log line for a delivery that has left the work queue (or was given back to it).
-    private func ended(_ end: DeliveryEnd) {
+    /// Metrics and a log line for a delivery that has left the work queue (or was given back to it); true when the
+    /// store processed it.
+    private func ended(_ end: DeliveryEnd, now: Date) -> Bool {
         // After the log line, which carries the span's ids.
         defer { tracing?.finished(end) }
         let delivery = end.delivery
@@ -95,7 +100,7 @@ struct LifecycleObserver: Sendable {
             if logger.logLevel <= level {
                 logger.log(level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, fate.logMetadata))
             }
-            return
+            return false
         }
         metrics.processingTime.record(end.elapsed)
         if end.skippedReplyCopies > 0 {
@@ -106,13 +111,12 @@ struct LifecycleObserver: Sendable {
         }
         if delivery.redelivered { metrics.redeliveries.increment() }
         if let timestamp = delivery.original.properties.timestamp {
-            let lag = Date().timeIntervalSince1970 - Double(timestamp)
+            let lag = now.timeIntervalSince1970 - Double(timestamp)
             if lag >= 0 { metrics.processingLag.record(.milliseconds(Int64(lag * 1000))) }
         }
         if case .retried = fate { metrics.retries.increment() }
         if let reason = fate.deadLetterReason { metrics.countDeadLetter(reason: reason) }
         if let stored = end.stored {
-            metrics.recordProcessed()
             let decision = stored.decision
             metrics.countMessage(
                 sender: decision.sender, isInstallation: delivery.original.isDeviceInstallation,
@@ -122,7 +126,7 @@ struct LifecycleObserver: Sendable {
         }
         let level = fate.logLevel(isDomainError: end.stored?.decision.outcome == .domainError)
         // Built only when it will be written: this runs for every message.
-        guard logger.logLevel <= level else { return }
+        guard logger.logLevel <= level else { return end.stored != nil }
         var extra = fate.logMetadata
         if let wait = end.retryWait {
             extra["retry_queue"] = "\(wait.queue)"
@@ -135,6 +139,7 @@ struct LifecycleObserver: Sendable {
             if end.stored?.isReplay == true { extra["replay"] = "true" }
         }
         logger.log(level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, extra))
+        return end.stored != nil
     }
 
     /// A delivery's log metadata; with its message span when tracing is on.

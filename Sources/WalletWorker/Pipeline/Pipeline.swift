@@ -29,21 +29,19 @@ struct Pipeline: Sendable {
         defer { registration.end() }
         var inbox = driver.inboxes[index].makeAsyncIterator()
         while let action = await inbox.next() {
-            // Every action taken from the inbox is reported run once (`LifecycleDriver.ran`); a session's, when it
-            // has run.
+            // Every action taken from the inbox is reported run (`LifecycleDriver.ran`); between sessions no action
+            // runs directly, so at once. A session's, when it has run (`runSession`).
+            driver.ran(in: index)
             switch action {
             case .connect(let id, let delay):
-                driver.ran(in: index)
                 if delay > .zero { await stop.sleep(for: delay) }
                 await runSession(id, inbox: &inbox)
             case .stopPipeline:
-                driver.ran(in: index)
                 return
             case .report(let event):
                 observer.observe(event)
-                driver.ran(in: index)
             default:
-                driver.ran(in: index)  // an action of a session that has ended
+                break  // an action of a session that has ended
             }
         }
     }
@@ -126,9 +124,6 @@ struct Pipeline: Sendable {
                     streams.finish()
                     group.cancelAll()
                     return
-                case .report(let event):
-                    observer.observe(event)
-                    driver.ran(in: index)
                 default:
                     await execute(action, id, resources, replies: replyInput, streams)
                     driver.ran(in: index)
@@ -175,14 +170,13 @@ struct Pipeline: Sendable {
             keepingBodyWhen: XDeathHeader.bodyMustBeKept)
     }
 
-    /// Runs one action of session `id`.
+    /// Runs one action of session `id` taken from the inbox.
     private func execute(
         _ action: LifecycleAction, _ id: DeliveryLifecycle.SessionID, _ resources: SessionResources,
         replies: AsyncStream<[AMQPOutboundMessage]>.Continuation, _ streams: SessionStreams
     ) async {
+        if runDirectly(action, id, resources, streams) { return }
         switch action {
-        case .store, .publish, .settle:
-            _ = runDirectly(action, id, resources, streams)
         case .sendDirectReplies(let session, let copies) where session == id:
             replies.yield(copies)
         case .cancelConsumer(let session) where session == id:
