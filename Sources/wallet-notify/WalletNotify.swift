@@ -34,38 +34,39 @@ struct WalletNotify: AsyncParsableCommand {
 
     @Argument(help: "Files of JSON lines to publish, in order; none (or -) reads stdin.")
     var files: [String] = []
-    @Option(help: "Broker URL, amqp:// or amqps:// (env AMQP_URL). Default: amqp://guest:guest@127.0.0.1:5672/%2f")
+    // The broker and the exchanges are the worker's settings (the settings table: same flags, variables, defaults).
+    @Option(name: .customLong(Setting.amqpURL.name), help: .init(Setting.amqpURL.help))
     var amqpURL: String?
-    @Option(help: "The worker's inbound exchange (env WALLET_INBOUND_EXCHANGE). Default: wallet.notifications")
+    @Option(name: .customLong(Setting.inboundExchange.name), help: .init(Setting.inboundExchange.help))
     var inboundExchange: String?
     @Option(help: "Routing key of every message (env WALLET_NOTIFY_ROUTING_KEY). Default: notification")
     var routingKey: String?
     @Option(help: "How long to wait for more results after the last one, e.g. 5s (env WALLET_NOTIFY_WAIT). Default: 5s")
     var wait: String?
-    @Option(help: "Card events exchange (env WALLET_EVENTS_EXCHANGE). Default: wallet.events")
+    @Option(name: .customLong(Setting.eventsExchange.name), help: .init(Setting.eventsExchange.help))
     var eventsExchange: String?
-    @Option(help: "Transaction records exchange (env WALLET_TRANSACTIONS_EXCHANGE). Default: wallet.transactions")
+    @Option(name: .customLong(Setting.transactionsExchange.name), help: .init(Setting.transactionsExchange.help))
     var transactionsExchange: String?
-    @Option(help: "Replenishment outcomes exchange (env WALLET_REPLENISHMENT_EXCHANGE). Default: wallet.replenishment")
+    @Option(name: .customLong(Setting.replenishmentExchange.name), help: .init(Setting.replenishmentExchange.help))
     var replenishmentExchange: String?
-    @Option(help: "Triggered actions exchange (env WALLET_ACTIONS_EXCHANGE). Default: wallet.actions")
+    @Option(name: .customLong(Setting.actionsExchange.name), help: .init(Setting.actionsExchange.help))
     var actionsExchange: String?
-    @Option(help: "Installation outcomes exchange (env WALLET_INSTALLATIONS_EXCHANGE). Default: wallet.installations")
+    @Option(name: .customLong(Setting.installationsExchange.name), help: .init(Setting.installationsExchange.help))
     var installationsExchange: String?
 
     func run() async throws {
-        let url = try Self.setting(amqpURL, "--amqp-url", "AMQP_URL") ?? "amqp://guest:guest@127.0.0.1:5672/%2f"
+        let defaults = WorkerConfiguration()
+        let url = try Self.value(amqpURL, Setting.amqpURL) ?? defaults.amqpURL
         let parsedURL: AMQPURL
         do {
             parsedURL = try AMQPURL(parsing: url)
         } catch {
             throw ValidationError("\(error.message)")
         }
-        let exchange = try Self.setting(inboundExchange, "--inbound-exchange", "WALLET_INBOUND_EXCHANGE")
-            ?? "wallet.notifications"
-        let key = try Self.setting(routingKey, "--routing-key", "WALLET_NOTIFY_ROUTING_KEY") ?? "notification"
+        let exchange = try Self.value(inboundExchange, Setting.inboundExchange) ?? defaults.topology.inboundExchange
+        let key = try Self.text(routingKey, "--routing-key", "WALLET_NOTIFY_ROUTING_KEY") ?? "notification"
         let idle: Duration
-        if let text = try Self.setting(wait, "--wait", "WALLET_NOTIFY_WAIT") {
+        if let text = try Self.text(wait, "--wait", "WALLET_NOTIFY_WAIT") {
             guard let parsed = DurationText.parse(text) else {
                 throw ValidationError("--wait / WALLET_NOTIFY_WAIT \"\(text)\": expected a duration like 5s")
             }
@@ -73,15 +74,13 @@ struct WalletNotify: AsyncParsableCommand {
         } else {
             idle = .seconds(5)
         }
+        let names = defaults.topology.resultExchanges
         let resultExchanges = [
-            try Self.setting(eventsExchange, "--events-exchange", "WALLET_EVENTS_EXCHANGE") ?? "wallet.events",
-            try Self.setting(transactionsExchange, "--transactions-exchange", "WALLET_TRANSACTIONS_EXCHANGE")
-                ?? "wallet.transactions",
-            try Self.setting(replenishmentExchange, "--replenishment-exchange", "WALLET_REPLENISHMENT_EXCHANGE")
-                ?? "wallet.replenishment",
-            try Self.setting(actionsExchange, "--actions-exchange", "WALLET_ACTIONS_EXCHANGE") ?? "wallet.actions",
-            try Self.setting(installationsExchange, "--installations-exchange", "WALLET_INSTALLATIONS_EXCHANGE")
-                ?? "wallet.installations",
+            try Self.value(eventsExchange, Setting.eventsExchange) ?? names.events,
+            try Self.value(transactionsExchange, Setting.transactionsExchange) ?? names.transactions,
+            try Self.value(replenishmentExchange, Setting.replenishmentExchange) ?? names.replenishment,
+            try Self.value(actionsExchange, Setting.actionsExchange) ?? names.actions,
+            try Self.value(installationsExchange, Setting.installationsExchange) ?? names.installations,
         ]
 
         WorkerLogging.bootstrap(
@@ -149,21 +148,22 @@ struct WalletNotify: AsyncParsableCommand {
         FileHandle.standardError.write(Data("wallet-notify: \(text)\n".utf8))
     }
 
-    /// The flag, else the variable, else the file `<variable>_FILE` names (without its trailing newline).
-    static func setting(_ flag: String?, _ flagName: String, _ variable: String) throws -> String? {
-        if let flag { return flag }
-        let environment = ProcessInfo.processInfo.environment
-        if let value = environment[variable], !value.isEmpty { return value }
-        guard let path = environment[variable + "_FILE"], !path.isEmpty else { return nil }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
-              let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
-        else {
-            throw ValidationError("\(variable)_FILE: cannot read \(path) as a text file")
+    /// A setting of the worker's table, resolved as `wallet-worker` does (flag, variable, `<variable>_FILE`).
+    static func value<Value>(_ flag: String?, _ entry: Setting.Typed<Value>) throws -> Value? {
+        do {
+            return try entry.resolve(flag)
+        } catch {
+            throw ValidationError(error.description)
         }
-        var value = Substring(text)
-        while value.last == "\n" || value.last == "\r" { value = value.dropLast() }
-        return String(value)
+    }
+
+    /// A setting of this command only, resolved the same way.
+    static func text(_ flag: String?, _ flagName: String, _ variable: String) throws -> String? {
+        do {
+            return try Setting.source(of: flag, flagName, variable)?.text
+        } catch {
+            throw ValidationError(error.description)
+        }
     }
 
     /// `traceparent` when the line has one, and the card id the ordered mode hashes.
