@@ -61,5 +61,6 @@ trap stop_servers EXIT
 echo "test: AMQP_URL=${AMQP_URL//:guest@/:***@}"
 echo "test: POSTGRES_URL=$(echo "$POSTGRES_URL" | sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#')"
 status=0
-swift test "$@" || status=$?
+# --force-resolved-versions: the versions the committed Package.resolved pins (the ones the image ships), or fail.
+swift test --force-resolved-versions "$@" || status=$?
 exit $status

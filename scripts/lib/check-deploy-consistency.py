@@ -345,16 +345,16 @@ dashboard_expressions = " ".join(target["expr"] for panel in dashboard["panels"]
 unknown = sorted(series_names(dashboard_expressions) - exported)
 check("Grafana dashboard: every wallet_* series is one the worker exports", not unknown, f"unknown: {unknown}")
 
-# The image's pinned resolution (deploy/dependency-pins.json) covers every dependency of the manifest (the Dockerfile resolves with
-# --force-resolved-versions, which fails on a dependency the file lacks).
+# The committed resolution (Package.resolved, the versions CI tests) covers every dependency of the manifest (the
+# Dockerfile and scripts/test.sh resolve with --force-resolved-versions, which fails on a dependency the file lacks).
 manifest_urls = set(re.findall(r'\.package\(\s*url:\s*"([^"]+)"', (ROOT / "Package.swift").read_text()))
 pinned = {pin["location"].removesuffix(".git")
-          for pin in json.loads((ROOT / "deploy" / "dependency-pins.json").read_text())["pins"]}
+          for pin in json.loads((ROOT / "Package.resolved").read_text())["pins"]}
 unpinned = sorted(url.removesuffix(".git") for url in manifest_urls if url.removesuffix(".git") not in pinned)
-check("deploy/dependency-pins.json pins every dependency of Package.swift", manifest_urls and not unpinned,
+check("Package.resolved pins every dependency of Package.swift", manifest_urls and not unpinned,
       f"not pinned: {unpinned}")
-check("the Dockerfile resolves with deploy/dependency-pins.json only",
-      "COPY deploy/dependency-pins.json ./Package.resolved" in dockerfile and "--force-resolved-versions resolve" in dockerfile)
+check("the Dockerfile resolves with the committed Package.resolved only",
+      "COPY Package.swift Package.resolved ./" in dockerfile and "--force-resolved-versions resolve" in dockerfile)
 
 if failures:
     print(f"consistency: {failures} of {failures + passes} checks failed", file=sys.stderr)
