@@ -23,7 +23,7 @@
 # CPU time and throughput are of that window (for R replicas, the CPU of all R processes; PostgreSQL's own CPU, the
 # server and its backends, in a column of its own), and the broker's (RabbitMQ's Erlang VM) in another: what each
 # contender's traffic costs the broker; peak RSS is VmHWM at its end (summed over the replicas).
-# Prints a table per round, the medians and issue 14's targets against them; exits non-zero only on errors (never
+# Prints a table per round, the medians and issue 27's targets (CPU, allocations and bytes written per message) against them; exits non-zero only on errors (never
 # on targets).
 set -euo pipefail
 
@@ -105,6 +105,11 @@ load_bin="$root/Benchmarks/.build-bench/release/worker-load"
 cc -O2 -o "$work/consume_publish_ack" "$root/Benchmarks/baseline/consume_publish_ack.c" \
     $(pkg-config --cflags --libs librabbitmq)
 baseline_bin="$work/consume_publish_ack"
+# Every contender runs with the allocation-counting preload (Benchmarks/alloc-count): its heap allocations in the
+# measured window, whole process, every thread. Costs two relaxed atomic adds per allocation.
+cc -O2 -shared -fPIC -o "$work/alloc-count.so" "$root/Benchmarks/alloc-count/alloc_count_preload.c"
+export BENCH_ALLOC_COUNT_DIR="$work/allocations"
+mkdir -p "$BENCH_ALLOC_COUNT_DIR"
 
 # --- broker and topology -------------------------------------------------------------------------------------
 echo "== broker =="
@@ -141,7 +146,7 @@ echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 # then the contender's read and write system calls and bytes per message (/proc/PID/io: files, and sockets read
 # or written with read/write; librabbitmq's send/recv are not counted there), then the broker's socket counters
 # for the contender's connections per message of the whole run (setup phase included): packets received and sent,
-# bytes received and sent.
+# bytes received and sent, then its heap allocations per message in the window (-1 when not counted).
 run_contender() {
     local name="$1" round="$2" replicas="$3"
     shift 3
@@ -153,7 +158,7 @@ run_contender() {
     total=$(sed -n "s/.* holds \([0-9]*\)$/\1/p" "$work/preload-last.log" | tail -n 1)
     local replica server_flag=""
     for replica in $(seq 1 "$replicas"); do
-        "$@" >"$work/$name-$round-$replica.log" 2>&1 &
+        LD_PRELOAD="$work/alloc-count.so" "$@" >"$work/$name-$round-$replica.log" 2>&1 &
         contender_pids+=($!)
     done
     [[ "$name" == pg-* ]] && server_flag="--server-pid $postgres_pid"
@@ -172,17 +177,18 @@ run_contender() {
             END { printf "%.3f %.3f %.0f %.0f", r / total, s / total, ro / total, so / total }')
     stop_contenders
     # window_s=W messages=M cpu_s=C peak_kib=K server_cpu_s=S broker_cpu_s=B read_calls=… read_bytes=…
-    # write_calls=… write_bytes=…
-    echo "$line" | awk -v name="$name" -v round="$round" '{
+    # write_calls=… write_bytes=… allocations=…
+    echo "$line" | awk -v name="$name" -v round="$round" -v traffic="$traffic" '{
         for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
         m = v["messages"]
         server = name ~ /^pg-/ ? sprintf("%.1f", 1e6 * v["server_cpu_s"] / m) : "-"
-        printf "%s %s %.0f %.1f %.1f %.3f %s %.1f %.3f %.0f %.3f %.0f\n", name, round, m / v["window_s"],
+        allocations = v["allocations"] == "" || v["allocations"] < 0 ? -1 : v["allocations"] / m
+        printf "%s %s %.0f %.1f %.1f %.3f %s %.1f %.3f %.0f %.3f %.0f %s %.1f\n", name, round, m / v["window_s"],
             1e6 * v["cpu_s"] / m, v["peak_kib"] / 1024, v["window_s"], server, 1e6 * v["broker_cpu_s"] / m,
-            v["read_calls"] / m, v["read_bytes"] / m, v["write_calls"] / m, v["write_bytes"] / m
-    }' | awk -v traffic="$traffic" '{ print $0 " " traffic }' | tee -a "$work/results" | awk '{
-        printf "  %-10s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  broker %6s CPU us/msg  (%s s)",
-            $1, $2, $3, $4, $5, $8, $6
+            v["read_calls"] / m, v["read_bytes"] / m, v["write_calls"] / m, v["write_bytes"] / m, traffic, allocations
+    }' | tee -a "$work/results" | awk '{
+        printf "  %-10s round %s: %8s msg/s  %6s CPU us/msg  %7s MiB peak  %6s allocs/msg  broker %6s CPU us/msg  (%s s)",
+            $1, $2, $3, $4, $5, $17, $8, $6
         if ($7 != "-") printf "  PostgreSQL %s CPU us/msg", $7
         printf "\n" }'
 }
@@ -276,6 +282,10 @@ echo "  traffic with the broker per message, whole run (the broker's socket coun
 median_table "packets in|packets out|bytes in|bytes out" "13 %.3f" "14 %.3f" "15 %.0f" "16 %.0f"
 echo "  client file I/O per message (/proc/PID/io: read and write system calls and bytes; not send/recv):"
 median_table "reads|read bytes|writes|write bytes" "9 %.3f" "10 %.0f" "11 %.3f" "12 %.0f"
+echo "  the contender's own cost per message in the window: CPU (user + system, every thread), heap allocations"
+echo "  (malloc, calloc, realloc, aligned; Benchmarks/alloc-count's preload) and bytes written to files and sockets"
+echo "  by write calls (/proc/PID/io wchar: WAL frames and checkpoints for SQLite; librabbitmq's send is not counted):"
+median_table "CPU us|allocations|bytes written" "4 %.1f" "17 %.1f" "12 %.0f"
 echo "  baseline2 = the C loop publishing $results_per_notification results per notification, as the worker does:"
 echo "  the same work for the broker, none in the client."
 echo "  throughput ratio worker/baseline (median of per-round ratios): $(ratio_of worker)"
@@ -293,17 +303,20 @@ if [ -n "${COMPARE_WORKER_BIN:-}" ]; then
     echo "  worker-mem / worker-mem-cmp (memory store): $(cpu_ratio_of worker-mem worker-mem-cmp)"
 fi
 
-# --- targets (issue 14) --------------------------------------------------------------------------------------
+# --- targets (issue 27) --------------------------------------------------------------------------------------
 # target LABEL VALUE OP LIMIT: one line, "met" or "NOT MET".
 target() {
     awk -v label="$1" -v value="$2" -v op="$3" -v limit="$4" 'BEGIN {
         met = (op == ">=") ? value >= limit : value <= limit
         printf "  %-44s %9s  (target %s %s)  %s\n", label, value, op, limit, met ? "met" : "NOT MET" }'
 }
-echo "== targets (medians above) =="
-target "throughput worker / baseline2 (SQLite)" "$(ratio_of worker baseline2)" ">=" 0.95
-target "worker CPU us/message (SQLite)" "$(column_of worker 4 %.1f)" "<=" 30
-target "worker CPU us/message (memory store)" "$(column_of worker-mem 4 %.1f)" "<=" 20
+echo "== targets (medians above; issue 27) =="
+target "throughput worker / baseline2 (SQLite)" "$(ratio_of worker baseline2)" ">=" 1.0
+target "worker CPU us/message (SQLite)" "$(column_of worker 4 %.1f)" "<=" 25
+target "worker CPU us/message (memory store)" "$(column_of worker-mem 4 %.1f)" "<=" 18
+target "worker allocations/message (SQLite)" "$(column_of worker 17 %.1f)" "<=" 25
+target "worker allocations/message (memory store)" "$(column_of worker-mem 17 %.1f)" "<=" 25
+target "worker bytes written/message (SQLite)" "$(column_of worker 12 %.0f)" "<=" 2500
 target "worker peak RSS MiB (SQLite)" "$(column_of worker 5 %.1f)" "<=" 64
 echo "  the throughput target's floor: floor / baseline2 = $(ratio_of floor baseline2) (the C loop given only the"
 echo "  SQLite store's work); worker / floor = $(ratio_of worker floor) (what the worker's own overhead costs)"

@@ -14,7 +14,9 @@
 //                                          of S and its children in the window (a PostgreSQL server: postmaster and
 //                                          backends); with --broker-pid, the CPU time of B (RabbitMQ's Erlang VM);
 //                                          and the I/O of the processes P in it (/proc/P/io: read and write system
-//                                          calls and bytes, sockets and files alike)
+//                                          calls and bytes, sockets and files alike); with BENCH_ALLOC_COUNT_DIR set
+//                                          (processes started with Benchmarks/alloc-count's preload), their heap
+//                                          allocations in it
 //
 // Environment: AMQP_URL (default amqp://guest:guest@127.0.0.1:5672/%2f) and the worker's WALLET_* names.
 import AMQPTransport
@@ -229,6 +231,16 @@ struct IOCounters {
     }
 }
 
+/// The heap allocations of a process so far, as Benchmarks/alloc-count/alloc_count_preload.c counts them in
+/// BENCH_ALLOC_COUNT_DIR/<pid>; nil when the directory is not set or the process was not started with the preload.
+func allocationCount(pid: Int32) -> Double? {
+    guard let directory = environment["BENCH_ALLOC_COUNT_DIR"], !directory.isEmpty,
+          let handle = FileHandle(forReadingAtPath: "\(directory)/\(pid)") else { return nil }
+    defer { try? handle.close() }
+    guard let data = try? handle.read(upToCount: 8), data.count == 8 else { return nil }
+    return Double(data.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
+}
+
 func statusKiB(pid: Int32, field: String) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
     for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
@@ -243,7 +255,9 @@ func watch(
     let connection = try await connect("worker-load watch")
     let channel = try await connection.openChannel()
     let deadline = monotonicSeconds() + timeout
-    var start: (time: Double, cpu: Double, server: Double, broker: Double, io: IOCounters, ready: UInt32)?
+    var start: (
+        time: Double, cpu: Double, server: Double, broker: Double, io: IOCounters, allocations: Double?, ready: UInt32
+    )?
     while true {
         let ready = try await channel.queueStatus(workQueue).messageCount
         let now = monotonicSeconds()
@@ -255,21 +269,26 @@ func watch(
         let server = serverPID.flatMap { serverCPUSeconds(pid: $0) } ?? 0
         let broker = brokerPID.flatMap { cpuSeconds(pid: $0) } ?? 0
         let io = pids.reduce(IOCounters()) { $0 + (IOCounters(pid: $1) ?? IOCounters()) }
+        let counts = pids.map(allocationCount(pid:))
+        let allocations = counts.contains(nil) ? nil : counts.reduce(0) { $0 + $1! }
         if start == nil, ready <= measured {
-            start = (now, cpu, server, broker, io, ready)
+            start = (now, cpu, server, broker, io, allocations, ready)
         }
         if let start, ready == 0 {
             let window = now - start.time
             let hwm = pids.reduce(0) { $0 + (statusKiB(pid: $1, field: "VmHWM") ?? 0) }
             // Machine-readable: window seconds, messages taken in the window, CPU seconds in it, peak RSS KiB, and
             // the server's and the broker's CPU seconds in it (0 without --server-pid, --broker-pid), and the
-            // processes' read and write system calls and bytes in it.
+            // processes' read and write system calls and bytes in it, and their heap allocations in it (-1 when not
+            // counted).
             let moved = io - start.io
+            var allocated = -1.0
+            if let before = start.allocations, let after = allocations { allocated = after - before }
             print(String(
                 format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d server_cpu_s=%.2f broker_cpu_s=%.2f "
-                    + "read_calls=%.0f read_bytes=%.0f write_calls=%.0f write_bytes=%.0f",
+                    + "read_calls=%.0f read_bytes=%.0f write_calls=%.0f write_bytes=%.0f allocations=%.0f",
                 window, Int(start.ready), cpu - start.cpu, hwm, server - start.server, broker - start.broker,
-                moved.readCalls, moved.readBytes, moved.writeCalls, moved.writeBytes))
+                moved.readCalls, moved.readBytes, moved.writeCalls, moved.writeBytes, allocated))
             break
         }
         if now > deadline { fail("the queue still holds \(ready) after \(Int(timeout)) s") }
