@@ -23,8 +23,8 @@
 # CPU time and throughput are of that window (for R replicas, the CPU of all R processes; PostgreSQL's own CPU, the
 # server and its backends, in a column of its own), and the broker's (RabbitMQ's Erlang VM) in another: what each
 # contender's traffic costs the broker; peak RSS is VmHWM at its end (summed over the replicas).
-# Prints a table per round, the medians and issue 27's targets (CPU, allocations and bytes written per message) against them; exits non-zero only on errors (never
-# on targets).
+# Prints a table per round, the medians (CPU, heap allocations and bytes written per message among them) and issue
+# 27's targets against them; exits non-zero only on errors (never on targets).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
