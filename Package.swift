@@ -134,6 +134,12 @@ let package = Package(
         // MARK: - Tests
         // Helpers shared by the test targets (a deterministic random generator, loopback sockets, a faulty relay).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // The integration tests' one broker kit: connections, a topology per test, queue capture, `eventually`.
+        .target(
+            name: "BrokerTestSupport",
+            dependencies: ["AMQPTransport", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/BrokerTestSupport"
+        ),
         .testTarget(
             name: "WalletRoutingTests",
             dependencies: ["WalletRouting", .product(name: "PropertyBased", package: "swift-property-based")],
@@ -174,6 +180,7 @@ let package = Package(
                 // Built for the tests that run it (`wallet-notify --help`).
                 "wallet-notify",
                 "TestSupport",
+                "BrokerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The multi-replica tests create a database each and read the store's tables.
@@ -186,7 +193,9 @@ let package = Package(
         ),
         .testTarget(
             name: "AMQPTransportIntegrationTests",
-            dependencies: ["AMQPTransport", "TestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "AMQPTransport", "TestSupport", "BrokerTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ]
 )

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -85,7 +86,7 @@ struct BlockedConnectionTests {
 
         var configuration = AMQPConnectionConfiguration(url: try AMQPURL(parsing: broker.url))
         configuration.connectionName = "integration-tests: blocked"
-        let connection = try await AMQPConnection.connect(configuration: configuration, logger: TestBroker.logger)
+        let connection = try await TestBroker.connect(configuration: configuration)
         let recorder = EventRecorder()
         let watching = recorder.watch(connection)
         let channel = try await connection.openChannel()
@@ -99,7 +100,7 @@ struct BlockedConnectionTests {
             try await channel.publish([message(to: queue, "into the alarm")], confirmTimeout: .seconds(2))
         }
         #expect(first.code == .timeout)
-        try await eventually("connection.blocked is reported") { recorder.recorded.contains { if case .blocked = $0 { true } else { false } } }
+        try await eventually("connection.blocked to be reported", within: .seconds(10)) { recorder.recorded.contains { if case .blocked = $0 { true } else { false } } }
 
         // About 20 MB: far more than the socket buffers hold. Written into the socket, it would stall the
         // connection's thread until the alarm clears; held, it times out on schedule.
@@ -112,18 +113,10 @@ struct BlockedConnectionTests {
         #expect(ContinuousClock.now - started < .seconds(5))
 
         try broker.run("ctl", "set_vm_memory_high_watermark", "0.4")
-        try await eventually("connection.unblocked is reported") { recorder.recorded.contains(.unblocked) }
+        try await eventually("connection.unblocked to be reported", within: .seconds(10)) { recorder.recorded.contains(.unblocked) }
         try await publishConfirmed([message(to: queue, "after the alarm")], on: channel)
         try await channel.deleteQueue(queue)
         await connection.close()
         watching.cancel()
-    }
-
-    private func eventually(_ what: String, _ condition: @escaping @Sendable () -> Bool) async throws {
-        for _ in 0..<100 {
-            if condition() { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("timed out waiting until \(what)")
     }
 }

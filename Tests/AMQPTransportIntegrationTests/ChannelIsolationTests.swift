@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 
 /// Regression tests from the transport review: consumers, deliveries and acknowledgements never cross
@@ -77,13 +78,14 @@ struct ChannelIsolationTests {
 
             // Everything else must be ready again while the channel stays open.
             var ready: UInt32 = 0
-            for _ in 0..<50 {
-                ready = try await channel.queueStatus(queue).messageCount
-                if Int(ready) == total - acknowledged { break }
-                try await Task.sleep(for: .milliseconds(100))
-            }
             #expect(acknowledged < total, "the cancel came before the whole queue was delivered")
-            #expect(Int(ready) == total - acknowledged, "unacknowledged deliveries are stuck on the open channel")
+            try await eventually(
+                "the \(total - acknowledged) unacknowledged deliveries to be ready again on the open channel (\(ready) are)",
+                within: .seconds(5)
+            ) {
+                ready = try await channel.queueStatus(queue).messageCount
+                return Int(ready) == total - acknowledged
+            }
         }
     }
 

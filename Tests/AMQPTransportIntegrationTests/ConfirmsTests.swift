@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 
 /// Publisher confirms: every message accounted for, and the broker's answer reported per message.
@@ -44,8 +45,8 @@ struct ConfirmsTests {
             let consumeTime = ContinuousClock.now - consumeStart
             print("""
                 AMQPTransportIntegrationTests: published \(total) persistent messages with confirms (\(batchSize) per call) \
-                in \(publishTime): \(Int(Double(total) / publishTime.seconds)) msg/s; \
-                consumed and acknowledged them in \(consumeTime): \(Int(Double(total) / consumeTime.seconds)) msg/s
+                in \(publishTime): \(Int(Double(total) / publishTime.inSeconds)) msg/s; \
+                consumed and acknowledged them in \(consumeTime): \(Int(Double(total) / consumeTime.inSeconds)) msg/s
                 """)
 
             let ids = deliveries.compactMap(\.id)

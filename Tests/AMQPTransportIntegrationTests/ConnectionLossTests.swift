@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 
 /// Connecting, failing to connect (quickly and with the right code), staying alive on heartbeats, closing.
@@ -15,7 +16,7 @@ struct ConnectionTests {
         let attempt = configuration
         let start = ContinuousClock.now
         let error = try await expectAMQPError("logging in with a wrong password") {
-            try await AMQPConnection.connect(configuration: attempt, logger: TestBroker.logger)
+            try await TestBroker.connect(configuration: attempt)
         }
         let elapsed = ContinuousClock.now - start
         try BrokerUnreachable.check(error, connecting: configuration.url)
@@ -34,7 +35,7 @@ struct ConnectionTests {
         configuration.url.virtualHost = uniqueName("missing-vhost")
         let attempt = configuration
         let error = try await expectAMQPError("opening a missing virtual host") {
-            try await AMQPConnection.connect(configuration: attempt, logger: TestBroker.logger)
+            try await TestBroker.connect(configuration: attempt)
         }
         try BrokerUnreachable.check(error, connecting: configuration.url)
         #expect(error.code == .authenticationFailed, "\(error)")
@@ -51,7 +52,7 @@ struct ConnectionTests {
         let attempt = configuration
         let start = ContinuousClock.now
         let error = try await expectAMQPError("connecting to 127.0.0.1:1") {
-            try await AMQPConnection.connect(configuration: attempt, logger: TestBroker.logger)
+            try await TestBroker.connect(configuration: attempt)
         }
         let elapsed = ContinuousClock.now - start
         #expect(error.code == .connectionFailed, "\(error)")
@@ -69,7 +70,7 @@ struct ConnectionTests {
         let attempt = configuration
         let start = ContinuousClock.now
         let error = try await expectAMQPError("connecting to a silent peer on port \(listener.port)", within: .seconds(15)) {
-            try await AMQPConnection.connect(configuration: attempt, logger: TestBroker.logger)
+            try await TestBroker.connect(configuration: attempt)
         }
         let elapsed = ContinuousClock.now - start
         // The TCP connect succeeds at once; it is the AMQP handshake (bounded by the same connectTimeout)

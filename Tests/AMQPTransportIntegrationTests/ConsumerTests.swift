@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 
 /// Consumers: how their sequence ends, and what the broker does with messages they give back.
@@ -166,10 +167,8 @@ struct ConsumerTests {
                 try await channel.ack(deliveryTag: batch.last!.deliveryTag, multiple: true)
                 break
             }
-            try await within(.seconds(5), "the broker to see the consumer cancelled") {
-                while try await channel.queueStatus(queue).consumerCount != 0 {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
+            try await eventually("the broker to see the consumer cancelled", within: .seconds(5), every: .milliseconds(50)) {
+                try await channel.queueStatus(queue).consumerCount == 0
             }
             try await publishConfirmed([message(to: queue, "two")], on: channel)
             #expect(try await channel.queueStatus(queue).messageCount == 1)

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 
 /// Broker refusals arrive as `AMQPError`s with the broker's reply code: no crash, no hang, and only the

@@ -1,6 +1,7 @@
 // Deliveries librabbitmq 0.11's `amqp_read_message` could not take (issue 13): an empty header key failed the
 // whole read and the connection; a huge body was buffered whole before anyone could look at its size.
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 
 @Suite("Hostile content through the broker", .timeLimit(.minutes(2)))

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 
 /// What a consumer receives is exactly what was published: every basic property, every header type,

@@ -1,5 +1,5 @@
 import AMQPTransport
-import Foundation
+import BrokerTestSupport
 import Testing
 
 /// `amqps://` against the test broker's real TLS listener (scripts/rabbitmq-local.sh generates its CA and
@@ -7,22 +7,11 @@ import Testing
 @Suite("TLS connections", .timeLimit(.minutes(1)))
 struct TLSTests {
     private static func tlsConfiguration(host: String? = nil) throws -> AMQPConnectionConfiguration {
-        let environment = ProcessInfo.processInfo.environment
-        guard let urlText = environment["AMQPS_URL"], let caFile = environment["AMQP_TLS_CA_FILE"] else {
-            Issue.record("AMQPS_URL and AMQP_TLS_CA_FILE must point at the test broker's TLS listener (scripts/test.sh sets them)")
-            throw CancellationError()
-        }
-        var url = try AMQPURL(parsing: urlText)
-        if let host { url.host = host }
-        var configuration = AMQPConnectionConfiguration(url: url)
-        configuration.tls.caCertificatePath = caFile
-        configuration.connectTimeout = .seconds(5)
-        configuration.connectionName = "tls-test"
-        return configuration
+        try TestBroker.tlsConfiguration(purpose: "tls-test", host: host)
     }
 
     @Test func verifiedTLSConnectionCarriesMessages() async throws {
-        let connection = try await AMQPConnection.connect(configuration: Self.tlsConfiguration())
+        let connection = try await TestBroker.connect(configuration: Self.tlsConfiguration())
         let channel = try await connection.openChannel()
         let queue = try await channel.declareQueue("", durable: false, exclusive: true, autoDelete: true).name
         try await channel.enableConfirms()
@@ -41,7 +30,7 @@ struct TLSTests {
         // The certificate names only localhost; 127.0.0.1 is the same listener under a name it does not carry.
         let configuration = try Self.tlsConfiguration(host: "127.0.0.1")
         await #expect {
-            _ = try await AMQPConnection.connect(configuration: configuration)
+            _ = try await TestBroker.connect(configuration: configuration)
         } throws: { error in
             (error as? AMQPError)?.code == .tlsFailed
         }
@@ -51,7 +40,7 @@ struct TLSTests {
         // Proves the refusal above is the hostname check and nothing else.
         var configuration = try Self.tlsConfiguration(host: "127.0.0.1")
         configuration.tls.verifyHostname = false
-        let connection = try await AMQPConnection.connect(configuration: configuration)
+        let connection = try await TestBroker.connect(configuration: configuration)
         await connection.close()
     }
 
@@ -59,7 +48,7 @@ struct TLSTests {
         var configuration = try Self.tlsConfiguration()
         configuration.tls.caCertificatePath = nil  // nothing trusted: the broker's CA is unknown
         await #expect {
-            _ = try await AMQPConnection.connect(configuration: configuration)
+            _ = try await TestBroker.connect(configuration: configuration)
         } throws: { error in
             (error as? AMQPError)?.code == .tlsFailed
         }

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -29,10 +30,9 @@ struct UndecodableContentTests {
         let deliveries = try await receive(2, from: consumer)
         try await channel.nack(deliveries[1], multiple: true, requeue: false)
         try await channel.cancel(consumerTag: consumer.tag)
-        for _ in 0..<50 where try await channel.queueStatus(dead).messageCount < 2 {
-            try await Task.sleep(for: .milliseconds(100))
+        try await eventually("both messages in the dead-letter queue", within: .seconds(5)) {
+            try await channel.queueStatus(dead).messageCount == 2
         }
-        #expect(try await channel.queueStatus(dead).messageCount == 2)
         return dead
     }
 
@@ -52,10 +52,9 @@ struct UndecodableContentTests {
             await reader.close()
             let undecodable = try #require(failure?.undecodableDelivery, "\(String(describing: failure))")
             #expect(undecodable.settlement == .requeued && undecodable.routingKey.contains("undecodable-source"))
-            for _ in 0..<50 where try await session.channel.queueStatus(dead).messageCount < 2 {
-                try await Task.sleep(for: .milliseconds(100))
+            try await eventually("the requeued message back in its queue (else it was dropped)", within: .seconds(5)) {
+                try await session.channel.queueStatus(dead).messageCount == 2
             }
-            #expect(try await session.channel.queueStatus(dead).messageCount == 2, "the message was dropped")
         }
     }
 

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -81,7 +82,7 @@ extension Resilience {
                                       "no leader for \(topology.work): \(queues)")
             // Publish, capture and watch through a node that stays up.
             let survivor = leader == 3 ? 2 : 3
-            let connection = try await ResilienceBroker.connect(url: cluster.nodeURL(survivor), purpose: "cluster publisher")
+            let connection = try await TestBroker.connect(purpose: "cluster publisher", url: cluster.nodeURL(survivor))
             defer { Task { await connection.close(timeout: .seconds(2)) } }
             let channel = try await connection.openChannel()
             // Quorum too: the captured results must survive the node loss wherever the capture queue's leader is.
@@ -105,7 +106,7 @@ extension Resilience {
             // does not depend on the order of processing: the messages in flight at the kill are redelivered after
             // newer ones (the new leader returns them once it sees the old consumer's node gone, and the new session
             // may have taken newer messages by then), so a suspension could come before its card's provisioning.
-            let inbound = (0..<Self.messageCount).map { index -> InboundNotification in
+            let inbound = (0..<Self.messageCount).map { index -> InboundSpec in
                 switch index % 4 {
                 case 0, 2: .cps("cluster-\(index)", card: "CLUSTER-\(index)", code: "CBP.info.tokenProvisioned")
                 case 1: .mg("cluster-\(index)", card: "CLUSTER-\(index - 1)")
@@ -122,7 +123,7 @@ extension Resilience {
                 while offset < messages.count {
                     let end = min(offset + Self.chunk, messages.count)
                     let began = ContinuousClock.now
-                    try await publishAll(Array(messages[offset..<end]), on: channel)
+                    try await publishConfirmed(Array(messages[offset..<end]), on: channel)
                     let waited = ContinuousClock.now - began
                     longestConfirmWait.withLock { $0 = max($0, waited) }
                     offset = end
@@ -132,10 +133,12 @@ extension Resilience {
             }
             defer { publisher.cancel() }
 
-            let underWay = try await eventually(timeout: .seconds(60), every: .milliseconds(20)) {
+            try await eventually(
+                "the worker did not get going\n\(worker.logTail())",
+                within: .seconds(60), every: .milliseconds(20)
+            ) {
                 try worker.metric(port: port, "wallet_messages_total") >= Double(Self.killAfter)
             }
-            try #require(underWay, "the worker did not get going\n\(worker.logTail())")
             let publishedAtKill = published.withLock { $0 }
             try #require(publishedAtKill < Self.messageCount,
                          "the stream was over before the kill (\(publishedAtKill) published): no node loss under load was tested")
@@ -145,16 +148,17 @@ extension Resilience {
             try await cluster.kill(node: leader)
             let processedAtKill = try worker.metric(port: port, "wallet_messages_total")
             var notReadyAfter: Duration?, resumedAfter: Duration?, readyAgainAfter: Duration?
-            while clock.now - killed < Self.resumeBound + .seconds(10) {
+            // What it does not do within the bound is checked (and reported) below.
+            try? await eventually(
+                "the worker to resume and be ready again", within: Self.resumeBound + .seconds(10), every: .milliseconds(50)
+            ) {
                 let ready = (try? httpGet(port: port, path: "/readyz"))?.status
                 let processed = (try? worker.metric(port: port, "wallet_messages_total")) ?? 0
                 let now = clock.now - killed
                 if ready != 200, notReadyAfter == nil { notReadyAfter = now }
                 if ready == 200, notReadyAfter != nil, readyAgainAfter == nil { readyAgainAfter = now }
                 if processed > processedAtKill + Double(Self.prefetch), resumedAfter == nil { resumedAfter = now }
-                if resumedAfter != nil, readyAgainAfter != nil { break }
-                guard worker.isRunning else { break }
-                try await Task.sleep(for: .milliseconds(50))
+                return (resumedAfter != nil && readyAgainAfter != nil) || !worker.isRunning
             }
             let seconds = { (value: Duration?) in
                 value.map { String(format: "%.2f s", Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18) }
@@ -179,11 +183,12 @@ extension Resilience {
             let streamed = await publisher.result
             try streamed.get()
             let confirmWait = longestConfirmWait.withLock { $0 }
-            let finished = try await eventually(timeout: .seconds(90), every: .milliseconds(200)) {
+            // Not finishing is reported below with what the cluster and the worker say.
+            let finished = (try? await eventually("the work queue drained and every result captured", within: .seconds(90), every: .milliseconds(200)) {
                 let ready = try await readyCount(topology.work, on: connection)
                 let results = try await readyCount(topology.capture, on: connection)
                 return ready == 0 && results >= totalResults
-            }
+            }) != nil
             if !finished {
                 // What the cluster and the worker say, then on to the accounting (which names what is missing).
                 let broker = (try? await cluster.ctl(survivor, [
@@ -211,7 +216,7 @@ extension Resilience {
             for queue in workerQueues.keys.sorted() {
                 #expect(try await readyCount(queue, on: connection) == 0, "\(queue) is not empty")
             }
-            let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+            let results = try await MessageCapture.drain(topology.capture, on: connection)
             let accounting = ResultAccounting(results: results, inbound: inbound)
             #expect(accounting.incomplete.isEmpty,
                     "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))")

@@ -1,6 +1,7 @@
 // The broker cancels the worker's consumer when its queue is deleted (consumer_cancel_notify): the worker must
 // notice, leave readiness, re-declare the topology and consume again, without a restart.
 import AMQPTransport
+import BrokerTestSupport
 import Testing
 import WalletWorker
 
@@ -17,13 +18,11 @@ import WalletWorker
             _ = try await environment.channel.deleteQueue(environment.topology.workQueue)
 
             // The pipeline loses its consumer, reconnects (re-declaring the queue and its binding) and consumes.
-            let deadline = ContinuousClock.now + .seconds(30)
-            while ContinuousClock.now < deadline {
-                if reconnects(worker) > before, worker.health.isReady { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(worker.health.isReady, "the worker did not consume again after its queue was deleted")
-            #expect(reconnects(worker) > before, "no reconnect was counted")
+            try await eventually(
+                "the worker to reconnect (counted) and consume again after its queue was deleted; reconnects "
+                    + "\(reconnects(worker) - before), ready \(worker.health.isReady)",
+                within: .seconds(30), every: .milliseconds(20)
+            ) { reconnects(worker) > before && worker.health.isReady }
 
             // The new queue is bound to the inbound exchange again: a message published now is processed.
             try await environment.publish(InboundSpec(json: #"{"action":"afterCancel"}"#, messageID: "after-cancel"))

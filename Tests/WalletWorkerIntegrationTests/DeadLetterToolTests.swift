@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -27,21 +28,23 @@ extension Resilience {
 
                 // Four whose results cannot be routed (a transient failure), then three bad ones once they can.
                 let storeFailures = (0..<4).map {
-                    InboundNotification.mg("dlt-mg-\($0)", card: "DLT-\($0)")
+                    InboundSpec.mg("dlt-mg-\($0)", card: "DLT-\($0)")
                 }
                 try await deadLetterAsTransientFailures(
                     storeFailures, topology: topology, connection: connection, channel: channel, worker: worker)
-                var bad = InboundNotification.action("dlt-bad-0", action: "x")
-                let badOnes = (0..<3).map { index -> InboundNotification in
+                var bad = InboundSpec.action("dlt-bad-0", action: "x")
+                let badOnes = (0..<3).map { index -> InboundSpec in
                     bad.messageID = "dlt-bad-\(index)"
-                    bad.body = #"{"sender":"TNS","oops":"# + "\(index)"
+                    bad.text = #"{"sender":"TNS","oops":"# + "\(index)"
                     return bad
                 }
-                try await publishAll(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let allDead = try await eventually(timeout: .seconds(30)) {
+                try await publishConfirmed(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "readyCount(topology.deadLetterQueue) == 7\n\(worker.logTail())",
+                    within: .seconds(30)
+                ) {
                     try await readyCount(topology.deadLetterQueue, on: connection) == 7
                 }
-                try #require(allDead, "\(worker.logTail())")
                 let resultsBefore = try await readyCount(topology.capture, on: connection)
 
                 // list: seven lines with their reasons; the queue keeps all seven.
@@ -50,7 +53,7 @@ extension Resilience {
                 let listed = jsonObjects(list.output)
                 #expect(listed.count == 7, "\(list.output)")
                 let storeListed = listed.filter { ($0["reason"] as? String)?.contains("NO_ROUTE") == true }
-                #expect(Set(storeListed.compactMap { $0["messageId"] as? String }) == Set(storeFailures.map(\.messageID)))
+                #expect(Set(storeListed.compactMap { $0["messageId"] as? String }) == Set(storeFailures.map(\.id)))
                 #expect(storeListed.allSatisfy { $0["sender"] as? String == "MG" && $0["deadLetteredBy"] as? String == "worker" })
                 let badListed = listed.filter { ($0["reason"] as? String)?.contains("body is not JSON") == true }
                 #expect(badListed.count == 3, "\(list.output)")
@@ -67,7 +70,7 @@ extension Resilience {
                 // show: one dead letter whole.
                 let show = try await command(["dead-letters", "show", "--message-id", "dlt-bad-1"], topology)
                 let shown = jsonObjects(show.output)
-                #expect(shown.count == 1 && shown.first?["body"] as? String == badOnes[1].body, "\(show.output)")
+                #expect(shown.count == 1 && shown.first?["body"] as? String == badOnes[1].text, "\(show.output)")
                 let headers = shown.first?["headers"] as? [String: Any]
                 #expect((headers?["x-worker-error"] as? String)?.contains("body is not JSON") == true, "\(show.output)")
 
@@ -75,12 +78,14 @@ extension Resilience {
                 let replay = try await command(["dead-letters", "replay", "--reason", "NO_ROUTE"], topology)
                 #expect(replay.exit == .exited(0), "\(replay.output)")
                 #expect(replay.output.contains("replayed 4 of 7"), "no progress line: \(replay.output)")
-                let processed = try await eventually(timeout: .seconds(20)) {
+                try await eventually(
+                    "the replayed messages were not processed\n\(worker.logTail())",
+                    within: .seconds(20)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= resultsBefore + 4
                 }
-                #expect(processed, "the replayed messages were not processed\n\(worker.logTail())")
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 3)
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let accounting = ResultAccounting(results: results, inbound: storeFailures)
                 #expect(accounting.incomplete.isEmpty, "replayed messages without their results: \(accounting.incomplete)")
 

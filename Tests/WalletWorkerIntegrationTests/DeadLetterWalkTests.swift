@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -87,7 +88,7 @@ extension Resilience {
             try await channel.enableConfirms()
             var second: (AMQPConnection, AMQPChannel)?
             if planned.contains(where: \.foreignUser), let url = secondUserURL {
-                let other = try await ResilienceBroker.connect(url: url, purpose: "fill as the backend user")
+                let other = try await TestBroker.connect(purpose: "fill as the backend user", url: url)
                 let otherChannel = try await other.openChannel()
                 try await otherChannel.enableConfirms()
                 second = (other, otherChannel)
@@ -95,13 +96,13 @@ extension Resilience {
             var index = 0
             while index < planned.count {
                 if planned[index].foreignUser, let (_, otherChannel) = second {
-                    try await publishAll([planned[index].message], on: otherChannel)
+                    try await publishConfirmed([planned[index].message], on: otherChannel)
                     index += 1
                     continue
                 }
                 var end = index
                 while end < planned.count, end - index < 500, !planned[end].foreignUser { end += 1 }
-                try await publishAll(planned[index..<end].map(\.message), on: channel)
+                try await publishConfirmed(planned[index..<end].map(\.message), on: channel)
                 index = end
             }
             if let (other, _) = second { await other.close() }
@@ -116,11 +117,11 @@ extension Resilience {
                 if rejected >= planned.count { break }
             }
             try await rejecting.close()
-            let arrived = try await eventually(timeout: .seconds(120)) {
-                try await readyCount(topology.deadLetterQueue, on: connection) == planned.count
+            var held = 0
+            try await eventually("\(planned.count) dead letters, only \(held) arrived", within: .seconds(120)) {
+                held = try await readyCount(topology.deadLetterQueue, on: connection)
+                return held == planned.count
             }
-            let held = try await readyCount(topology.deadLetterQueue, on: connection)
-            try #require(arrived, "only \(held) dead letters")
             return source
         }
 
@@ -133,7 +134,7 @@ extension Resilience {
             } catch {
                 result = .failure(error)
             }
-            if let connection = try? await ResilienceBroker.connect(purpose: "clean-up") {
+            if let connection = try? await TestBroker.connect(purpose: "clean-up") {
                 if let channel = try? await connection.openChannel() {
                     _ = try? await channel.deleteQueue("\(topology.prefix).source")
                     try? await channel.deleteExchange("\(topology.prefix).fill")
@@ -145,37 +146,22 @@ extension Resilience {
 
         /// Every message of `queue`, consumed on a connection that reads frames larger than the negotiated size
         /// (content headers the broker grew past it), and acknowledged.
-        static func drainWhole(_ queue: String, expected: Int) async throws -> [AMQPDelivery] {
-            let connection = try await ResilienceBroker.connect(purpose: "drain \(queue)")
+        static func drainWhole(_ queue: String, expected: Int) async throws -> [CapturedMessage] {
+            let connection = try await TestBroker.connect(purpose: "drain \(queue)")
             try await connection.readFrames(upTo: 4 << 20)
-            let channel = try await connection.openChannel()
-            try await channel.setPrefetch(count: 1_000)
-            let consumer = try await channel.consume(queue: queue)
-            var collected: [AMQPDelivery] = []
-            let reader = Task { () -> [AMQPDelivery] in
-                var all: [AMQPDelivery] = []
-                for try await batch in consumer {
-                    all += batch
-                    try await channel.ack(batch[batch.count - 1], multiple: true)
-                    if all.count >= expected { break }
-                }
-                return all
-            }
-            let timeout = Task {
-                try await Task.sleep(for: .seconds(120))
-                reader.cancel()
-            }
-            collected = (try? await reader.value) ?? []
-            timeout.cancel()
+            let capture = try await MessageCapture.start(queue: queue, on: connection)
+            // What arrived within the limit: the checks say what is missing.
+            _ = try? await capture.waitFor(expected, within: .seconds(120))
+            await capture.stop()
             await connection.close()
-            return collected
+            return capture.messages
         }
 
         /// Differences between what the queue holds and what was dead-lettered: routing key, body, properties,
         /// headers byte for byte, except the broker's own record of the tool's looks (the dead-letter queue's
         /// entry in `x-death`); and exactly one dead-lettering by the source queue.
         static func differences(
-            _ deliveries: [AMQPDelivery], _ planned: [Planned], deadLetterQueue: String, source: String
+            _ deliveries: [CapturedMessage], _ planned: [Planned], deadLetterQueue: String, source: String
         ) -> [String] {
             var found: [String] = []
             if deliveries.count != planned.count { found.append("\(deliveries.count) messages, \(planned.count) expected") }
@@ -290,11 +276,11 @@ extension Resilience {
                         #expect(jsonObjects(dry.output).count == storeFailures, "run \(run)")
                     }
                     // The last rejections' moves may still be under way in the broker when the command ends.
-                    let settled = try await eventually(timeout: .seconds(10)) {
-                        try await readyCount(topology.deadLetterQueue, on: connection) == count
+                    var held = 0
+                    try await eventually("\(count) dead letters after run \(run), \(held) held", within: .seconds(10)) {
+                        held = try await readyCount(topology.deadLetterQueue, on: connection)
+                        return held == count
                     }
-                    let held = try await readyCount(topology.deadLetterQueue, on: connection)
-                    #expect(settled, "after run \(run): \(held)")
                 }
                 var held = try await Self.drainWhole(topology.deadLetterQueue, expected: count)
                 if queueType == "quorum" {
@@ -350,13 +336,12 @@ extension Resilience {
                 let replay = try ChildProcess(
                     executable: try WorkerProcess.executablePath,
                     arguments: ["dead-letters", "replay", "--reason", "store unavailable"] + topology.flags,
-                    environment: ["AMQP_URL": ResilienceBroker.url], label: "replay-killed")
+                    environment: ["AMQP_URL": TestBroker.urlText], label: "replay-killed")
                 defer { replay.kill(); replay.removeLog() }
-                let midway = try await eventually(timeout: .seconds(60)) {
+                try await eventually("300 replayed messages in the work queue, or the replay to end", within: .seconds(60)) {
                     try await readyCount(topology.work, on: connection) >= 300 || !replay.isRunning
                 }
                 replay.kill()
-                #expect(midway)
                 let replayedBeforeKill = try await readyCount(topology.work, on: connection)
                 #expect(replayedBeforeKill < matching.count, "the kill came after the replay ended: \(replay.log.suffix(500))")
 
@@ -364,7 +349,7 @@ extension Resilience {
                 #expect(again.exit == .exited(1), "truncated dead letters are refused, and say so: \(again.output.suffix(1_000))")
                 #expect(again.output.contains("not replayed") && again.output.contains("--force"), "\(again.output.suffix(1_000))")
 
-                let replayed = try await drainQueue(topology.work, on: connection, quiet: .seconds(1))
+                let replayed = try await MessageCapture.drain(topology.work, on: connection, quiet: .seconds(1))
                 var seen: [String: Int] = [:]
                 for delivery in replayed { seen[delivery.properties.messageID ?? "", default: 0] += 1 }
                 #expect(Set(seen.keys) == matchingIDs, "replayed \(seen.count) of \(matchingIDs.count)")
@@ -406,7 +391,7 @@ extension Resilience {
                     executable: "/usr/bin/time",
                     arguments: ["-f", "maxrss=%MKiB", try WorkerProcess.executablePath, "dead-letters", "list", "--json"]
                         + topology.flags,
-                    environment: ["AMQP_URL": ResilienceBroker.url], label: "list-rss")
+                    environment: ["AMQP_URL": TestBroker.urlText], label: "list-rss")
                 defer { list.kill(); list.removeLog() }
                 let exit = await list.waitForExit(timeout: .seconds(120))
                 #expect(exit?.exit == .exited(0), "\(list.log.suffix(1_000))")

@@ -1,6 +1,7 @@
 // Issue 23: the delivery lifecycle's failure paths where they cross the wire, against the real broker and store.
 // The machine's own rules are unit-tested without a broker (Tests/WalletWorkerTests/Lifecycle).
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import TestSupport
@@ -76,10 +77,12 @@ struct DeliveryLifecycleFailureTests {
                 relay.refuse()
                 let ids = (0..<5).map { "\(environment.prefix).held-\($0)" }
                 try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                let givenBack = try await eventually(timeout: .seconds(15), every: .milliseconds(100)) {
+                try await eventually(
+                    "the held messages were not given back to the queue",
+                    within: .seconds(15), every: .milliseconds(100)
+                ) {
                     try await environment.messageCount(environment.topology.workQueue) == 5
                 }
-                #expect(givenBack, "the held messages were not given back to the queue")
                 #expect(!worker.health.isReady && worker.metric("wallet_store_available") == 0)
                 // Past two consumer timeouts: paused, the messages wait in the queue, no channel was closed under the
                 // worker (a session failing would reconnect).
@@ -91,7 +94,7 @@ struct DeliveryLifecycleFailureTests {
                 relay.accept()
                 let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
                 #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                #expect(await eventually(timeout: .seconds(10)) { worker.health.isReady })
+                try await eventually("the worker ready again", within: .seconds(10)) { worker.health.isReady }
                 #expect(worker.metric("wallet_store_available") == 1)
                 #expect(worker.metric("wallet_store_outages_total") == 1)
                 #expect(deadLetters.count == 0)

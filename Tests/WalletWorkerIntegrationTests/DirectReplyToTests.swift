@@ -2,6 +2,7 @@
 // requester: it consumes the pseudo-queue without acknowledgements and publishes its request on the same channel,
 // and the broker rewrites `reply_to` into a name only that channel receives.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import WalletWorker
@@ -20,7 +21,7 @@ struct DirectReplyToTests {
             let request = InboundSpec(
                 json: Self.action, messageID: "drt-1", correlationID: "rpc-1", replyTo: "amq.rabbitmq.reply-to")
             let outcome = try await requester.channel.publish(
-                request.outbound(exchange: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
+                request.outbound(to: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
             #expect(outcome.isConfirmed, "the request was not confirmed: \(outcome)")
 
             let primary = try await capture.results.waitFor(1, "the action's result")
@@ -48,14 +49,14 @@ struct DirectReplyToTests {
             let dead = try await environment.deadLetterReader()
 
             // The request is queued while no worker runs; its requester disconnects before the worker starts.
-            let connection = try await WorkerBroker.connect(purpose: "direct reply-to requester")
+            let connection = try await TestBroker.connect(purpose: "direct reply-to requester")
             do {
                 let channel = try await connection.openChannel()
                 let replies = try await channel.consume(queue: "amq.rabbitmq.reply-to", acknowledgement: .automatic)
                 try await channel.enableConfirms()
                 let request = InboundSpec(json: Self.action, messageID: "drt-gone", replyTo: "amq.rabbitmq.reply-to")
                 let outcome = try await channel.publish(
-                    request.outbound(exchange: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
+                    request.outbound(to: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
                 #expect(outcome.isConfirmed, "the request was not confirmed: \(outcome)")
                 withExtendedLifetime(replies) {}
             } catch {

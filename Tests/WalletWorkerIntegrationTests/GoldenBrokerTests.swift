@@ -1,5 +1,6 @@
 // Every case of the golden corpus end to end through RabbitMQ: the broker path must equal `wallet-worker route`.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import WalletRouting
@@ -110,7 +111,7 @@ struct GoldenBrokerTests {
             do {
                 message = try RouteLines.message(from: line)
             } catch {
-                throw WorkerFixtureError("step \(index) of \(golden.name) is not a route input line: \(error)")
+                throw BrokerTestError("step \(index) of \(golden.name) is not a route input line: \(error)")
             }
             steps.append(PreparedStep(line: line, message: message, note: step["note"]?.stringValue))
         }

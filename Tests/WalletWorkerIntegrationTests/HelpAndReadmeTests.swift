@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 @Suite("Help and README agree")
 struct HelpAndReadmeTests {
     static let readme: String = {
-        let path = ResilienceBroker.repositoryRoot.appendingPathComponent("README.md").path
+        let path = TestBroker.repositoryRoot.appendingPathComponent("README.md").path
         return (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }()
 

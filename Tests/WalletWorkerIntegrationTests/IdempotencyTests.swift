@@ -1,6 +1,7 @@
 // CONTRACT.md §10 through the broker: effects once per message_id, recorded results republished verbatim,
 // no deduplication without a message_id, rejected messages not recorded.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import WalletRouting
@@ -32,15 +33,14 @@ extension CapturedMessage {
 func resultsBeforeSentinel(_ environment: WorkerEnvironment, _ capture: ResultCapture) async throws -> [CapturedMessage] {
     let id = "\(environment.prefix).sentinel.\(UInt32.random(in: 0...UInt32.max))"
     try await environment.publish(InboundSpec(json: #"{"action":"sentinel"}"#, messageID: id))
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
+    var before: [CapturedMessage] = []
+    try await eventually("the sentinel's result", within: .seconds(10), every: .milliseconds(5)) {
         let messages = capture.results.messages
-        if let index = messages.firstIndex(where: { $0.properties.messageID == "\(id)/0" }) {
-            return Array(messages[..<index])
-        }
-        try await Task.sleep(for: .milliseconds(5))
+        guard let index = messages.firstIndex(where: { $0.properties.messageID == "\(id)/0" }) else { return false }
+        before = Array(messages[..<index])
+        return true
     }
-    throw WorkerFixtureError("the sentinel's result did not arrive within 10 s")
+    return before
 }
 
 /// The store a test's worker uses: deduplication must hold in memory and in SQLite (results recorded and replayed

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -16,7 +17,7 @@ extension Resilience {
         @Test("a user without configure rights processes with --no-declare, and without it the worker stops naming --no-declare")
         func runtimeUserWithoutConfigureRights() async throws {
             try await withResilienceTopology("least-privilege") { topology, connection, channel in
-                let inbound = (0..<20).map { InboundNotification.action("lp-\($0)", action: "lp.refresh") }
+                let inbound = (0..<20).map { InboundSpec.action("lp-\($0)", action: "lp.refresh") }
                 try await channel.enableConfirms()
 
                 // Not told: the broker's 403 on the first declaration stops it with the way out.
@@ -33,13 +34,15 @@ extension Resilience {
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let processed = try await eventually(timeout: .seconds(20)) {
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "readyCount(topology.capture) >= inbound.count\n\(worker.logTail())",
+                    within: .seconds(20)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= inbound.count
                 }
-                #expect(processed, "\(worker.logTail())")
                 let accounting = ResultAccounting(
-                    results: capturedResults(try await drainQueue(topology.capture, on: connection)), inbound: inbound)
+                    results: try await MessageCapture.drain(topology.capture, on: connection), inbound: inbound)
                 #expect(accounting.incomplete.isEmpty && accounting.unexpected.isEmpty)
                 #expect(!worker.log.contains("ACCESS_REFUSED"), "\(worker.logTail())")
             }
@@ -48,7 +51,7 @@ extension Resilience {
         @Test("AMQP_URL_FILE: the URL is read from the file (trailing newline dropped); a missing file is named, its content never printed")
         func secretsFromFiles() async throws {
             let path = ChildProcess.temporaryPath("amqp-url")
-            try (ResilienceBroker.url + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            try (TestBroker.urlText + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             defer { try? FileManager.default.removeItem(atPath: path) }
             let topology = ResilienceTopology("url-file")
             defer { Task { await topology.delete() } }

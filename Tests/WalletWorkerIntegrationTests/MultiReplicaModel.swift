@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import WalletRouting
 import WalletStore
@@ -36,10 +37,10 @@ struct ReplicaModel: Sendable {
             let stored = try await store.process([message.inbound], router: router, now: now)[0]
             if message.isMalformed {
                 guard case .deadLetter = stored.decision.disposition else {
-                    throw WorkerFixtureError("the workload's malformed message \(message.id) is not rejected by the router")
+                    throw BrokerTestError("the workload's malformed message \(message.id) is not rejected by the router")
                 }
             } else if case .deadLetter(let reason) = stored.decision.disposition {
-                throw WorkerFixtureError("the workload's message \(message.id) is rejected by the router: \(reason)")
+                throw BrokerTestError("the workload's message \(message.id) is rejected by the router: \(reason)")
             } else {
                 recordedIDs.insert(message.id)
             }

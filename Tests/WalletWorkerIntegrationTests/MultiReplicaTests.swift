@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import WalletRouting
@@ -46,7 +47,7 @@ struct MultiReplicaRun {
         let model = try await ReplicaModel(workload, exchanges: exchanges)
 
         try await ReplicaDatabase.with(mode) { database in
-            let connection = try await ResilienceBroker.connect(purpose: "multi-replica \(mode)")
+            let connection = try await TestBroker.connect(purpose: "multi-replica \(mode)")
             let result: Result<Void, any Error>
             do {
                 result = .success(try await run(workload, model, topology, database, connection))
@@ -71,7 +72,7 @@ struct MultiReplicaRun {
         try await declare(topology, on: channel)
         // Consumed as it arrives (the order of first arrival is what the ordered mode checks); on failure the
         // consumer ends with the connection.
-        let capture = try await QueueCollector.start(queue: topology.capture, on: connection)
+        let capture = try await MessageCapture.start(queue: topology.capture, on: connection)
 
         let arguments = workerRunArguments(topology, store: database.storeURL, prefetch: 200, extra: modeFlags)
         var replicas: [WorkerProcess] = []
@@ -81,7 +82,7 @@ struct MultiReplicaRun {
         }
         var ports: [Int] = []
         for number in 0..<Self.replicaCount {
-            let replica = try WorkerProcess(arguments, amqpURL: ResilienceBroker.url, label: "replica-\(mode)-\(number)")
+            let replica = try WorkerProcess(arguments, amqpURL: TestBroker.urlText, label: "replica-\(mode)-\(number)")
             replicas.append(replica)
         }
         for replica in replicas {
@@ -91,14 +92,16 @@ struct MultiReplicaRun {
         }
 
         try await channel.enableConfirms()
-        try await publishAll(workload.main.map { $0.outbound(to: topology.inbound) }, on: channel)
+        try await publishConfirmed(workload.main.map { $0.outbound(to: topology.inbound) }, on: channel)
         let published = clock.now - started
 
         // Midway: SIGKILL the replica that has processed the most (in the ordered mode the active consumer of
         // shards; a standby's death would test nothing), then start it again.
         let halfway = model.distinctResultCount / 2
-        let reached = await eventually(timeout: .seconds(300), every: .milliseconds(20)) { capture.count >= halfway }
-        try #require(reached, "not halfway after 300 s: \(capture.count) results\n\(replicas.map { $0.logTail(15) }.joined(separator: "\n"))")
+        try await eventually(
+            "halfway: \(capture.count) results\n\(replicas.map { $0.logTail(15) }.joined(separator: "\n"))",
+            within: .seconds(300), every: .milliseconds(20)
+        ) { capture.count >= halfway }
         let processedSoFar = ports.map { (try? metric("wallet_messages_total", port: $0)) ?? 0 }
         let victim = processedSoFar.indices.max { processedSoFar[$0] < processedSoFar[$1] }!
         let kill = KillInstant(time: Date().timeIntervalSince1970)
@@ -106,13 +109,13 @@ struct MultiReplicaRun {
         let killedAt = clock.now - started
         #expect(processedSoFar[victim] > 0, "the killed replica had processed nothing")
         finished.append(replicas[victim])
-        let restarted = try WorkerProcess(arguments, amqpURL: ResilienceBroker.url, label: "replica-\(mode)-\(victim)-restarted")
+        let restarted = try WorkerProcess(arguments, amqpURL: TestBroker.urlText, label: "replica-\(mode)-\(victim)-restarted")
         replicas[victim] = restarted
         ports[victim] = try await restarted.operationsPort()
         try await restarted.waitForHTTP(port: ports[victim], path: "/readyz", status: 200, timeout: .seconds(60))
 
         // Far-apart duplicates: copies of early messages, published last.
-        try await publishAll(workload.lateDuplicates.map { $0.outbound(to: topology.inbound) }, on: channel)
+        try await publishConfirmed(workload.lateDuplicates.map { $0.outbound(to: topology.inbound) }, on: channel)
 
         let inputQueues = inputQueues(topology)
         let settled = try await waitUntilSettled(workload, capture, inputQueues, ports, connection, within: .seconds(400))
@@ -137,9 +140,10 @@ struct MultiReplicaRun {
         let leftOver = try await readyCounts(inputQueues, connection).filter { $0.value > 0 }
         #expect(leftOver.isEmpty, "messages left in \(leftOver)")
 
-        let deadLetters = try await drainQueue(topology.deadLetterQueue, on: connection).map(\.properties.messageID)
-        let captured = try await eventually(timeout: .seconds(30)) { try await readyCount(topology.capture, on: connection) == 0 }
-        #expect(captured, "results still waiting in the capture queue")
+        let deadLetters = try await MessageCapture.drain(topology.deadLetterQueue, on: connection).map(\.properties.messageID)
+        try await eventually("no results still waiting in the capture queue", within: .seconds(30)) {
+            try await readyCount(topology.capture, on: connection) == 0
+        }
         await capture.stop()
         let results = ReplicaCapture(capture.messages.map(CapturedCopy.init))
         let stored = try await database.contents()
@@ -216,7 +220,7 @@ struct MultiReplicaRun {
     private func declare(_ topology: ResilienceTopology, on channel: AMQPChannel) async throws {
         let declare = try WorkerProcess(
             ["declare"] + topology.flags + ["--retry-delay", "200ms", "--log-format", "json"] + modeFlags,
-            amqpURL: ResilienceBroker.url, label: "declare-\(topology.prefix)")
+            amqpURL: TestBroker.urlText, label: "declare-\(topology.prefix)")
         defer { declare.kill(); declare.process.removeLog() }
         guard let (exit, _) = await declare.waitForExit(timeout: .seconds(30)), exit == .exited(0) else {
             throw ChildProcessError("wallet-worker declare failed\n\(declare.logTail())")
@@ -230,7 +234,7 @@ struct MultiReplicaRun {
     private func delete(_ topology: ResilienceTopology) async {
         await topology.delete()
         guard let sharded = workerTopology(topology).sharded,
-              let connection = try? await ResilienceBroker.connect(purpose: "clean-up \(topology.prefix)")
+              let connection = try? await TestBroker.connect(purpose: "clean-up \(topology.prefix)")
         else { return }
         for queue in sharded.queues + sharded.retryQueues.flatMap(Self.retryLevels) {
             if let channel = try? await connection.openChannel() {
@@ -273,35 +277,34 @@ struct MultiReplicaRun {
     /// the rest says (a requeued delivery is never counted as finished; a lost message never gets its result: the
     /// checks afterwards say which).
     private func waitUntilSettled(
-        _ workload: ReplicaWorkload, _ capture: QueueCollector, _ queues: [String], _ ports: [Int],
+        _ workload: ReplicaWorkload, _ capture: MessageCapture, _ queues: [String], _ ports: [Int],
         _ connection: AMQPConnection, within limit: Duration
     ) async throws -> Bool {
         let clock = ContinuousClock()
-        let deadline = clock.now + limit
         var last: (metrics: [Double], results: Int)?
         var unchangedSince: ContinuousClock.Instant?
-        while clock.now < deadline {
-            try await Task.sleep(for: .milliseconds(250))
+        // Not settling is reported by the caller, with the accounting.
+        let settled: Void? = try? await eventually("the replicas to settle", within: limit, every: .milliseconds(250)) {
             let ready = try await readyCounts(queues, connection).values.allSatisfy { $0 == 0 }
             let now = (metrics: try ports.flatMap(batchMetrics), results: capture.count)
             defer { last = now }
             guard ready, let last, last.metrics == now.metrics, last.results == now.results else {
                 unchangedSince = nil
-                continue
+                return false
             }
             let since = unchangedSince ?? clock.now
             unchangedSince = since
             if clock.now - since >= .seconds(10) { return true }
             let idle = stride(from: 0, to: now.metrics.count, by: 2).allSatisfy { now.metrics[$0] == now.metrics[$0 + 1] }
-            guard idle, clock.now - since >= .milliseconds(500) else { continue }
+            guard idle, clock.now - since >= .milliseconds(500) else { return false }
             let answered = Set(capture.messages.compactMap { message -> String? in
                 guard let id = message.properties.messageID, let (inbound, _) = ReplicaCapture.split(id),
                       !message.routingKey.hasPrefix("card.serverMessage.") else { return nil }
                 return inbound
             })
-            if workload.distinctIDs.isSubset(of: answered) { return true }
+            return workload.distinctIDs.isSubset(of: answered)
         }
-        return false
+        return settled != nil
     }
 
     /// Deliveries taken into batches, and deliveries finished (acknowledged, retried or dead-lettered).

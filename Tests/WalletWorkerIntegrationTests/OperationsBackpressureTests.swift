@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import TestSupport
 import Testing
@@ -13,7 +14,7 @@ extension Resilience {
             defer { removeSQLite(database) }
             try await withResilienceTopology("ops-pipelined") { topology, _, _ in
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "sqlite:\(database)"), amqpURL: ResilienceBroker.url,
+                    workerRunArguments(topology, store: "sqlite:\(database)"), amqpURL: TestBroker.urlText,
                     label: "ops-pipelined-worker")
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()

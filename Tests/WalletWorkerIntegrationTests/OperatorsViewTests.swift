@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Logging
 import PostgresNIO
@@ -82,17 +83,19 @@ extension Resilience {
                         defer { worker.kill(); worker.process.removeLog() }
                         let port = try await worker.operationsPort()
                         try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-                        var bad = InboundNotification.action("secrets-bad-\(index)", action: "x")
-                        bad.body = "not json"
-                        try await publishAll([
-                            InboundNotification.cps("secrets-\(index)", card: "SECRETS-\(index)", code: "CBP.info.tokenProvisioned")
+                        var bad = InboundSpec.action("secrets-bad-\(index)", action: "x")
+                        bad.text = "not json"
+                        try await publishConfirmed([
+                            InboundSpec.cps("secrets-\(index)", card: "SECRETS-\(index)", code: "CBP.info.tokenProvisioned")
                                 .outbound(to: topology.inbound),
                             bad.outbound(to: topology.inbound),
                         ], on: channel)
-                        let processed = try await eventually(timeout: .seconds(20)) {
+                        try await eventually(
+                            "readyCount(topology.capture) >= 3 * (index + 1)\n\(worker.logTail())",
+                            within: .seconds(20)
+                        ) {
                             try await readyCount(topology.capture, on: connection) >= 3 * (index + 1)
                         }
-                        try #require(processed, "\(worker.logTail())")
                         worker.terminate()
                         let ended = await worker.waitForExit(timeout: .seconds(30))
                         #expect(ended?.exit == .exited(0), "\(worker.logTail())")
@@ -137,7 +140,7 @@ extension Resilience {
 
         @Test("a wrong password, or a vhost the user may not use, stops the worker within its first connection attempt with status 2, naming the refusal", arguments: ["password", "vhost"])
         func refusedLoginStopsTheWorker(_ what: String) async throws {
-            var url = try AMQPURL(parsing: ResilienceBroker.url)
+            var url = try AMQPURL(parsing: TestBroker.urlText)
             switch what {
             case "password": url.password = "wrong-\(UUID().uuidString.prefix(8))"
             default: url.virtualHost = "wnw-no-such-vhost-\(UUID().uuidString.prefix(8))"
@@ -173,7 +176,7 @@ extension Resilience {
             try await ctl("add_user", user, "first-password")
             try await ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
             defer { runRepositoryScriptBlocking("rabbitmq-local.sh", ["ctl", "delete_user", user], environment: broker) }
-            var url = try AMQPURL(parsing: ResilienceBroker.url)
+            var url = try AMQPURL(parsing: TestBroker.urlText)
             url.user = user
             url.password = "first-password"
             let text = "amqp://\(user):first-password@\(url.host):\(url.port)/%2f"
@@ -186,22 +189,20 @@ extension Resilience {
 
                 try await ctl("change_password", user, "rotated-password")
                 try await ctl("close_all_user_connections", user, "password rotated")
-                let counted = try await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
+                try await eventually("counted\n\(worker.logTail())", within: .seconds(30), every: .milliseconds(250)) {
                     try worker.metric(port: ops, "wallet_broker_login_refusals_total") >= 1
                 }
-                #expect(counted, "\(worker.logTail())")
                 #expect(worker.isRunning, "a refusal after the first login must not stop the worker\n\(worker.logTail())")
                 #expect(try httpGet(port: ops, path: "/readyz").status == 503)
 
                 try await ctl("change_password", user, "first-password")
                 try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(60))
                 try await channel.enableConfirms()
-                try await publishAll(
-                    [InboundNotification.action("rotate-1", action: "rotate").outbound(to: topology.inbound)], on: channel)
-                let processed = try await eventually(timeout: .seconds(20)) {
+                try await publishConfirmed(
+                    [InboundSpec.action("rotate-1", action: "rotate").outbound(to: topology.inbound)], on: channel)
+                try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= 1
                 }
-                #expect(processed, "\(worker.logTail())")
             }
         }
 
@@ -213,7 +214,7 @@ extension Resilience {
             defer { receiver.close() }
             try await withResilienceTopology("spans-dropped") { topology, connection, channel in
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "memory"), amqpURL: ResilienceBroker.url, label: "spans-dropped",
+                    workerRunArguments(topology, store: "memory"), amqpURL: TestBroker.urlText, label: "spans-dropped",
                     environment: [
                         "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
                         "OTEL_BSP_MAX_QUEUE_SIZE": "64", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "32",
@@ -224,19 +225,23 @@ extension Resilience {
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
-                let inbound = (0..<300).map { InboundNotification.action("spans-\($0)", action: "spans.dropped") }
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                let inbound = (0..<300).map { InboundSpec.action("spans-\($0)", action: "spans.dropped") }
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
 
-                let processed = try await eventually(timeout: .seconds(30)) {
+                try await eventually(
+                    "the stalled collector held up processing\n\(worker.logTail())",
+                    within: .seconds(30)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= inbound.count
                 }
-                #expect(processed, "the stalled collector held up processing\n\(worker.logTail())")
-                let counted = try await eventually(timeout: .seconds(20), every: .milliseconds(250)) {
+                try await eventually(
+                    "spans dropped for both reasons; wallet_spans_dropped_total: "
+                        + "\((try? worker.metric(port: port, "wallet_spans_dropped_total")) ?? -1)\n\(worker.logTail())",
+                    within: .seconds(20), every: .milliseconds(250)
+                ) {
                     try worker.metric(port: port, "wallet_spans_dropped_total", labels: [#"reason="queue_full""#]) > 0
                         && worker.metric(port: port, "wallet_spans_dropped_total", labels: [#"reason="export_failed""#]) > 0
                 }
-                let dropped = (try? worker.metric(port: port, "wallet_spans_dropped_total")) ?? -1
-                #expect(counted, "wallet_spans_dropped_total: \(dropped)\n\(worker.logTail())")
                 #expect(!receiver.requests.isEmpty, "the exporter never reached the collector")
 
                 worker.terminate()
@@ -259,7 +264,7 @@ extension Resilience {
                     workerRunArguments(
                         topology, store: "sqlite:\(database)", prefetch: 50,
                         extra: ["--store-busy-timeout", "100ms", "--retry-attempts", "3"]),
-                    amqpURL: ResilienceBroker.url, label: "original-key-worker")
+                    amqpURL: TestBroker.urlText, label: "original-key-worker")
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
@@ -268,13 +273,17 @@ extension Resilience {
                 // Its results cannot be routed (the capture queue unbound): a transient failure of its own, retried
                 // twice through the retry levels, then dead-lettered.
                 try await topology.unbindCapture(on: channel)
-                let message = InboundNotification.mg("original-key-1", card: "ORIGINAL-1")
-                try await publishAll([message.outbound(to: topology.inbound, routingKey: "notification")], on: channel)
-                let dead = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
-                    try await readyCount(topology.deadLetterQueue, on: connection) >= 1
+                let message = InboundSpec.mg("original-key-1", card: "ORIGINAL-1")
+                try await publishConfirmed([message.outbound(to: topology.inbound, routingKey: "notification")], on: channel)
+                do {
+                    try await eventually("the message dead-lettered\n\(worker.logTail())", within: .seconds(30)) {
+                        try await readyCount(topology.deadLetterQueue, on: connection) >= 1
+                    }
+                } catch {
+                    try? await topology.bindCapture(on: channel)
+                    throw error
                 }
                 try await topology.bindCapture(on: channel)
-                try #require(dead, "not dead-lettered\n\(worker.logTail())")
                 #expect(try worker.metric(port: port, "wallet_retries_total") == 2, "\(worker.logTail())")
                 worker.kill()
 
@@ -291,18 +300,17 @@ extension Resilience {
 
                 // Replayed with the worker stopped: what reaches the work queue is what the backend sent.
                 let replay = try await walletWorkerCommand(
-                    ["dead-letters", "replay", "--message-id", message.messageID, "--json"] + topology.flags)
+                    ["dead-letters", "replay", "--message-id", message.id, "--json"] + topology.flags)
                 #expect(replay.exit == .exited(0), "\(replay.output)")
-                let arrived = try await eventually(timeout: .seconds(10)) {
+                try await eventually("readyCount(topology.work) == 1\n\(replay.output)", within: .seconds(10)) {
                     try await readyCount(topology.work, on: connection) == 1
                 }
-                try #require(arrived, "\(replay.output)")
                 let replayed = try #require(try await peek(topology.work, on: connection))
                 #expect(replayed.routingKey == "notification", "replayed with routing key \(replayed.routingKey)")
                 #expect(replayed.exchange == topology.inbound)
                 #expect(replayed.properties.headers?["x-original-routing-key"] == nil)
                 #expect(replayed.properties.headers?["x-retry-count"] == nil)
-                #expect(String(decoding: replayed.body, as: UTF8.self) == message.body)
+                #expect(String(decoding: replayed.body, as: UTF8.self) == message.text)
             }
         }
 

@@ -2,6 +2,7 @@
 // per-card order with two workers on single-active-consumer shards, the hand-over to the standby, and retries
 // that come back to their own shard.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import WalletRouting
@@ -94,17 +95,6 @@ private func replyCode(
 /// Messages the worker has routed (`wallet_messages_total`, every sender and outcome).
 private func processed(_ worker: RunningWorker) -> Int {
     Int(worker.metric("wallet_messages_total"))
-}
-
-/// Polls `condition` every 20 ms until it holds; throws naming `what` at the deadline.
-private func waitUntil(
-    _ what: String, within limit: Duration = .seconds(10), _ condition: () async throws -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + limit
-    while try await !condition() {
-        if ContinuousClock.now >= deadline { throw WorkerFixtureError("waited \(limit) for \(what)") }
-        try await Task.sleep(for: .milliseconds(20))
-    }
 }
 
 /// A SQLite file both workers of a test share, as replicas share their store. Created (and migrated) before
@@ -235,7 +225,7 @@ struct OrderedModeTests {
                     #expect(status.consumerCount == 2, "\(queue): one active and one waiting consumer")
                     #expect(status.messageCount == 0)
                 }
-                try? await waitUntil("the workers to count their last batches") {
+                try? await eventually("the workers to count their last batches", within: .seconds(10), every: .milliseconds(20)) {
                     workers.map(processed).reduce(0, +) >= sequences.messageCount
                 }
                 #expect(workers.map(processed).reduce(0, +) == sequences.messageCount)
@@ -262,7 +252,7 @@ struct OrderedModeTests {
                 try await environment.publish(sequences.messages(steps: 0..<3))
                 try await capture.results.waitFor(sequences.cards.count * 3 * 2, within: .seconds(30), "the first steps")
                 // Results reach the capture queue when published; the counter moves after the acknowledgement.
-                try await waitUntil("the active worker to count the first steps") { processed(active) >= sequences.cards.count * 3 }
+                try await eventually("the active worker to count the first steps", within: .seconds(10), every: .milliseconds(20)) { processed(active) >= sequences.cards.count * 3 }
                 #expect(processed(active) == sequences.cards.count * 3)
                 #expect(processed(standby) == 0, "the standby worker processed messages: the shards are not single-active-consumer")
 
@@ -278,7 +268,7 @@ struct OrderedModeTests {
                 #expect(sequences.problems(in: results) == [])
                 #expect(processedByActive < sequences.messageCount, "the active worker finished everything before it stopped")
                 let expectedByStandby = sequences.messageCount - processedByActive
-                try? await waitUntil("the standby worker to count its last batch") { processed(standby) >= expectedByStandby }
+                try? await eventually("the standby worker to count its last batch", within: .seconds(10), every: .milliseconds(20)) { processed(standby) >= expectedByStandby }
                 #expect(processed(standby) == expectedByStandby)
                 let sharded = try #require(environment.topology.sharded)
                 for queue in sharded.queues {
@@ -335,7 +325,7 @@ struct OrderedModeTests {
             try await environment.publish(InboundSpec(
                 body: Array(#"{"action":"retryMe","digitalCardId":"\#(card)"}"#.utf8), messageID: "retry-1",
                 headers: header))
-            try await waitUntil("the message in \(sharded.retryQueue(shard))") {
+            try await eventually("the message in \(sharded.retryQueue(shard))", within: .seconds(10), every: .milliseconds(20)) {
                 try await environment.messageCount(sharded.retryQueue(shard)) == 1
             }
             #expect(try await readyCounts(sharded.retryQueues, environment).reduce(0, +) == 1)
@@ -343,7 +333,7 @@ struct OrderedModeTests {
 
             // With no worker consuming, the retry delay's end shows where it goes: back to its shard.
             try await worker.stop()
-            try await waitUntil("the message back in \(sharded.queue(shard))") {
+            try await eventually("the message back in \(sharded.queue(shard))", within: .seconds(10), every: .milliseconds(20)) {
                 try await environment.messageCount(sharded.queue(shard)) == 1
             }
             #expect(try await readyCounts(sharded.queues, environment).reduce(0, +) == 1)

@@ -1,6 +1,7 @@
 // Issue 13's poison messages, each published alone against the real broker and followed by a valid message that
 // must still be processed, without the worker restarting a session. Each one stopped the queue before.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import WalletRouting
@@ -83,7 +84,7 @@ struct PoisonMessageTests {
             let reason = letter.stringHeader("x-worker-error") ?? ""
             #expect(reason.contains("headers dropped to fit a frame: traceparent"), "x-worker-error: \(reason)")
             // Counted once the delivery is settled, which may follow the next message's result.
-            #expect(await eventually(timeout: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1 })
+            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1 }
         }
     }
 
@@ -96,7 +97,7 @@ struct PoisonMessageTests {
             try await expectStillMoving(environment, capture, worker)
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            #expect(await eventually(timeout: .seconds(5)) { worker.metric("wallet_reply_copies_skipped_total") == 1 })
+            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) { worker.metric("wallet_reply_copies_skipped_total") == 1 }
             #expect(deadLetters.count == 0)
         }
     }
@@ -119,7 +120,7 @@ struct PoisonMessageTests {
                 json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).requester",
                 replyTo: "amq.rabbitmq.reply-to")
             let outcome = try await requester.channel.publish(
-                request.outbound(exchange: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
+                request.outbound(to: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
             #expect(outcome.isConfirmed)
             let copies = try await requester.waitFor(1, within: .seconds(5), "the requester's copy")
             #expect(copies.first?.properties.messageID == "\(environment.prefix).requester/0")
@@ -145,7 +146,7 @@ struct PoisonMessageTests {
                 json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).requester",
                 replyTo: "amq.rabbitmq.reply-to")
             let outcome = try await requester.channel.publish(
-                request.outbound(exchange: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
+                request.outbound(to: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
             #expect(outcome.isConfirmed)
             let copies = try await requester.waitFor(1, within: .seconds(5), "the requester's copy")
             #expect(copies.first?.properties.messageID == "\(environment.prefix).requester/0")
@@ -177,15 +178,15 @@ struct PoisonMessageTests {
         try await withPoisonEnvironment("user-id") { environment, capture, deadLetters, worker in
             // RabbitMQ refuses a publish whose user_id is not the connection's user: the backend may set its own,
             // the worker (another user) could then never publish the copy, and closed its channel trying.
-            let url = try AMQPURL(parsing: ProcessInfo.processInfo.environment["AMQP_SECOND_USER_URL"]!)
-            let backend = try await AMQPConnection.connect(
-                configuration: AMQPConnectionConfiguration(url: url), logger: WorkerBroker.logger)
+            let urlText = try #require(TestBroker.environment("AMQP_SECOND_USER_URL"))
+            let url = try AMQPURL(parsing: urlText)
+            let backend = try await TestBroker.connect(purpose: "backend with a user of its own", url: urlText)
             do {
                 let channel = try await backend.openChannel()
                 try await channel.enableConfirms()
                 var spec = InboundSpec(json: "not json", messageID: "\(environment.prefix).user")
                 spec.body = Array("not json".utf8)
-                var message = spec.outbound(exchange: environment.topology.inboundExchange)
+                var message = spec.outbound(to: environment.topology.inboundExchange)
                 message.properties.userID = url.user
                 let outcome = try await channel.publish(message, confirmTimeout: .seconds(10))
                 #expect(outcome.isConfirmed)
@@ -297,7 +298,7 @@ struct PoisonMessageTests {
 
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            #expect(await eventually(timeout: .seconds(5)) { worker.metric("wallet_reply_copies_skipped_total") == 1 })
+            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) { worker.metric("wallet_reply_copies_skipped_total") == 1 }
             #expect(deadLetters.count == 1)
         }
     }
@@ -372,7 +373,7 @@ struct PoisonMessageTests {
             #expect(letter.properties.headers?["x-death"] == .array([.string("x")]))
             #expect(letter.stringHeader("x-worker-error")?.contains("over the limit") ?? false)
             // Counted once the delivery is settled, which may follow the next message's result.
-            #expect(await eventually(timeout: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1 })
+            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1 }
         }
     }
 
@@ -396,9 +397,9 @@ struct PoisonMessageTests {
                 return
             }
             #expect(deaths.count == 1)
-            #expect(await eventually(timeout: .seconds(5)) {
+            try await eventually("one dead letter rejected to the broker, counted", within: .seconds(5)) {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1
-            })
+            }
         }
     }
 
@@ -418,7 +419,7 @@ struct PoisonMessageTests {
             #expect(letter.body.count == size)
             #expect(letter.properties.headers?["x-death"] != nil)
             // Counted once the delivery is settled, which may follow the next message's result.
-            #expect(await eventually(timeout: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1 })
+            try await eventually("wallet_dead_letters_total{reason=rejected_to_broker} to be 1", within: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1 }
             try await worker.stop()
             #expect(try await environment.messageCount(environment.topology.workQueue) == 0)
         }
@@ -436,7 +437,7 @@ private let unknownNodeReplyAddress: String = {
 
 private func withPoisonEnvironment(
     _ purpose: String,
-    _ body: (WorkerEnvironment, ResultCapture, QueueCollector, RunningWorker) async throws -> Void
+    _ body: (WorkerEnvironment, ResultCapture, MessageCapture, RunningWorker) async throws -> Void
 ) async throws {
     try await withWorkerEnvironment("poison-\(purpose)") { environment in
         try await environment.declareTopology()

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -21,40 +22,46 @@ extension Resilience {
                 defer { prometheus.stop() }
                 try await prometheus.waitUntilReady(timeout: .seconds(30))
                 // Scraped at least twice with the dead-letter counters at zero, and every rule evaluated since.
-                let scraped = try await eventually(timeout: .seconds(30), every: .milliseconds(200)) {
+                try await eventually(
+                    "Prometheus did not scrape the worker\n\(prometheus.logTail())",
+                    within: .seconds(30), every: .milliseconds(200)
+                ) {
                     try prometheus.query(#"count_over_time(wallet_dead_letters_total{reason="rejected"}[1m])"#)
                         .first.map { $0 >= 2 } ?? false
                 }
-                try #require(scraped, "Prometheus did not scrape the worker\n\(prometheus.logTail())")
                 try await Task.sleep(for: .seconds(2))
                 let quiet = try prometheus.alerts()
                 #expect(quiet.isEmpty, "alerts on a healthy worker: \(quiet.map { "\($0.name) \($0.state)" })")
 
                 // Four notifications fail transiently (their results cannot be routed; one attempt).
                 try await channel.enableConfirms()
-                let storeFailures = (0..<4).map { InboundNotification.mg("alerts-mg-\($0)", card: "ALERTS-\($0)") }
+                let storeFailures = (0..<4).map { InboundSpec.mg("alerts-mg-\($0)", card: "ALERTS-\($0)") }
                 try await deadLetterAsTransientFailures(
                     storeFailures, topology: topology, connection: connection, channel: channel, worker: worker)
 
-                let paged = try await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
+                try await eventually(
+                    "WalletRetriesExhausted did not fire: \((try? prometheus.alerts()) ?? [])",
+                    within: .seconds(30), every: .milliseconds(250)
+                ) {
                     try prometheus.alerts().contains { $0.name == "WalletRetriesExhausted" && $0.state == "firing" }
                 }
-                #expect(paged, "WalletRetriesExhausted did not fire: \((try? prometheus.alerts()) ?? [])")
 
                 // A sender's bad input: twelve bodies that are not JSON, more than the rule's ten in 15 minutes.
-                let badOnes = (0..<12).map { index -> InboundNotification in
-                    var bad = InboundNotification.action("alerts-bad-\(index)", action: "x")
-                    bad.body = #"{"sender":"TNS","oops":"# + "\(index)"
+                let badOnes = (0..<12).map { index -> InboundSpec in
+                    var bad = InboundSpec.action("alerts-bad-\(index)", action: "x")
+                    bad.text = #"{"sender":"TNS","oops":"# + "\(index)"
                     return bad
                 }
-                try await publishAll(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let allDead = try await eventually(timeout: .seconds(30)) {
+                try await publishConfirmed(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "readyCount(topology.deadLetterQueue) == 16\n\(worker.logTail())",
+                    within: .seconds(30)
+                ) {
                     try await readyCount(topology.deadLetterQueue, on: connection) == 16
                 }
-                try #require(allDead, "\(worker.logTail())")
                 // Its `for: 5m` keeps it pending in a test's time: pending is the rule's verdict that it holds.
                 var growing: PrometheusServer.Alert?
-                _ = try await eventually(timeout: .seconds(30), every: .milliseconds(250)) {
+                try await eventually("WalletDeadLettersGrowing to be evaluated", within: .seconds(30), every: .milliseconds(250)) {
                     growing = try prometheus.alerts().first { $0.name == "WalletDeadLettersGrowing" }
                     return growing != nil
                 }
@@ -91,7 +98,7 @@ extension Resilience {
                     workerRunArguments(
                         topology, store: "sqlite:\(database)", prefetch: 10,
                         extra: ["--store-busy-timeout", "60s", "--queue-poll-interval", "1s"]),
-                    amqpURL: ResilienceBroker.url, label: "stall-worker")
+                    amqpURL: TestBroker.urlText, label: "stall-worker")
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
@@ -101,12 +108,11 @@ extension Resilience {
 
                 // Healthy first: a few messages processed, the new metrics there.
                 try await channel.enableConfirms()
-                let first = (0..<5).map { InboundNotification.action("stall-ok-\($0)", action: "stall.ok") }
-                try await publishAll(first.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let processed = try await eventually(timeout: .seconds(20)) {
+                let first = (0..<5).map { InboundSpec.action("stall-ok-\($0)", action: "stall.ok") }
+                try await publishConfirmed(first.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= first.count
                 }
-                try #require(processed, "\(worker.logTail())")
                 let exposition = try httpGet(port: port, path: "/metrics").body
                 for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
                              "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
@@ -119,28 +125,37 @@ extension Resilience {
 
                 // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
                 let lock = try await SQLiteLockHolder(path: database)
-                let waiting = (0..<50).map { InboundNotification.action("stall-\($0)", action: "stall.wait") }
-                try await publishAll(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let held = try await eventually(timeout: .seconds(20), every: .milliseconds(250)) {
+                let waiting = (0..<50).map { InboundSpec.action("stall-\($0)", action: "stall.wait") }
+                try await publishConfirmed(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "a batch held and 40 messages ready: "
+                        + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
+                    within: .seconds(20), every: .milliseconds(250)
+                ) {
                     // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
                     try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
                         && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
                 }
-                let gauges = ((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n")
-                    .filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") }
-                #expect(held, "\(gauges)")
                 #expect(try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
 
                 var pending = false
-                let fired = try await eventually(timeout: .seconds(300), every: .seconds(1)) {
-                    let alert = try prometheus.alerts().first { $0.name == "WalletStalled" }
-                    if alert?.state == "pending" { pending = true }
-                    return alert?.state == "firing"
+                var notFired: (any Error)?
+                do {
+                    try await eventually(
+                        "WalletStalled to fire: \((try? prometheus.alerts()) ?? [])\n\(worker.logTail())",
+                        within: .seconds(300), every: .seconds(1)
+                    ) {
+                        let alert = try prometheus.alerts().first { $0.name == "WalletStalled" }
+                        if alert?.state == "pending" { pending = true }
+                        return alert?.state == "firing"
+                    }
+                } catch {
+                    notFired = error
                 }
                 let stillLocked = worker.isRunning
                 await lock.release()
                 #expect(pending, "WalletStalled was never pending before it fired")
-                try #require(fired, "WalletStalled did not fire: \((try? prometheus.alerts()) ?? [])\n\(worker.logTail())")
+                if let notFired { throw notFired }
                 #expect(stillLocked)
                 let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
                 #expect(alert.labels["severity"] == "critical")
@@ -148,14 +163,18 @@ extension Resilience {
                 #expect(try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#]) >= 1)
 
                 // The lock is gone: everything is processed, and the alert ends.
-                let drained = try await eventually(timeout: .seconds(90)) {
+                try await eventually(
+                    "readyCount(topology.capture) >= first.count + waiting.count\n\(worker.logTail())",
+                    within: .seconds(90)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= first.count + waiting.count
                 }
-                #expect(drained, "\(worker.logTail())")
-                let resolved = try await eventually(timeout: .seconds(30), every: .seconds(1)) {
+                try await eventually(
+                    "resolved\n\((try? prometheus.alerts()) ?? [])",
+                    within: .seconds(30), every: .seconds(1)
+                ) {
                     try !prometheus.alerts().contains { $0.name == "WalletStalled" }
                 }
-                #expect(resolved, "\((try? prometheus.alerts()) ?? [])")
                 #expect(try worker.metric(port: port, "wallet_in_flight_deliveries") == 0)
             }
         }

@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import TestSupport
 
@@ -5,7 +6,7 @@ import TestSupport
 /// scraping one worker every second and evaluating deploy/'s PrometheusRule every second.
 final class PrometheusServer {
     static let executable = "/usr/bin/prometheus"
-    static let ruleFile = ResilienceBroker.repositoryRoot
+    static let ruleFile = TestBroker.repositoryRoot
         .appendingPathComponent("deploy/kubernetes/monitoring/prometheusrule.yaml").path
 
     let port: Int
@@ -68,11 +69,10 @@ final class PrometheusServer {
     }
 
     func waitUntilReady(timeout: Duration) async throws {
-        let ready = try await eventually(timeout: timeout, every: .milliseconds(100)) {
+        try await eventually("prometheus to be ready\n\(logTail())", within: timeout) {
             if let exit = process.poll() { throw ChildProcessError("prometheus \(exit)\n\(logTail())") }
             return (try? httpGet(port: port, path: "/-/ready"))?.status == 200
         }
-        guard ready else { throw ChildProcessError("prometheus was not ready within \(timeout)\n\(logTail())") }
     }
 
     /// The values of an instant query's vector result.

@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 
 // The multi-replica tests' view of what the capture queue received, and when the SIGKILL happened.

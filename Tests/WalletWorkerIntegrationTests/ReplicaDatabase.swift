@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import Logging
 import PostgresNIO
@@ -30,12 +31,12 @@ struct ReplicaDatabase: Sendable {
     /// Creates the database; runs `body`; drops it (also when `body` throws).
     static func with<T>(_ purpose: String, _ body: (ReplicaDatabase) async throws -> T) async throws -> T {
         guard let serverURL, var components = URLComponents(string: serverURL) else {
-            throw WorkerFixtureError("POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it")
+            throw BrokerTestError("POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it")
         }
         let server = try PostgresLocation(parsing: serverURL)
         let name = "wnw_\(purpose)_\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
         components.path = "/\(name)"
-        guard let storeURL = components.string else { throw WorkerFixtureError("cannot build a store URL from POSTGRES_URL") }
+        guard let storeURL = components.string else { throw BrokerTestError("cannot build a store URL from POSTGRES_URL") }
         let database = ReplicaDatabase(name: name, storeURL: storeURL, server: server)
         // A plain identifier (letters, digits, _): safe to write into the statement.
         try await database.withConnection(to: server.database) {
@@ -73,10 +74,10 @@ struct ReplicaDatabase: Sendable {
     /// The store URL of this database through `relay`, a `FaultyRelay` in front of its server (which the caller
     /// keeps, and closes).
     func store(through relay: FaultyRelay) throws -> StoreLocation {
-        guard var components = URLComponents(string: storeURL) else { throw WorkerFixtureError("not a URL: \(storeURL)") }
+        guard var components = URLComponents(string: storeURL) else { throw BrokerTestError("not a URL: \(storeURL)") }
         components.host = "127.0.0.1"
         components.port = relay.port
-        guard let url = components.string else { throw WorkerFixtureError("cannot build a store URL through the relay") }
+        guard let url = components.string else { throw BrokerTestError("cannot build a store URL through the relay") }
         return try StoreLocation(parsing: url)
     }
 

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -20,9 +21,9 @@ extension Resilience {
             defer { removeSQLite(database) }
 
             try await withResilienceTopology("alarm", url: node.url) { topology, connection, channel in
-                let inbound = (0..<2_000).map { InboundNotification.action("alarm-\($0)", action: "alarm.refresh") }
+                let inbound = (0..<2_000).map { InboundSpec.action("alarm-\($0)", action: "alarm.refresh") }
                 try await channel.enableConfirms()
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
 
                 // The alarm blocks every publishing connection; consuming and acknowledging still work.
                 try await node.run("ctl", "set_vm_memory_high_watermark", "0.0000001")
@@ -34,10 +35,12 @@ extension Resilience {
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 // Batches are stored and their results sent into the blocked connection.
-                let inFlight = try await eventually(timeout: .seconds(20), every: .milliseconds(50)) {
+                try await eventually(
+                    "the worker took no batch\n\(worker.logTail())",
+                    within: .seconds(20), every: .milliseconds(50)
+                ) {
                     try worker.metric(port: port, "wallet_batch_size_count") >= 1
                 }
-                try #require(inFlight, "the worker took no batch\n\(worker.logTail())")
 
                 // While the alarm lasts no confirm arrives, so nothing is acknowledged after this.
                 let acknowledged = try worker.metric(port: port, "wallet_messages_total")
@@ -49,13 +52,16 @@ extension Resilience {
 
                 // Every message the worker did not acknowledge is back in the queue for the next worker.
                 try await node.run("ctl", "set_vm_memory_high_watermark", "0.4")
-                let after = try await ResilienceBroker.connect(url: node.url, purpose: "alarm after")
+                let after = try await TestBroker.connect(purpose: "alarm after", url: node.url)
                 defer { Task { await after.close(timeout: .seconds(2)) } }
-                let back = try await eventually(timeout: .seconds(10)) {
-                    try await readyCount(topology.work, on: after) == inbound.count - Int(acknowledged)
+                var ready = 0
+                try await eventually(
+                    "the unacknowledged messages back: \(ready) ready, \(acknowledged) acknowledged of \(inbound.count)",
+                    within: .seconds(10)
+                ) {
+                    ready = try await readyCount(topology.work, on: after)
+                    return ready == inbound.count - Int(acknowledged)
                 }
-                let ready = try await readyCount(topology.work, on: after)
-                #expect(back, "\(ready) ready, \(acknowledged) acknowledged of \(inbound.count)")
             }
         }
     }

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -22,7 +23,7 @@ extension Resilience {
             defer { removeSQLite(database) }
 
             try await withResilienceTopology("restart", url: node.url) { topology, connection, channel in
-                let inbound = (0..<10_000).map { index -> InboundNotification in
+                let inbound = (0..<10_000).map { index -> InboundSpec in
                     switch index % 4 {
                     case 0: .cps("restart-\(index)", card: "RESTART-\(index)", code: "CBP.info.tokenProvisioned")
                     case 1: .cps("restart-\(index)", card: "RESTART-\(index - 1)", code: "CBP.info.tokenSuspended")
@@ -32,7 +33,7 @@ extension Resilience {
                 }
                 let totalResults = inbound.map(\.expectedResults).reduce(0, +)
                 try await channel.enableConfirms()
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
                 await connection.close(timeout: .seconds(5))
 
                 let worker = try WorkerProcess(
@@ -43,12 +44,18 @@ extension Resilience {
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
 
                 // Stop the node once about a fifth of the results are in.
-                let watcher = try await ResilienceBroker.connect(url: node.url, purpose: "restart watcher")
-                let underWay = try await eventually(timeout: .seconds(60), every: .milliseconds(20)) {
-                    try await readyCount(topology.capture, on: watcher) >= totalResults / 5
+                let watcher = try await TestBroker.connect(purpose: "restart watcher", url: node.url)
+                do {
+                    try await eventually(
+                        "the worker to get going\n\(worker.logTail())", within: .seconds(60), every: .milliseconds(20)
+                    ) {
+                        try await readyCount(topology.capture, on: watcher) >= totalResults / 5
+                    }
+                } catch {
+                    await watcher.close(timeout: .seconds(2))
+                    throw error
                 }
                 await watcher.close(timeout: .seconds(2))
-                try #require(underWay, "the worker did not get going\n\(worker.logTail())")
                 try await node.stop()
 
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 503, timeout: .seconds(20))
@@ -66,21 +73,23 @@ extension Resilience {
                 #expect(try worker.metric(port: port, "wallet_reconnects_total") >= 1)
 
                 // Finish, then stop the worker and account for every message.
-                let after = try await ResilienceBroker.connect(url: node.url, purpose: "restart after")
+                let after = try await TestBroker.connect(purpose: "restart after", url: node.url)
                 defer { Task { await after.close(timeout: .seconds(2)) } }
-                let finished = try await eventually(timeout: .seconds(90), every: .milliseconds(100)) {
+                try await eventually(
+                    "the worker did not finish after the restart\n\(worker.logTail())",
+                    within: .seconds(90), every: .milliseconds(100)
+                ) {
                     let ready = try await readyCount(topology.work, on: after)
                     let results = try await readyCount(topology.capture, on: after)
                     return ready == 0 && results >= totalResults
                 }
-                try #require(finished, "the worker did not finish after the restart\n\(worker.logTail())")
                 worker.terminate()
                 let ended = await worker.waitForExit(timeout: .seconds(30))
                 #expect(ended?.exit == .exited(0), "\(worker.logTail())")
                 #expect(try await readyCount(topology.work, on: after) == 0)
                 #expect(try await readyCount(topology.deadLetterQueue, on: after) == 0)
 
-                let results = capturedResults(try await drainQueue(topology.capture, on: after))
+                let results = try await MessageCapture.drain(topology.capture, on: after)
                 let accounting = ResultAccounting(results: results, inbound: inbound)
                 #expect(accounting.incomplete.isEmpty,
                         "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))")

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -12,12 +13,12 @@ extension Resilience {
         static let recordsPerCard = 23
 
         /// Card `c`'s 40 messages, in publication order. Final states: c % 3 == 0 active, 1 suspended, 2 deleted.
-        static func lifecycle(card c: Int) -> [InboundNotification] {
+        static func lifecycle(card c: Int) -> [InboundSpec] {
             let card = "CRASH-\(c)"
             func id(_ step: Int) -> String { "crash-c\(c)-s\(step)" }
-            var messages: [InboundNotification] = [.cps(id(0), card: card, code: "CBP.info.tokenProvisioned")]
+            var messages: [InboundSpec] = [.cps(id(0), card: card, code: "CBP.info.tokenProvisioned")]
             var record = 0
-            func nextRecord(_ step: Int) -> InboundNotification {
+            func nextRecord(_ step: Int) -> InboundSpec {
                 defer { record += 1 }
                 let minute = record
                 return .tns(id(step), card: card, record: (
@@ -41,7 +42,7 @@ extension Resilience {
             try await withResilienceTopology("crash") { topology, connection, channel in
                 // Round-robin over the cards, so every crash lands in the middle of many lifecycles.
                 let lifecycles = (0..<Self.cards).map { Self.lifecycle(card: $0) }
-                var inbound: [InboundNotification] = []
+                var inbound: [InboundSpec] = []
                 for step in 0..<40 {
                     for card in 0..<Self.cards { inbound.append(lifecycles[card][step]) }
                 }
@@ -49,7 +50,7 @@ extension Resilience {
                 #expect(Set(inbound.map(\.messageID)).count == inbound.count)
                 let totalResults = inbound.map(\.expectedResults).reduce(0, +)
                 try await channel.enableConfirms()
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
 
                 let arguments = workerRunArguments(
                     topology, store: "sqlite:\(database)", prefetch: 200, extra: ["--history-limit", "100"])
@@ -61,7 +62,7 @@ extension Resilience {
                     }
                 }
                 func start(_ label: String) throws -> WorkerProcess {
-                    let worker = try WorkerProcess(arguments, amqpURL: ResilienceBroker.url, label: label)
+                    let worker = try WorkerProcess(arguments, amqpURL: TestBroker.urlText, label: label)
                     runs.append(worker)
                     return worker
                 }
@@ -77,10 +78,12 @@ extension Resilience {
                     number += 1
                     let worker = try start("crash-worker-\(number)")
                     let port = try await worker.operationsPort()
-                    let reached = try await eventually(timeout: .seconds(90), every: .milliseconds(20)) {
+                    try await eventually(
+                        "run \(number) did not reach \(fraction) of the results\n\(worker.logTail())",
+                        within: .seconds(90), every: .milliseconds(20)
+                    ) {
                         try await readyCount(topology.capture, on: connection) >= Int(Double(totalResults) * fraction)
                     }
-                    try #require(reached, "run \(number) did not reach \(fraction) of the results\n\(worker.logTail())")
                     replays += (try? worker.metric(port: port, "wallet_replays_total")) ?? 0
                     #expect(worker.isRunning, "\(worker.logTail())")
                     worker.kill()
@@ -89,34 +92,38 @@ extension Resilience {
                 // Then runs until the queue is drained (the last run is stopped with SIGTERM).
                 let last = try start("crash-worker-final")
                 let lastPort = try await last.operationsPort()
-                let drained = try await eventually(timeout: .seconds(120), every: .milliseconds(100)) {
+                try await eventually(
+                    "the queue was not drained\n\(last.logTail())",
+                    within: .seconds(120), every: .milliseconds(100)
+                ) {
                     let ready = try await readyCount(topology.work, on: connection)
                     let retry = try await readyCount(topology.retry, on: connection)
                     let results = try await readyCount(topology.capture, on: connection)
                     return ready == 0 && retry == 0 && results >= totalResults
                 }
-                try #require(drained, "the queue was not drained\n\(last.logTail())")
                 replays += (try? last.metric(port: lastPort, "wallet_replays_total")) ?? 0
 
                 // The final state, asked of the same worker: an MG and a TNS query per card.
                 let queries = (0..<Self.cards).flatMap { c in
-                    [InboundNotification.mg("crash-q-mg-\(c)", card: "CRASH-\(c)"),
-                     InboundNotification.tns("crash-q-tns-\(c)", card: "CRASH-\(c)")]
+                    [InboundSpec.mg("crash-q-mg-\(c)", card: "CRASH-\(c)"),
+                     InboundSpec.tns("crash-q-tns-\(c)", card: "CRASH-\(c)")]
                 }
-                try await publishAll(queries.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let answered = try await eventually(timeout: .seconds(60), every: .milliseconds(100)) {
+                try await publishConfirmed(queries.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "the final queries were not answered\n\(last.logTail())",
+                    within: .seconds(60), every: .milliseconds(100)
+                ) {
                     let ready = try await readyCount(topology.work, on: connection)
                     let results = try await readyCount(topology.capture, on: connection)
                     return ready == 0 && results >= totalResults + queries.count
                 }
-                try #require(answered, "the final queries were not answered\n\(last.logTail())")
                 last.terminate()
                 let ended = await last.waitForExit(timeout: .seconds(30))
                 #expect(ended?.exit == .exited(0), "\(last.logTail())")
                 #expect(try await readyCount(topology.work, on: connection) == 0)
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
 
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let accounting = ResultAccounting(results: results, inbound: inbound + queries)
 
                 // Nothing lost: every message has all its results (ids `<message_id>/0..n-1`), nothing else.
@@ -134,11 +141,11 @@ extension Resilience {
                         "no message was replayed (\(replays) replays, \(accounting.identicalDuplicates) republished results) after \(number) crashes: the replay path was not exercised")
 
                 // The final state is the one the lifecycles imply.
-                var byID: [String: CapturedResult] = [:]
+                var byID: [String: CapturedMessage] = [:]
                 for result in results { if let id = result.messageID { byID[id] = result } }
                 var wrong: [String] = []
                 for c in 0..<Self.cards {
-                    guard let mg = byID["crash-q-mg-\(c)/0"]?.json, let tns = byID["crash-q-tns-\(c)/0"]?.json else {
+                    guard let mg = byID["crash-q-mg-\(c)/0"]?.jsonObject, let tns = byID["crash-q-tns-\(c)/0"]?.jsonObject else {
                         wrong.append("card \(c): no query result")
                         continue
                     }

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -13,25 +14,27 @@ extension Resilience {
             defer { removeSQLite(database) }
             try await withResilienceTopology("drain") { topology, connection, channel in
                 // Half the messages install a card (two results each), half trigger an action (one result).
-                let inbound = (0..<5_000).map { index -> InboundNotification in
+                let inbound = (0..<5_000).map { index -> InboundSpec in
                     index.isMultiple(of: 2)
                         ? .cps("drain-\(index)", card: "DRAIN-\(index)", code: "CBP.info.tokenProvisioned")
                         : .action("drain-\(index)", action: "refresh\(index)")
                 }
                 try await channel.enableConfirms()
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
                 #expect(try await readyCount(topology.work, on: connection) == 5_000)
 
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 200), amqpURL: ResilienceBroker.url,
+                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 200), amqpURL: TestBroker.urlText,
                     label: "drain-worker")
                 defer { worker.kill(); worker.process.removeLog() }
 
                 // SIGTERM once processing is well under way (about 1,500 of ~7,500 results), not at the end.
-                let underWay = try await eventually(timeout: .seconds(60), every: .milliseconds(20)) {
+                try await eventually(
+                    "the worker did not get going\n\(worker.logTail())",
+                    within: .seconds(60), every: .milliseconds(20)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= 1_500
                 }
-                try #require(underWay, "the worker did not get going\n\(worker.logTail())")
                 worker.terminate()
                 let ended = await worker.waitForExit(timeout: .seconds(30))
                 let (exit, elapsed) = try #require(ended, "no exit within 30 s of SIGTERM\n\(worker.logTail())")
@@ -47,7 +50,7 @@ extension Resilience {
                 let probe = try await connection.openChannel()
                 let workStatus = try await probe.queueStatus(topology.work)
                 #expect(workStatus.consumerCount == 0)
-                let leftDeliveries = try await drainQueue(topology.work, on: connection)
+                let leftDeliveries = try await MessageCapture.drain(topology.work, on: connection)
                 #expect(leftDeliveries.count == Int(workStatus.messageCount))
                 let redelivered = leftDeliveries.filter(\.redelivered)
                 #expect(redelivered.count <= 200,
@@ -59,8 +62,8 @@ extension Resilience {
                 #expect(!left.isEmpty, "SIGTERM came too late to test a drain: the queue was already empty")
 
                 // Every message not in the queue was processed: its results are all there, exactly once.
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
-                let processed = Set(inbound.map(\.messageID)).subtracting(left)
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
+                let processed = Set(inbound.map(\.id)).subtracting(left)
                 let accounting = ResultAccounting(results: results, inbound: inbound, considering: processed)
                 #expect(accounting.incomplete.isEmpty,
                         "acknowledged without all their results (id, expected, found): \(accounting.incomplete.prefix(5))")
@@ -68,11 +71,11 @@ extension Resilience {
                 let resultsForLeft = Set(accounting.distinctByInbound.keys).intersection(left)
                 #expect(resultsForLeft.isEmpty,
                         "results published for messages still in the queue: \(resultsForLeft.prefix(5))")
-                let expectedCount = inbound.filter { processed.contains($0.messageID) }.map(\.expectedResults).reduce(0, +)
+                let expectedCount = inbound.filter { processed.contains($0.id) }.map(\.expectedResults).reduce(0, +)
                 #expect(results.count == expectedCount,
                         "\(results.count) results for \(processed.count) processed messages, expected \(expectedCount)")
                 #expect(accounting.differingDuplicates.isEmpty)
-                #expect(left.isSubset(of: Set(inbound.map(\.messageID))), "unknown messages in the work queue")
+                #expect(left.isSubset(of: Set(inbound.map(\.id))), "unknown messages in the work queue")
                 try? await probe.close()
             }
         }

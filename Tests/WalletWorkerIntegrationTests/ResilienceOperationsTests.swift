@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import TestSupport
 import Testing
@@ -13,7 +14,7 @@ extension Resilience {
             defer { removeSQLite(database) }
             try await withResilienceTopology("ops") { topology, connection, channel in
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "sqlite:\(database)"), amqpURL: ResilienceBroker.url,
+                    workerRunArguments(topology, store: "sqlite:\(database)"), amqpURL: TestBroker.urlText,
                     label: "ops-worker")
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
@@ -21,7 +22,7 @@ extension Resilience {
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 #expect(try httpGet(port: port, path: "/nothing-here").status == 404)
 
-                let inbound: [InboundNotification] = [
+                let inbound: [InboundSpec] = [
                     .cps("ops-1", card: "OPS-1", code: "CBP.info.tokenProvisioned"),
                     .cps("ops-2", card: "OPS-2", code: "CBP.info.tokenProvisioned"),
                     .mg("ops-3", card: "OPS-1"),
@@ -29,17 +30,17 @@ extension Resilience {
                     .action("ops-5", action: "ops.refresh"),
                 ]
                 try await channel.enableConfirms()
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let done = try await eventually(timeout: .seconds(20)) {
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually("readyCount(topology.capture) >= 7\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= 7
                 }
-                try #require(done, "\(worker.logTail())")
 
-                let metrics = try await eventually(timeout: .seconds(5)) {
+                try await eventually(
+                    "5 messages counted: \((try? httpGet(port: port, path: "/metrics").body) ?? "")", within: .seconds(5)
+                ) {
                     try worker.metric(port: port, "wallet_messages_total") >= 5
                 }
                 let exposition = try httpGet(port: port, path: "/metrics").body
-                #expect(metrics, "\(exposition)")
                 func count(_ labels: String...) -> Double {
                     WorkerProcess.metricValue(in: exposition, "wallet_messages_total", labels: labels)
                 }
@@ -66,14 +67,14 @@ extension Resilience {
             let listener = try LoopbackSocket(listening: true)
             defer { listener.close() }
             try await withResilienceTopology("busy-port") { topology, connection, channel in
-                let inbound = (0..<400).map { InboundNotification.action("busy-\($0)", action: "ops.refresh") }
+                let inbound = (0..<400).map { InboundSpec.action("busy-\($0)", action: "ops.refresh") }
                 try await channel.enableConfirms()
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
 
                 let worker = try WorkerProcess(
                     workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 50,
                                        extra: ["--http-port", "\(listener.port)"]),
-                    amqpURL: ResilienceBroker.url, label: "busy-port-worker")
+                    amqpURL: TestBroker.urlText, label: "busy-port-worker")
                 defer { worker.kill(); worker.process.removeLog() }
                 let ended = await worker.waitForExit(timeout: .seconds(40))
                 let (exit, _) = try #require(ended, "still running\n\(worker.logTail())")
@@ -87,7 +88,7 @@ extension Resilience {
                 #expect(try await readyCount(topology.retry, on: connection) == 0)
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
                 let waiting = try await readyCount(topology.work, on: connection)
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let accounting = ResultAccounting(results: results, inbound: inbound)
                 #expect(accounting.unexpected.isEmpty && accounting.differingDuplicates.isEmpty)
                 #expect(accounting.distinctByInbound.count + waiting == inbound.count,
@@ -105,7 +106,7 @@ extension Resilience {
             let topology = ResilienceTopology("invalid")
             let worker = try WorkerProcess(
                 ["run"] + flags + ["--http-port", "0", "--http-host", "127.0.0.1", "--log-format", "json"] + topology.flags,
-                amqpURL: ResilienceBroker.url, label: "invalid-worker")
+                amqpURL: TestBroker.urlText, label: "invalid-worker")
             defer { worker.kill(); worker.process.removeLog() }
             let ended = await worker.waitForExit(timeout: .seconds(20))
             let (exit, _) = try #require(ended, "still running with \(flags)\n\(worker.logTail())")

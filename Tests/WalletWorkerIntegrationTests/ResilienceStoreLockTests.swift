@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -57,7 +58,7 @@ extension Resilience {
                 workerRunArguments(
                     topology, store: "sqlite:\(database)", prefetch: 50, retryDelay: retryDelay,
                     extra: ["--store-busy-timeout", "100ms", "--retry-attempts", "3"]),
-                amqpURL: ResilienceBroker.url, label: label)
+                amqpURL: TestBroker.urlText, label: label)
             do {
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
@@ -68,7 +69,7 @@ extension Resilience {
             }
         }
 
-        private func batch(_ prefix: String) -> [InboundNotification] {
+        private func batch(_ prefix: String) -> [InboundSpec] {
             (0..<Self.messages).map { .cps("\(prefix)-\($0)", card: "\(prefix.uppercased())-\($0)", code: "CBP.info.tokenProvisioned") }
         }
 
@@ -88,16 +89,19 @@ extension Resilience {
                 let lock = try await SQLiteLockHolder(path: database)
                 let locked = batch("locked")
                 let published = ContinuousClock.now
-                try await publishAll(locked.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let held = try await eventually(timeout: .seconds(10), every: .milliseconds(50)) {
-                    try worker.metric(port: port, "wallet_store_available") == 0
+                try await publishConfirmed(locked.map { $0.outbound(to: topology.inbound) }, on: channel)
+                do {
+                    try await eventually(
+                        "the worker to notice the locked store\n\(worker.logTail())",
+                        within: .seconds(10), every: .milliseconds(50)
+                    ) {
+                        try worker.metric(port: port, "wallet_store_available") == 0
+                    }
+                } catch {
+                    await lock.release()
+                    throw error
                 }
                 let noticed = ContinuousClock.now - published
-                guard held else {
-                    await lock.release()
-                    Issue.record("the worker did not notice the locked store\n\(worker.logTail())")
-                    return
-                }
                 #expect(noticed < .seconds(5), "one batch's busy timeout, not minutes: \(noticed)")
                 #expect(worker.log.contains("the store does not answer"), "logged when it began\n\(worker.logTail())")
                 #expect(try httpGet(port: port, path: "/readyz").status == 503)
@@ -109,11 +113,13 @@ extension Resilience {
                 #expect(try worker.metric(port: port, "wallet_store_available") == 0, "still out")
 
                 await lock.release()
-                let processed = try await eventually(timeout: .seconds(30)) {
+                try await eventually(
+                    "readyCount(topology.capture) >= 2 * Self.messages\n\(worker.logTail())",
+                    within: .seconds(30)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= 2 * Self.messages
                 }
-                #expect(processed, "\(worker.logTail())")
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let accounting = ResultAccounting(results: results, inbound: locked)
                 #expect(accounting.incomplete.isEmpty && accounting.unexpected.isEmpty)
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
@@ -136,24 +142,30 @@ extension Resilience {
 
                 try await topology.unbindCapture(on: channel)
                 let failing = batch("failing")
-                try await publishAll(failing.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await publishConfirmed(failing.map { $0.outbound(to: topology.inbound) }, on: channel)
 
                 // Three attempts each: two trips through the retry queue, then the dead-letter queue.
-                let allDead = try await eventually(timeout: .seconds(30), every: .milliseconds(100)) {
-                    try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
+                do {
+                    try await eventually("the messages to be dead-lettered\n\(worker.logTail())", within: .seconds(30)) {
+                        try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
+                    }
+                } catch {
+                    try? await topology.bindCapture(on: channel)
+                    throw error
                 }
                 let retries = try worker.metric(port: port, "wallet_retries_total") - retriesBefore
                 try await topology.bindCapture(on: channel)
-                try #require(allDead, "the messages were not dead-lettered\n\(worker.logTail())")
                 #expect(retries == Double(2 * Self.messages), "wallet_retries_total rose by \(retries)\n\(worker.logTail())")
-                let counted = try await eventually(timeout: .seconds(5)) {
+                try await eventually(
+                    "wallet_dead_letters_total{reason=\"retries_exhausted\"} is not \(Self.messages)",
+                    within: .seconds(5)
+                ) {
                     try worker.metric(port: port, "wallet_dead_letters_total", labels: [#"reason="retries_exhausted""#])
                         == Double(Self.messages)
                 }
-                #expect(counted, "wallet_dead_letters_total{reason=\"retries_exhausted\"} is not \(Self.messages)")
                 #expect(try worker.metric(port: port, "wallet_store_outages_total") == 0, "the store was never out")
 
-                let dead = try await drainQueue(topology.deadLetterQueue, on: connection)
+                let dead = try await MessageCapture.drain(topology.deadLetterQueue, on: connection)
                 #expect(Set(dead.compactMap(\.properties.messageID)) == Set(failing.map(\.messageID)))
                 for letter in dead {
                     let error = letter.properties.headers?["x-worker-error"]
@@ -161,19 +173,21 @@ extension Resilience {
                     #expect(text?.contains("returned by the broker") == true && text?.contains("3 attempts") == true,
                             "x-worker-error: \(String(describing: error))")
                     #expect(String(decoding: letter.body, as: UTF8.self)
-                            == failing.first { $0.messageID == letter.properties.messageID }?.body,
+                            == failing.first { $0.messageID == letter.properties.messageID }?.text,
                             "the dead letter's body is not the original")
                 }
                 #expect(try await readyCount(topology.capture, on: connection) == 0, "results captured for failed messages")
 
                 // The failure has cleared: new messages are processed normally.
                 let fresh = batch("after")
-                try await publishAll(fresh.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let processed = try await eventually(timeout: .seconds(20)) {
+                try await publishConfirmed(fresh.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "readyCount(topology.capture) >= 2 * Self.messages\n\(worker.logTail())",
+                    within: .seconds(20)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= 2 * Self.messages
                 }
-                #expect(processed, "\(worker.logTail())")
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let accounting = ResultAccounting(results: results, inbound: fresh)
                 #expect(accounting.incomplete.isEmpty && accounting.unexpected.isEmpty)
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
@@ -193,18 +207,26 @@ extension Resilience {
 
                 try await topology.unbindCapture(on: channel)
                 let inbound = batch("retried")
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let retried = try await eventually(timeout: .seconds(20), every: .milliseconds(10)) {
-                    try worker.metric(port: port, "wallet_retries_total") >= Double(Self.messages)
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                do {
+                    try await eventually(
+                        "the messages to be retried\n\(worker.logTail())", within: .seconds(20), every: .milliseconds(10)
+                    ) {
+                        try worker.metric(port: port, "wallet_retries_total") >= Double(Self.messages)
+                    }
+                } catch {
+                    try? await topology.bindCapture(on: channel)
+                    throw error
                 }
                 try await topology.bindCapture(on: channel)
-                try #require(retried, "the messages were not retried\n\(worker.logTail())")
 
-                let processed = try await eventually(timeout: .seconds(20)) {
+                try await eventually(
+                    "readyCount(topology.capture) >= 2 * Self.messages\n\(worker.logTail())",
+                    within: .seconds(20)
+                ) {
                     try await readyCount(topology.capture, on: connection) >= 2 * Self.messages
                 }
-                #expect(processed, "\(worker.logTail())")
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let accounting = ResultAccounting(results: results, inbound: inbound)
                 #expect(accounting.incomplete.isEmpty, "\(accounting.incomplete)")
                 #expect(accounting.unexpected.isEmpty)

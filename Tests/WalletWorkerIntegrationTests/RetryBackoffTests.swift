@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -26,7 +27,7 @@ extension Resilience {
                     workerRunArguments(
                         topology, store: "sqlite:\(database)", prefetch: 50, retryDelay: "300ms",
                         extra: ["--store-busy-timeout", "50ms"] + settings),
-                    amqpURL: ResilienceBroker.url, label: "backoff-worker-\(queueType)")
+                    amqpURL: TestBroker.urlText, label: "backoff-worker-\(queueType)")
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
@@ -37,20 +38,26 @@ extension Resilience {
                 // instead: StoreLock.)
                 try await topology.unbindCapture(on: channel)
                 let inbound = (0..<Self.messages).map {
-                    InboundNotification.cps("backoff-\($0)", card: "BACKOFF-\($0)", code: "CBP.info.tokenProvisioned")
+                    InboundSpec.cps("backoff-\($0)", card: "BACKOFF-\($0)", code: "CBP.info.tokenProvisioned")
                 }
                 let published = ContinuousClock.now
-                try await publishAll(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
-                let allDead = try await eventually(timeout: .seconds(60), every: .milliseconds(50)) {
-                    try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
+                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                do {
+                    try await eventually(
+                        "the messages to be dead-lettered\n\(worker.logTail())", within: .seconds(60), every: .milliseconds(50)
+                    ) {
+                        try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
+                    }
+                } catch {
+                    try? await topology.bindCapture(on: channel)
+                    throw error
                 }
                 let journey = ContinuousClock.now - published
                 try await topology.bindCapture(on: channel)
-                try #require(allDead, "the messages were not dead-lettered\n\(worker.logTail())")
                 #expect(journey >= .milliseconds(1_200), "300 + 300 + 600 ms at least; took \(journey)")
 
-                let dead = try await drainQueue(topology.deadLetterQueue, on: connection)
-                #expect(Set(dead.compactMap(\.properties.messageID)) == Set(inbound.map(\.messageID)))
+                let dead = try await MessageCapture.drain(topology.deadLetterQueue, on: connection)
+                #expect(Set(dead.compactMap(\.properties.messageID)) == Set(inbound.map(\.id)))
                 var drawn: [String: [Int]] = [:]
                 for letter in dead {
                     let deaths = Self.xDeath(letter)
@@ -88,7 +95,7 @@ extension Resilience {
         }
 
         /// The `x-death` entries by queue.
-        static func xDeath(_ delivery: AMQPDelivery) -> [String: Death] {
+        static func xDeath(_ delivery: CapturedMessage) -> [String: Death] {
             guard case .array(let entries)? = delivery.properties.headers?["x-death"] else { return [:] }
             var deaths: [String: Death] = [:]
             for case .table(let entry) in entries {

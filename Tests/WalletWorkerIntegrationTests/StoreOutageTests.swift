@@ -1,6 +1,7 @@
 // Issue 13: a PostgreSQL failover of 30-60 s dead-lettered every message that arrived meanwhile (5 attempts, 5 s
 // apart). Now the worker holds its batch and takes no more until the store answers.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import TestSupport
@@ -33,8 +34,7 @@ struct StoreOutageTests {
                 relay.refuse()
                 let ids = (0..<5).map { "\(environment.prefix).during-\($0)" }
                 try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                let paused = try await waitUntil(within: .seconds(20)) { worker.health.isStoreUnavailable }
-                #expect(paused, "the worker did not notice the outage")
+                try await eventually("the worker to notice the outage", within: .seconds(20), every: .milliseconds(20)) { worker.health.isStoreUnavailable }
                 #expect(!worker.health.isReady)
                 #expect(worker.metric("wallet_store_available") == 0)
                 try await Task.sleep(for: .seconds(3))
@@ -45,8 +45,7 @@ struct StoreOutageTests {
                 relay.accept()
                 let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
                 #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                let ready = try await waitUntil(within: .seconds(10)) { worker.health.isReady }
-                #expect(ready, "ready again once the store answers")
+                try await eventually("ready again once the store answers", within: .seconds(10), every: .milliseconds(20)) { worker.health.isReady }
                 #expect(worker.metric("wallet_store_available") == 1)
                 #expect(worker.metric("wallet_store_outages_total") == 1)
                 #expect(deadLetters.count == 0)
@@ -78,8 +77,7 @@ struct StoreOutageTests {
                 try await database.setReadOnly(true)
                 let ids = (0..<5).map { "\(environment.prefix).read-only-\($0)" }
                 try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                let paused = try await waitUntil(within: .seconds(20)) { worker.health.isStoreUnavailable }
-                #expect(paused, "the worker did not notice the read-only store")
+                try await eventually("the worker to notice the read-only store", within: .seconds(20), every: .milliseconds(20)) { worker.health.isStoreUnavailable }
                 #expect(!worker.health.isReady)
                 #expect(worker.metric("wallet_store_available") == 0)
                 try await Task.sleep(for: .seconds(3))
@@ -90,21 +88,11 @@ struct StoreOutageTests {
                 try await database.setReadOnly(false)
                 let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
                 #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                let ready = try await waitUntil(within: .seconds(10)) { worker.health.isReady }
-                #expect(ready, "ready again once the store takes writes")
+                try await eventually("ready again once the store takes writes", within: .seconds(10), every: .milliseconds(20)) { worker.health.isReady }
                 #expect(worker.metric("wallet_store_available") == 1)
                 #expect(deadLetters.count == 0)
                 try await worker.stop()
             }
         }
     }
-}
-
-private func waitUntil(within limit: Duration, _ condition: () -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + limit
-    while !condition() {
-        if ContinuousClock.now >= deadline { return false }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    return true
 }

@@ -1,6 +1,7 @@
 // A message whose data the PostgreSQL store cannot hold (a NUL in `digitalCardId`, which the router accepts):
 // found in review to stop every replica that received its batch. Now it is dead-lettered alone.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import WalletStore

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -36,7 +37,7 @@ extension Resilience {
             try await withResilienceTopology("store-tools-\(label)") { topology, connection, channel in
                 // 1. A runtime without DDL rights is not allowed to start on a store that was never migrated.
                 let refused = try WorkerProcess(
-                    workerRunArguments(topology, store: store, extra: ["--no-migrate"]), amqpURL: ResilienceBroker.url,
+                    workerRunArguments(topology, store: store, extra: ["--no-migrate"]), amqpURL: TestBroker.urlText,
                     label: "store-tools-refused")
                 defer { refused.kill(); refused.process.removeLog() }
                 let ended = await refused.waitForExit(timeout: .seconds(30))
@@ -57,28 +58,27 @@ extension Resilience {
 
                 // 2. The worker runs with --no-migrate and processes a card's life.
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: store, extra: ["--no-migrate"]), amqpURL: ResilienceBroker.url,
+                    workerRunArguments(topology, store: store, extra: ["--no-migrate"]), amqpURL: TestBroker.urlText,
                     label: "store-tools-worker")
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
                 let card = "ST-\(label)"
-                let inbound: [InboundNotification] = [
+                let inbound: [InboundSpec] = [
                     .cps("st-install", card: card, code: "CBP.info.tokenProvisioned"),
                     .tns("st-tns-1", card: card, record: (id: "R-1", date: "2026-11-20T10:00:00Z", amount: 12.5)),
                     .tns("st-tns-2", card: card, record: (id: "R-2", date: "2026-11-21T09:30:00+01:00", amount: 3.2)),
                     .mg("st-mg", card: card),
                 ]
                 for notification in inbound {
-                    try await publishAll([notification.outbound(to: topology.inbound)], on: channel)
+                    try await publishConfirmed([notification.outbound(to: topology.inbound)], on: channel)
                 }
                 let expected = inbound.map(\.expectedResults).reduce(0, +)
-                let processed = try await eventually(timeout: .seconds(20)) {
+                try await eventually("\(expected) results captured\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= expected
                 }
-                try #require(processed, "\(worker.logTail())")
-                let published = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let published = try await MessageCapture.drain(topology.capture, on: connection)
 
                 // 3. inspect card: state, keys, history newest first, while the worker runs.
                 let cardOutput = try await walletWorkerCommand(["inspect", "card", card, "--store", store])
@@ -105,7 +105,7 @@ extension Resilience {
                     #expect(first["routingKey"] as? String == result.routingKey)
                     #expect(((first["properties"] as? [String: Any])?["messageId"] as? String) == result.messageID)
                     let recordedBody = first["body"] as? NSDictionary
-                    #expect(recordedBody == (result.json as NSDictionary), "the stored body is the published one")
+                    #expect(recordedBody == (result.jsonObject as NSDictionary), "the stored body is the published one")
                 }
                 let missing = try await walletWorkerCommand(["inspect", "message", "never-sent", "--store", store])
                 #expect(missing.exit == .exited(1) && missing.output.contains("no processed message never-sent"))
@@ -122,11 +122,10 @@ extension Resilience {
                 let notRecorded = try await walletWorkerCommand(["inspect", "message", "st-try-delete", "--store", store])
                 #expect(notRecorded.exit == .exited(1), "a dry run records no message_id: \(notRecorded.output)")
                 // The worker was not held up meanwhile: a card's next message is processed at once.
-                try await publishAll([InboundNotification.mg("st-mg-2", card: card).outbound(to: topology.inbound)], on: channel)
-                let stillMoving = try await eventually(timeout: .seconds(10)) {
+                try await publishConfirmed([InboundSpec.mg("st-mg-2", card: card).outbound(to: topology.inbound)], on: channel)
+                try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(10)) {
                     try await readyCount(topology.capture, on: connection) >= 1
                 }
-                #expect(stillMoving, "\(worker.logTail())")
 
                 let committed = try await walletWorkerCommand(["route", "--commit", "--store", store], input: delete + "\n")
                 #expect(committed.exit == .exited(0) && !committed.output.contains("dry run"), "\(committed.output)")

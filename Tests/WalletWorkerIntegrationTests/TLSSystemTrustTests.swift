@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -44,7 +45,7 @@ struct TLSSystemTrustTests {
         #expect(exit == .exited(0), "\(log)")
 
         // The topology is there: the declare really went through the TLS connection.
-        let connection = try await ResilienceBroker.connect(purpose: "tls-ssl-cert-file check")
+        let connection = try await TestBroker.connect(purpose: "tls-ssl-cert-file check")
         do {
             _ = try await connection.openChannel().queueStatus(topology.work)
         } catch {

@@ -1,4 +1,5 @@
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -42,7 +43,7 @@ extension Resilience {
             try await withResilienceTopology("tracing") { topology, connection, channel in
                 // A long schedule delay: the spans can only arrive through the flush at graceful shutdown.
                 let worker = try WorkerProcess(
-                    Self.runArguments(topology, database: database), amqpURL: ResilienceBroker.url,
+                    Self.runArguments(topology, database: database), amqpURL: TestBroker.urlText,
                     label: "tracing-worker",
                     environment: [
                         "OTEL_TRACES_EXPORTER": "otlp",
@@ -55,20 +56,19 @@ extension Resilience {
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
 
                 try await channel.enableConfirms()
-                let cps = InboundNotification.cps("trace-1", card: "TRACE-1", code: "CBP.info.tokenProvisioned")
-                try await publishAll([
-                    Self.inbound("trace-1", body: cps.body, traceparent: Self.traceparent, to: topology.inbound),
+                let cps = InboundSpec.cps("trace-1", card: "TRACE-1", code: "CBP.info.tokenProvisioned")
+                try await publishConfirmed([
+                    Self.inbound("trace-1", body: cps.text, traceparent: Self.traceparent, to: topology.inbound),
                     Self.inbound("trace-2", body: "not json", traceparent: Self.rejectedTraceparent, to: topology.inbound),
                     Self.inbound(
-                        "trace-3", body: InboundNotification.action("trace-3", action: "tracing.root").body,
+                        "trace-3", body: InboundSpec.action("trace-3", action: "tracing.root").text,
                         traceparent: Self.malformedTraceparent, to: topology.inbound),
                 ], on: channel)
                 // Two results for the CPS install, one `rejected` result for the body that is not JSON, one action.
-                let arrived = try await eventually(timeout: .seconds(20)) {
+                try await eventually("readyCount(topology.capture) >= 4\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= 4
                 }
-                try #require(arrived, "\(worker.logTail())")
-                let results = capturedResults(try await drainQueue(topology.capture, on: connection))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
                 #expect(results.count == 4)
                 let inboundTraceparents = [
                     "trace-1": Self.traceparent, "trace-2": Self.rejectedTraceparent, "trace-3": Self.malformedTraceparent,
@@ -83,9 +83,10 @@ extension Resilience {
                 worker.terminate()
                 let ended = await worker.waitForExit(timeout: .seconds(30))
                 #expect(ended?.exit == .exited(0), "\(worker.logTail())")
-                let exported = try await eventually(timeout: .seconds(5)) { try receiver.spans().count >= 10 }
+                try await eventually(
+                    "10 spans exported; received: \((try? receiver.spans()) ?? [])\n\(worker.logTail())", within: .seconds(5)
+                ) { try receiver.spans().count >= 10 }
                 let spans = try receiver.spans()
-                try #require(exported, "spans received: \(spans)\n\(worker.logTail())")
                 #expect(receiver.requests.allSatisfy { $0.path == "/v1/traces" && $0.contentType == "application/json" })
 
                 // The message span: CONSUMER, child of the backend's span, named after the work queue.
@@ -102,7 +103,7 @@ extension Resilience {
                 // the queue is the subscription; the broker is the server.
                 #expect(process.attributes["messaging.destination.name"] == topology.inbound)
                 #expect(process.attributes["messaging.destination.subscription.name"] == topology.work)
-                let broker = try AMQPURL(parsing: ResilienceBroker.url)
+                let broker = try AMQPURL(parsing: TestBroker.urlText)
                 #expect(process.attributes["server.address"] == broker.host)
                 #expect(process.attributes["server.port"] == "\(broker.port)")
                 #expect(process.attributes["error.type"] == nil)
@@ -165,7 +166,7 @@ extension Resilience {
             let topology = ResilienceTopology("tracing-invalid")
             let worker = try WorkerProcess(
                 Self.runArguments(topology, database: temporarySQLitePath("tracing-invalid")),
-                amqpURL: ResilienceBroker.url, label: "tracing-invalid-worker", environment: environment)
+                amqpURL: TestBroker.urlText, label: "tracing-invalid-worker", environment: environment)
             defer { worker.kill(); worker.process.removeLog() }
             let ended = await worker.waitForExit(timeout: .seconds(20))
             let (exit, _) = try #require(ended, "still running\n\(worker.logTail())")
@@ -186,20 +187,19 @@ extension Resilience {
                     "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BSP_SCHEDULE_DELAY": "50",
                 ] : [:]
                 let worker = try WorkerProcess(
-                    Self.runArguments(topology, database: database), amqpURL: ResilienceBroker.url,
+                    Self.runArguments(topology, database: database), amqpURL: TestBroker.urlText,
                     label: "tracing-off-worker", environment: environment)
                 defer { worker.kill(); worker.process.removeLog() }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
-                let action = InboundNotification.action("off-1", action: "tracing.off")
-                try await publishAll(
-                    [Self.inbound("off-1", body: action.body, traceparent: Self.traceparent, to: topology.inbound)],
+                let action = InboundSpec.action("off-1", action: "tracing.off")
+                try await publishConfirmed(
+                    [Self.inbound("off-1", body: action.text, traceparent: Self.traceparent, to: topology.inbound)],
                     on: channel)
-                let arrived = try await eventually(timeout: .seconds(20)) {
+                try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= 1
                 }
-                try #require(arrived, "\(worker.logTail())")
                 worker.terminate()
                 let ended = await worker.waitForExit(timeout: .seconds(30))
                 #expect(ended?.exit == .exited(0), "\(worker.logTail())")

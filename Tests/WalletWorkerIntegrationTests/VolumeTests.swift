@@ -1,5 +1,6 @@
 // 20,000 mixed messages through one worker (prefetch 200, SQLite store): nothing lost, nothing duplicated.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Testing
 import TestSupport

@@ -1,6 +1,9 @@
-// Shared helpers of the worker's integration tests: the broker, a per-test topology, an in-process worker,
-// capture of results and dead letters, publishing to the inbound exchange, clean-up, and `wallet-worker route`.
+// Shared helpers of the worker's integration tests: the worker's topology per test, an in-process worker, capture of
+// results and dead letters, publishing to the inbound exchange, clean-up, and `wallet-worker route`. The broker
+// connection, the session that deletes a test's queues and exchanges, queue capture and `eventually` are
+// BrokerTestSupport's.
 import AMQPTransport
+import BrokerTestSupport
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -16,66 +19,7 @@ import Glibc
 import Darwin
 #endif
 
-// MARK: - The broker
-
-/// Where the worker's integration tests find RabbitMQ: `AMQP_URL`, else the local node of
-/// `scripts/rabbitmq-local.sh`. A missing broker fails the tests (`WorkerBrokerUnreachable`); they never skip.
-enum WorkerBroker {
-    static let defaultURL = "amqp://guest:guest@127.0.0.1:5672/%2f"
-
-    static var urlText: String {
-        ProcessInfo.processInfo.environment["AMQP_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultURL
-    }
-
-    /// Warnings and errors of the test's own connections.
-    static let logger: Logger = {
-        var logger = Logger(label: "worker-integration-tests")
-        logger.logLevel = .warning
-        return logger
-    }()
-
-    /// The worker under test logs errors only: rejected messages are expected here and logged at warning.
-    static let workerLogger: Logger = {
-        var logger = Logger(label: "wallet-worker-under-test")
-        logger.logLevel = .error
-        return logger
-    }()
-
-    static func connect(purpose: String, url urlText: String = urlText) async throws -> AMQPConnection {
-        let url = try AMQPURL(parsing: urlText)
-        var configuration = AMQPConnectionConfiguration(url: url)
-        configuration.connectionName = "worker-integration-tests: \(purpose)"
-        configuration.connectTimeout = .seconds(5)
-        configuration.rpcTimeout = .seconds(15)
-        do {
-            return try await AMQPConnection.connect(configuration: configuration, logger: logger)
-        } catch {
-            throw WorkerBrokerUnreachable(url: urlText, underlying: "\(error)")
-        }
-    }
-}
-
-/// The test broker could not be reached: a failure, never a skip.
-struct WorkerBrokerUnreachable: Error, CustomStringConvertible {
-    var url: String
-    var underlying: String
-
-    var description: String {
-        "the worker's integration tests need a running RabbitMQ at \(url) (AMQP_URL, default \(WorkerBroker.defaultURL)); "
-            + "start one with `scripts/rabbitmq-local.sh start`. Connecting failed: \(underlying)"
-    }
-}
-
-/// A test helper gave up: what it waited for and what it saw.
-struct WorkerFixtureError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// A prefix no other test (or earlier run) uses: `wnw-wit.<purpose>.<random>`.
-func uniqueWorkerPrefix(_ purpose: String) -> String {
-    "wnw-wit.\(purpose).\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
-}
+// MARK: - The topology
 
 extension Topology {
     /// Every name of CONTRACT.md §1 under `prefix`, so tests running at once never share a queue or exchange.
@@ -122,27 +66,27 @@ extension Topology {
 final class WorkerEnvironment: @unchecked Sendable {
     let prefix: String
     var configuration: WorkerConfiguration
-    let connection: AMQPConnection
+    /// The test's connection and channel (for status checks and declarations); it deletes what the test owns.
+    let session: BrokerSession
     /// Confirm-mode channel for publishing inbound messages.
     let publishChannel: AMQPChannel
-    /// Channel for status checks and declarations.
-    let channel: AMQPChannel
-    private let owned = Mutex<(workers: [RunningWorker], collectors: [QueueCollector], queues: [String])>(([], [], []))
+    private let owned = Mutex<(workers: [RunningWorker], captures: [MessageCapture])>(([], []))
 
     var topology: Topology { configuration.topology }
+    var connection: AMQPConnection { session.connection }
+    var channel: AMQPChannel { session.channel }
 
-    fileprivate init(prefix: String, configuration: WorkerConfiguration, connection: AMQPConnection,
-                     publishChannel: AMQPChannel, channel: AMQPChannel) {
+    fileprivate init(prefix: String, configuration: WorkerConfiguration, session: BrokerSession,
+                     publishChannel: AMQPChannel) {
         self.prefix = prefix
         self.configuration = configuration
-        self.connection = connection
+        self.session = session
         self.publishChannel = publishChannel
-        self.channel = channel
     }
 
     /// Declares the worker's topology (as the worker does at start), so captures can be bound before it runs.
     func declareTopology() async throws {
-        try await TopologyDeclaration.declare(configuration: configuration, logger: WorkerBroker.workerLogger)
+        try await TopologyDeclaration.declare(configuration: configuration, logger: RunningWorker.logger)
     }
 
     /// Starts an in-process worker with this environment's configuration and waits until it consumes.
@@ -162,19 +106,19 @@ final class WorkerEnvironment: @unchecked Sendable {
             try await channel.declareExchange(exchange, type: "topic")
             try await channel.bindQueue(results, exchange: exchange, routingKey: "#")
         }
-        owned.withLock { $0.queues.append(results) }
-        let collector = try await collect(queue: results)
-        var replies: [String: QueueCollector] = [:]
+        session.own(queue: results)
+        let capture = try await collect(queue: results)
+        var replies: [String: MessageCapture] = [:]
         for name in Set(replyQueues) {
             try await channel.declareQueue(name, durable: false, exclusive: true)
-            owned.withLock { $0.queues.append(name) }
+            session.own(queue: name)
             replies[name] = try await collect(queue: name)
         }
-        return ResultCapture(results: collector, replies: replies)
+        return ResultCapture(results: capture, replies: replies)
     }
 
     /// Reads the test's dead-letter queue (declared by the topology).
-    func deadLetterReader() async throws -> QueueCollector {
+    func deadLetterReader() async throws -> MessageCapture {
         // As the worker declares it (its loop, and for quorum its arguments): idempotent, and creates it if need be.
         try await declareTopology()
         return try await collect(queue: topology.deadLetterQueue)
@@ -183,27 +127,19 @@ final class WorkerEnvironment: @unchecked Sendable {
     /// Consumes `queue` in the background on a channel of its own, acknowledging what it collects.
     func collect(
         queue: String, acknowledgement: AMQPConsumer.Acknowledgement = .manual
-    ) async throws -> QueueCollector {
-        let collector = try await QueueCollector.start(queue: queue, on: connection, acknowledgement: acknowledgement)
-        owned.withLock { $0.collectors.append(collector) }
-        return collector
+    ) async throws -> MessageCapture {
+        let capture = try await MessageCapture.start(queue: queue, on: connection, acknowledgement: acknowledgement)
+        owned.withLock { $0.captures.append(capture) }
+        return capture
     }
 
     /// Publishes inbound messages to the inbound exchange with confirms; every one must be confirmed (routed).
-    func publish(_ messages: [InboundSpec], sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        guard !messages.isEmpty else { return }
-        let outbound = messages.map { $0.outbound(exchange: topology.inboundExchange) }
-        let outcomes = try await publishChannel.publish(outbound, confirmTimeout: .seconds(30))
-        let failed = outcomes.enumerated().filter { !$0.element.isConfirmed }
-        if !failed.isEmpty {
-            throw WorkerFixtureError(
-                "\(failed.count) of \(messages.count) inbound publishes not confirmed (first: \(failed.prefix(3))); "
-                    + "is the worker's topology declared?")
-        }
+    func publish(_ messages: [InboundSpec]) async throws {
+        try await publishConfirmed(messages.map { $0.outbound(to: topology.inboundExchange) }, on: publishChannel)
     }
 
-    func publish(_ message: InboundSpec, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await publish([message], sourceLocation: sourceLocation)
+    func publish(_ message: InboundSpec) async throws {
+        try await publish([message])
     }
 
     /// Ready messages in a queue (unacknowledged ones are not counted; stop the worker first to count them too).
@@ -211,43 +147,37 @@ final class WorkerEnvironment: @unchecked Sendable {
         try await channel.queueStatus(queue).messageCount
     }
 
-    /// Stops workers and collectors, then deletes every queue and exchange of the test.
+    /// Stops workers and captures, and hands every queue and exchange of the test's topology to the session, which
+    /// deletes them.
     fileprivate func tearDown() async throws {
-        let (workers, collectors, queues) = owned.withLock { ($0.workers, $0.collectors, $0.queues) }
+        let (workers, captures) = owned.withLock { ($0.workers, $0.captures) }
         var firstError: (any Error)?
         for worker in workers {
             do { try await worker.stop() } catch { firstError = firstError ?? error }
         }
-        for collector in collectors { await collector.stop() }
-        let cleanup = try await connection.openChannel()
+        for capture in captures { await capture.stop() }
         let topology = topology
         // Every retry level a test's settings may have declared (deleting a missing queue is fine).
         let retryQueues = ([topology.retryQueue] + (topology.sharded?.retryQueues ?? [])).flatMap { base in
             (1...12).map { RetrySchedule.queue(base, level: $0) }
         }
-        let shardQueues = topology.sharded?.queues ?? []
-        for queue in queues + [topology.workQueue, topology.deadLetterQueue] + retryQueues + shardQueues {
-            try await cleanup.deleteQueue(queue)
-        }
-        let hashExchange = topology.sharded.map { [$0.hashExchange] } ?? []
-        for exchange in [topology.inboundExchange, topology.deadLetterExchange] + topology.allResultExchanges + hashExchange {
-            try await cleanup.deleteExchange(exchange)
-        }
-        try? await cleanup.close()
+        session.own(queues: [topology.workQueue, topology.deadLetterQueue] + retryQueues + (topology.sharded?.queues ?? []))
+        session.own(exchanges: [topology.inboundExchange, topology.deadLetterExchange] + topology.allResultExchanges
+            + (topology.sharded.map { [$0.hashExchange] } ?? []))
         if let firstError { throw firstError }
     }
 }
 
 /// Runs `body` with a fresh environment: unique topology names (memory store, no HTTP port, `configure` applied),
-/// a test connection with a confirm-mode publish channel. Afterwards stops the workers it started and deletes the
+/// a test session with a confirm-mode publish channel. Afterwards stops the workers it started and deletes the
 /// test's queues and exchanges, also when `body` throws.
 func withWorkerEnvironment<T>(
     _ purpose: String,
-    brokerURL: String = WorkerBroker.urlText,
+    brokerURL: String = TestBroker.urlText,
     configure: (inout WorkerConfiguration) -> Void = { _ in },
     _ body: (WorkerEnvironment) async throws -> T
 ) async throws -> T {
-    let prefix = uniqueWorkerPrefix(purpose)
+    let prefix = uniqueName(purpose)
     var configuration = WorkerConfiguration()
     configuration.amqpURL = brokerURL
     configuration.topology = .unique(prefix: prefix)
@@ -255,45 +185,48 @@ func withWorkerEnvironment<T>(
     configuration.httpPort = nil
     configuration.logLevel = .error
     configure(&configuration)
-    let connection = try await WorkerBroker.connect(purpose: purpose, url: brokerURL)
-    let environment: WorkerEnvironment
-    do {
-        let publishChannel = try await connection.openChannel()
+    return try await withBrokerSession(purpose, url: brokerURL) { session in
+        let publishChannel = try await session.connection.openChannel()
         try await publishChannel.enableConfirms()
-        let channel = try await connection.openChannel()
-        environment = WorkerEnvironment(
-            prefix: prefix, configuration: configuration, connection: connection, publishChannel: publishChannel,
-            channel: channel)
-    } catch {
-        await connection.close()
-        throw error
+        let environment = WorkerEnvironment(
+            prefix: prefix, configuration: configuration, session: session, publishChannel: publishChannel)
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body(environment))
+        } catch {
+            result = .failure(error)
+        }
+        let stopped: Result<Void, any Error>
+        do {
+            try await environment.tearDown()
+            stopped = .success(())
+        } catch {
+            stopped = .failure(error)
+        }
+        let value = try result.get()
+        try stopped.get()
+        return value
     }
-    let result: Result<T, any Error>
-    do {
-        result = .success(try await body(environment))
-    } catch {
-        result = .failure(error)
-    }
-    do {
-        try await environment.tearDown()
-    } catch {
-        Issue.record("could not stop the worker or delete the test's queues and exchanges: \(error)")
-    }
-    await connection.close()
-    return try result.get()
 }
 
 // MARK: - The worker in-process
 
 /// A `WorkerApplication` running in this process until `stop()`.
 final class RunningWorker: Sendable {
+    /// The worker under test logs errors only: rejected messages are expected here and logged at warning.
+    static let logger: Logger = {
+        var logger = Logger(label: "wallet-worker-under-test")
+        logger.logLevel = .error
+        return logger
+    }()
+
     let application: WorkerApplication
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
     private let stopped = Mutex(false)
 
     init(configuration: WorkerConfiguration) throws {
-        application = try WorkerApplication.build(configuration: configuration, logger: WorkerBroker.workerLogger)
+        application = try WorkerApplication.build(configuration: configuration, logger: RunningWorker.logger)
         let group = application.serviceGroup(signals: [])
         self.group = group
         task = Task { try await group.run() }
@@ -308,16 +241,12 @@ final class RunningWorker: Sendable {
     }
 
     func waitUntilReady(within limit: Duration) async throws {
-        let deadline = ContinuousClock.now + limit
-        while !application.health.isReady {
+        try await eventually("the worker to be ready (consuming)", within: limit, every: .milliseconds(5)) {
             if !application.health.isLive {
                 try await task.value
-                throw WorkerFixtureError("the worker failed before it was ready")
+                throw BrokerTestError("the worker failed before it was ready")
             }
-            if ContinuousClock.now >= deadline {
-                throw WorkerFixtureError("the worker was not ready (consuming) within \(limit)")
-            }
-            try await Task.sleep(for: .milliseconds(5))
+            return application.health.isReady
         }
     }
 
@@ -333,124 +262,24 @@ final class RunningWorker: Sendable {
     }
 }
 
-// MARK: - Collecting messages from a queue
-
-/// A message as a consumer received it: where it was published, all properties and headers, the body bytes.
-struct CapturedMessage: Sendable, Hashable {
-    var queue: String
-    var exchange: String
-    var routingKey: String
-    var properties: AMQPMessageProperties
-    var body: [UInt8]
-    var redelivered: Bool
-
-    var text: String { String(decoding: body, as: UTF8.self) }
-
-    func stringHeader(_ key: String) -> String? {
-        switch properties.headers?[key] {
-        case .string(let value)?: value
-        case .bytes(let bytes)?: String(decoding: bytes, as: UTF8.self)
-        default: nil
-        }
-    }
-
-    /// One line for failure messages.
-    var summary: String {
-        let body = text.count > 300 ? String(text.prefix(300)) + "…" : text
-        return "[\(exchange.isEmpty ? "(default)" : exchange) \(routingKey) id=\(properties.messageID ?? "nil") "
-            + "type=\(properties.type ?? "nil")] \(body)"
-    }
-}
-
-/// Consumes one queue in the background and keeps every message, in arrival order.
-final class QueueCollector: Sendable {
-    let queue: String
-    private let received = Mutex<[CapturedMessage]>([])
-    private let failure = Mutex<String?>(nil)
-    private let task = Mutex<Task<Void, Never>?>(nil)
-    /// The collector's own channel: a direct reply-to requester publishes its requests on it.
-    let channel: AMQPChannel
-
-    private init(queue: String, channel: AMQPChannel) {
-        self.queue = queue
-        self.channel = channel
-    }
-
-    /// With `.automatic` (needed for `amq.rabbitmq.reply-to`) the broker acknowledges, the collector does not.
-    static func start(
-        queue: String, on connection: AMQPConnection, acknowledgement: AMQPConsumer.Acknowledgement = .manual
-    ) async throws -> QueueCollector {
-        let channel = try await connection.openChannel()
-        try await channel.setPrefetch(count: 2_000)
-        let consumer = try await channel.consume(queue: queue, acknowledgement: acknowledgement)
-        let collector = QueueCollector(queue: queue, channel: channel)
-        let task = Task { [collector] in
-            do {
-                for try await batch in consumer {
-                    guard let last = batch.last else { continue }
-                    let captured = batch.map {
-                        CapturedMessage(queue: queue, exchange: $0.exchange, routingKey: $0.routingKey,
-                                        properties: $0.properties, body: $0.body, redelivered: $0.redelivered)
-                    }
-                    collector.received.withLock { $0.append(contentsOf: captured) }
-                    if acknowledgement == .manual { try await channel.ack(last, multiple: true) }
-                }
-            } catch {
-                collector.failure.withLock { $0 = "\(error)" }
-            }
-        }
-        collector.task.withLock { $0 = task }
-        return collector
-    }
-
-    var messages: [CapturedMessage] { received.withLock { $0 } }
-    var count: Int { received.withLock { $0.count } }
-
-    /// Waits until at least `count` messages arrived; throws, naming `what` and listing what arrived, at the deadline.
-    @discardableResult
-    func waitFor(_ count: Int, within limit: Duration = .seconds(10), _ what: @autoclosure () -> String = "")
-        async throws -> [CapturedMessage]
-    {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            let snapshot = messages
-            if snapshot.count >= count { return snapshot }
-            if let failure = failure.withLock({ $0 }) {
-                throw WorkerFixtureError("the consumer of '\(queue)' failed: \(failure)")
-            }
-            if ContinuousClock.now >= deadline {
-                let what = what()
-                throw WorkerFixtureError(
-                    "waited \(limit) for \(count) messages on '\(queue)'\(what.isEmpty ? "" : " (\(what))"), got "
-                        + "\(snapshot.count):\n" + snapshot.suffix(10).map { "  " + $0.summary }.joined(separator: "\n"))
-            }
-            try await Task.sleep(for: .milliseconds(count - snapshot.count > 100 ? 50 : 3))
-        }
-    }
-
-    func stop() async {
-        let task = task.withLock { $0 }
-        task?.cancel()
-        _ = await task?.value
-        try? await channel.close()
-    }
-}
+// MARK: - Capturing results
 
 /// The results the worker publishes: one capture queue bound with `#` to all five result exchanges (so their
 /// publication order is kept), and one queue per `reply_to` name for the copies.
 struct ResultCapture: Sendable {
-    let results: QueueCollector
-    let replies: [String: QueueCollector]
+    let results: MessageCapture
+    let replies: [String: MessageCapture]
 
-    func replyQueue(_ name: String) throws -> QueueCollector {
-        guard let queue = replies[name] else { throw WorkerFixtureError("no reply queue '\(name)' was created") }
+    func replyQueue(_ name: String) throws -> MessageCapture {
+        guard let queue = replies[name] else { throw BrokerTestError("no reply queue '\(name)' was created") }
         return queue
     }
 }
 
 // MARK: - Inbound messages
 
-/// An inbound message as the backend publishes it.
+/// An inbound message as the backend publishes it, and (for the resilience checks) how many results the contract
+/// says it publishes.
 struct InboundSpec: Sendable {
     var body: [UInt8]
     var messageID: String?
@@ -462,11 +291,13 @@ struct InboundSpec: Sendable {
     /// Extra headers (kept on dead letters).
     var headers: [(String, AMQPFieldValue)] = []
     var routingKey = "wallet.notification"
+    var expectedResults = 0
 
     init(body: [UInt8], messageID: String? = nil, correlationID: String? = nil, replyTo: String? = nil,
          type: String? = nil, traceparent: String? = nil, timestamp: UInt64? = nil,
-         headers: [(String, AMQPFieldValue)] = []) {
+         headers: [(String, AMQPFieldValue)] = [], expectedResults: Int = 0) {
         self.body = body
+        self.expectedResults = expectedResults
         self.messageID = messageID
         self.correlationID = correlationID
         self.replyTo = replyTo
@@ -499,8 +330,15 @@ struct InboundSpec: Sendable {
             correlationID: correlationID, replyTo: replyTo, messageID: messageID, timestamp: timestamp, type: type)
     }
 
-    func outbound(exchange: String) -> AMQPOutboundMessage {
-        AMQPOutboundMessage(exchange: exchange, routingKey: routingKey, body: body, properties: amqpProperties,
+    /// The message id, "" when there is none.
+    var id: String { messageID ?? "" }
+    var text: String {
+        get { String(decoding: body, as: UTF8.self) }
+        set { body = Array(newValue.utf8) }
+    }
+
+    func outbound(to exchange: String, routingKey: String? = nil) -> AMQPOutboundMessage {
+        AMQPOutboundMessage(exchange: exchange, routingKey: routingKey ?? self.routingKey, body: body, properties: amqpProperties,
                             mandatory: true)
     }
 }
@@ -591,7 +429,7 @@ enum RouteCommand {
                 directory.deleteLastPathComponent()
             }
         }
-        throw WorkerFixtureError("wallet-worker not found next to the test binary (\(candidates)); build it with `swift build`")
+        throw BrokerTestError("wallet-worker not found next to the test binary (\(candidates)); build it with `swift build`")
     }
 
     /// Feeds `lines` to `wallet-worker route --store memory` (one fresh store for all of them) and returns its
@@ -614,7 +452,7 @@ enum RouteCommand {
         let stdout = try [UInt8](Data(contentsOf: URL(fileURLWithPath: output)))
         guard status == 0 else {
             let stderr = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
-            throw WorkerFixtureError(
+            throw BrokerTestError(
                 "wallet-worker route exited with status \(status): \(stderr)\nstdout: \(String(decoding: stdout, as: UTF8.self).prefix(2000))")
         }
         return stdout.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true).map(Array.init)
@@ -633,7 +471,7 @@ enum RouteCommand {
         var pid = pid_t()
         let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
         guard spawned == 0 else {
-            throw WorkerFixtureError("posix_spawn \(arguments[0]) failed: \(String(cString: strerror(spawned)))")
+            throw BrokerTestError("posix_spawn \(arguments[0]) failed: \(String(cString: strerror(spawned)))")
         }
         let child = pid
         let status: Int32 = await withCheckedContinuation { continuation in
@@ -670,15 +508,15 @@ struct RoutedLine: Sendable {
 
     init(parsing bytes: [UInt8]) throws {
         guard let object = (try? JSONParser.parse(bytes))?.objectValue else {
-            throw WorkerFixtureError("route printed a line that is not a JSON object: \(String(decoding: bytes, as: UTF8.self))")
+            throw BrokerTestError("route printed a line that is not a JSON object: \(String(decoding: bytes, as: UTF8.self))")
         }
         if let error = object["error"]?.stringValue {
-            throw WorkerFixtureError("route could not read an input line: \(error)")
+            throw BrokerTestError("route could not read an input line: \(error)")
         }
         guard let disposition = object["disposition"]?.stringValue, let outcome = object["outcome"]?.stringValue,
               let results = object["results"]?.arrayValue
         else {
-            throw WorkerFixtureError("route line without disposition/outcome/results: \(String(decoding: bytes, as: UTF8.self))")
+            throw BrokerTestError("route line without disposition/outcome/results: \(String(decoding: bytes, as: UTF8.self))")
         }
         line = object["line"]?.numberValue?.intValue ?? 0
         self.disposition = disposition
@@ -688,7 +526,7 @@ struct RoutedLine: Sendable {
         self.results = try results.map { value in
             guard let result = value.objectValue, let exchange = result["exchange"]?.stringValue,
                   let routingKey = result["routingKey"]?.stringValue, let body = result["body"]
-            else { throw WorkerFixtureError("route result without exchange/routingKey/body: \(value)") }
+            else { throw BrokerTestError("route result without exchange/routingKey/body: \(value)") }
             let properties = result["properties"]?.objectValue
             var writer = JSONWriter()
             writer.value(body)
@@ -698,9 +536,4 @@ struct RoutedLine: Sendable {
                 traceparent: properties?["traceparent"]?.stringValue, body: writer.takeBytes())
         }
     }
-}
-
-extension Duration {
-    /// The duration in seconds, for rates and printing.
-    var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -147,14 +148,13 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Waits for the process to end; nil when `timeout` passed first (the process is left running).
     func waitForExit(timeout: Duration) async -> (exit: ChildExit, elapsed: Duration)? {
-        let clock = ContinuousClock()
-        let start = clock.now
-        while clock.now - start < timeout {
-            if let exit = poll() { return (exit, clock.now - start) }
-            try? await Task.sleep(for: .milliseconds(20))
+        let start = ContinuousClock.now
+        var exit: ChildExit?
+        _ = try? await eventually("\(label) to exit", within: timeout, every: .milliseconds(20)) {
+            exit = poll()
+            return exit != nil
         }
-        if let exit = poll() { return (exit, clock.now - start) }
-        return nil
+        return exit.map { ($0, ContinuousClock.now - start) }
     }
 
     /// SIGKILL and reap. Safe to call again, and on a process that already ended.
@@ -213,15 +213,16 @@ final class ChildProcess: @unchecked Sendable {
     func waitForOutput(
         timeout: Duration, _ predicate: (String) -> Bool
     ) async -> String? {
-        let clock = ContinuousClock()
-        let start = clock.now
-        while clock.now - start < timeout {
-            let text = log
-            if predicate(text) { return text }
-            try? await Task.sleep(for: .milliseconds(25))
+        var text = ""
+        do {
+            try await eventually("\(label)'s output", within: timeout, every: .milliseconds(25)) {
+                text = log
+                return predicate(text)
+            }
+        } catch {
+            return nil
         }
-        let text = log
-        return predicate(text) ? text : nil
+        return text
     }
 
     func removeLog() {
@@ -314,21 +315,19 @@ final class WorkerProcess: Sendable {
     func waitForHTTP(
         port: Int, path: String, status: Int, timeout: Duration, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
-        let clock = ContinuousClock()
-        let start = clock.now
         var last = "no answer"
-        while clock.now - start < timeout {
+        try await eventually(
+            "GET \(path) to answer \(status) (last: \(last))\n\(logTail())", within: timeout, every: .milliseconds(50)
+        ) {
             if let response = try? httpGet(port: port, path: path) {
-                if response.status == status { return }
+                if response.status == status { return true }
                 last = "\(response.status) \(response.body.prefix(200))"
             }
             if let exit = process.poll() {
                 throw ChildProcessError("the worker \(exit) while waiting for \(path) to answer \(status)\n\(logTail())")
             }
-            try await Task.sleep(for: .milliseconds(50))
+            return false
         }
-        throw ChildProcessError(
-            "GET \(path) did not answer \(status) within \(timeout) (last: \(last))\n\(logTail())")
     }
 
     /// One metric's value from `/metrics` (the sum over every series whose line starts with `name` and contains

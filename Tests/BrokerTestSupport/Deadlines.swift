@@ -1,20 +1,19 @@
 import AMQPTransport
 import Synchronization
-import Testing
 
 // A hung transport call must fail its test quickly with a message, not stall the suite until its time limit.
 // The transport's calls wait on continuations resumed by its I/O thread and ignore task cancellation,
 // so a deadline cannot be a task group (which waits for every child): it races an unstructured task instead.
 
-struct DeadlineExceeded: Error, CustomStringConvertible {
-    var what: String
-    var limit: Duration
-    var description: String { "\(what) did not finish within \(limit): the transport hangs" }
+public struct DeadlineExceeded: Error, CustomStringConvertible {
+    public var what: String
+    public var limit: Duration
+    public var description: String { "\(what) did not finish within \(limit): the transport hangs" }
 }
 
 /// Returns what `operation` returns, or throws `DeadlineExceeded` once `limit` has passed.
 /// On a deadline the operation is cancelled (which ends a consumer loop; transport calls ignore it) and left behind.
-func within<T: Sendable>(
+public func within<T: Sendable>(
     _ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
@@ -71,15 +70,15 @@ private final class Race<T: Sendable>: Sendable {
 }
 
 /// The operation succeeded where the test expected an `AMQPError`.
-struct UnexpectedSuccess: Error, CustomStringConvertible {
-    var what: String
-    var value: String
-    var description: String { "\(what) should have failed with an AMQPError, but it returned \(value)" }
+public struct UnexpectedSuccess: Error, CustomStringConvertible {
+    public var what: String
+    public var value: String
+    public var description: String { "\(what) should have failed with an AMQPError, but it returned \(value)" }
 }
 
 /// Runs an operation that must fail with an `AMQPError` within `limit` (no crash, no hang); returns the error.
 /// Any other error (including `DeadlineExceeded`) fails the test.
-func expectAMQPError<T: Sendable>(
+public func expectAMQPError<T: Sendable>(
     _ what: String, within limit: Duration = .seconds(10), _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> AMQPError {
     do {

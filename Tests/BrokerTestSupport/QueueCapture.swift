@@ -1,0 +1,173 @@
+import AMQPTransport
+import Synchronization
+
+// The one queue capture of the integration tests: consume a queue in the background and keep what arrives, or drain
+// what is ready in it.
+
+/// A message as a consumer received it: where it was published, all properties and headers, the body bytes, and
+/// when it arrived.
+public struct CapturedMessage: Sendable, Hashable {
+    public var queue: String
+    public var exchange: String
+    public var routingKey: String
+    public var properties: AMQPMessageProperties
+    public var body: [UInt8]
+    public var redelivered: Bool
+
+    public init(queue: String, _ delivery: AMQPDelivery) {
+        self.queue = queue
+        exchange = delivery.exchange
+        routingKey = delivery.routingKey
+        properties = delivery.properties
+        body = delivery.body
+        redelivered = delivery.redelivered
+    }
+
+    public var messageID: String? { properties.messageID }
+    public var headers: AMQPTable? { properties.headers }
+    public var text: String { String(decoding: body, as: UTF8.self) }
+
+    public func stringHeader(_ key: String) -> String? {
+        switch properties.headers?[key] {
+        case .string(let value)?: value
+        case .bytes(let bytes)?: String(decoding: bytes, as: UTF8.self)
+        default: nil
+        }
+    }
+
+    /// One line for failure messages.
+    public var summary: String {
+        let body = text.count > 300 ? String(text.prefix(300)) + "…" : text
+        return "[\(exchange.isEmpty ? "(default)" : exchange) \(routingKey) id=\(properties.messageID ?? "nil") "
+            + "type=\(properties.type ?? "nil")] \(body)"
+    }
+}
+
+/// A capture that keeps every message whole.
+public typealias MessageCapture = QueueCapture<CapturedMessage>
+
+/// Consumes one queue on a channel of its own in the background and keeps a record of each message (the message
+/// itself, or what `record` makes of it: a long run keeps small records), in arrival order.
+public final class QueueCapture<Record: Sendable>: Sendable {
+    public let queue: String
+    /// The capture's own channel: a direct reply-to requester publishes its requests on it.
+    public let channel: AMQPChannel
+    private let records = Mutex<[Record]>([])
+    private let failureText = Mutex<String?>(nil)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    private init(queue: String, channel: AMQPChannel) {
+        self.queue = queue
+        self.channel = channel
+    }
+
+    /// Starts consuming. With `.manual` the capture acknowledges what it keeps; with `.automatic` (needed for
+    /// `amq.rabbitmq.reply-to`) the broker does.
+    public static func start(
+        queue: String, on connection: AMQPConnection, acknowledgement: AMQPConsumer.Acknowledgement = .manual,
+        record: @escaping @Sendable (AMQPDelivery) -> Record
+    ) async throws -> QueueCapture {
+        let channel = try await connection.openChannel()
+        try await channel.setPrefetch(count: 2_000)
+        let consumer = try await channel.consume(queue: queue, acknowledgement: acknowledgement)
+        let capture = QueueCapture(queue: queue, channel: channel)
+        let task = Task {
+            do {
+                for try await batch in consumer {
+                    guard let last = batch.last else { continue }
+                    let kept = batch.map(record)
+                    capture.records.withLock { $0.append(contentsOf: kept) }
+                    if acknowledgement == .manual { try await channel.ack(last, multiple: true) }
+                }
+            } catch {
+                capture.failureText.withLock { $0 = "the consumer of '\(queue)' failed: \(error)" }
+            }
+        }
+        capture.task.withLock { $0 = task }
+        return capture
+    }
+
+    public var messages: [Record] { records.withLock { $0 } }
+    public var count: Int { records.withLock { $0.count } }
+    public var failure: String? { failureText.withLock { $0 } }
+    public func record(at index: Int) -> Record { records.withLock { $0[index] } }
+
+    /// The first record at or after `start` that matches, and how many records there are now.
+    public func firstIndex(from start: Int, where matches: (Record) -> Bool) -> (Int?, Int) {
+        records.withLock { records in
+            guard start < records.count else { return (nil, records.count) }
+            return (records[start...].firstIndex(where: matches), records.count)
+        }
+    }
+
+    /// Waits until at least `count` records arrived and returns them; throws, naming `what` and listing what arrived,
+    /// at the deadline, and at once when the consumer failed.
+    @discardableResult
+    public func waitFor(_ count: Int, within limit: Duration = .seconds(10), _ what: @autoclosure () -> String = "")
+        async throws -> [Record]
+    {
+        let what = what()
+        var snapshot: [Record] = []
+        try await eventually(
+            "\(count) messages on '\(queue)'\(what.isEmpty ? "" : " (\(what))"), got \(snapshot.count):\n"
+                + snapshot.suffix(10).map { "  " + Self.summary($0) }.joined(separator: "\n"),
+            within: limit, every: .milliseconds(count - self.count > 100 ? 50 : 3)
+        ) {
+            if let failure { throw BrokerTestError(failure) }
+            snapshot = messages
+            return snapshot.count >= count
+        }
+        return snapshot
+    }
+
+    private static func summary(_ record: Record) -> String {
+        (record as? CapturedMessage)?.summary ?? "\(record)"
+    }
+
+    public func stop() async {
+        let task = task.withLock { $0 }
+        task?.cancel()
+        _ = await task?.value
+        try? await channel.close()
+    }
+}
+
+extension QueueCapture where Record == CapturedMessage {
+    public static func start(
+        queue: String, on connection: AMQPConnection, acknowledgement: AMQPConsumer.Acknowledgement = .manual
+    ) async throws -> MessageCapture {
+        try await start(queue: queue, on: connection, acknowledgement: acknowledgement) { CapturedMessage(queue: queue, $0) }
+    }
+
+    /// Consumes (and acknowledges) every message ready in `queue` until it has been empty for `quiet`; returns them
+    /// in order.
+    public static func drain(
+        _ queue: String, on connection: AMQPConnection, quiet: Duration = .milliseconds(500),
+        within limit: Duration = .seconds(60)
+    ) async throws -> [CapturedMessage] {
+        let capture = try await start(queue: queue, on: connection)
+        let status = try await connection.openChannel()
+        var seen = -1
+        var quietSince = ContinuousClock.now
+        do {
+            try await eventually("draining '\(queue)' (\(capture.count) messages so far)", within: limit) {
+                if let failure = capture.failure { throw BrokerTestError(failure) }
+                let count = capture.count
+                if count != seen {
+                    seen = count
+                    quietSince = .now
+                    return false
+                }
+                guard ContinuousClock.now - quietSince >= quiet else { return false }
+                return try await status.queueStatus(queue).messageCount == 0
+            }
+        } catch {
+            await capture.stop()
+            try? await status.close()
+            throw error
+        }
+        await capture.stop()
+        try? await status.close()
+        return capture.messages
+    }
+}
