@@ -15,7 +15,8 @@ import Darwin
 ///
 /// The decisions live in parts tested without a broker: `ConnectionHandshake` (what a failed connect or login
 /// means), `ChannelTable` (channel numbers, ids and consumers) and `ConfirmWaiters` (who waits for which confirms,
-/// deadlines, batches held while blocked). `FrameReader` reads frames and content, `PublishWriter` writes publishes.
+/// deadlines, batches held while blocked). `FrameReader` reads frames and content; `ConfirmedPublisher` sends batches
+/// through `PublishWriter` and answers their waiters.
 /// This type puts them in order, reacts to what the broker sends, and fans a failure out to everything waiting.
 final class ConnectionCore {
     let state: amqp_connection_state_t
@@ -26,6 +27,7 @@ final class ConnectionCore {
     let socketDescriptor: Int32
     /// The frame size negotiated with the broker: a content header must fit in one frame.
     let frameMax: Int
+    // Not private: the reactions to broker methods (ConnectionCore+BrokerMethods.swift) use these three too.
     let reader: FrameReader
     let publisher: ConfirmedPublisher
 
