@@ -30,7 +30,7 @@ struct ManualClock: Clock {
 struct ConfirmWaitersTests {
     private let clock = ManualClock()
 
-    private func messages(_ count: Int, channel: UInt16 = 1) -> [AMQPOutboundMessage] {
+    private func messages(_ count: Int) -> [AMQPOutboundMessage] {
         (0..<count).map { AMQPOutboundMessage(exchange: "x", routingKey: "rk", body: [UInt8($0)]) }
     }
 
