@@ -67,6 +67,14 @@ struct PublishFrames {
         }
     }
 
+    /// Appends the frames of `message` for `channel`, its strings and properties encoded into `pool` on the way.
+    mutating func append(_ message: AMQPOutboundMessage, channel: UInt16, frameMax: Int, pool: CMemoryPool) throws(AMQPError) {
+        var properties = message.properties.encoded(in: pool)
+        try append(
+            channel: channel, exchange: pool.bytes(message.exchange), routingKey: pool.bytes(message.routingKey),
+            mandatory: message.mandatory, properties: &properties, body: message.body, frameMax: frameMax)
+    }
+
     /// Writes every byte to `socket` (non-blocking, as librabbitmq leaves it), waiting for room when the kernel's
     /// buffer is full: at most `stallLimit` without progress (nil: no limit).
     func write(to socket: Int32, stallLimit: Duration?) throws(AMQPError) {
