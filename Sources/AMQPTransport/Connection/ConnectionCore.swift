@@ -237,8 +237,10 @@ final class ConnectionCore {
     func publish(_ messages: [AMQPOutboundMessage], channel reference: ChannelReference, timeout: Duration, confirms: AMQPPendingConfirms) {
         let channel: ChannelState
         do throws(AMQPError) { channel = try usableChannel(reference) } catch {
-            // A failed connection has answered (or will answer) every waiter already.
-            if failure == nil { confirms.resume(throwing: error) }
+            // Always answered here: this batch is in no waiter list yet, so a connection that has already failed
+            // (an earlier command of the same hand-over failed it, or it is terminating) would never answer it.
+            // `usableChannel` throws the connection's own error then; the first settlement wins.
+            confirms.resume(throwing: error)
             return
         }
         do throws(AMQPError) { try publisher.publish(messages, on: channel, timeout: timeout, confirms: confirms) } catch { fail(error) }
