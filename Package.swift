@@ -162,7 +162,9 @@ let package = Package(
         // The `wallet-worker` command's options against the settings table (the executable's module, @testable).
         .testTarget(
             name: "WalletWorkerCommandTests",
-            dependencies: ["wallet-worker", "WalletWorker", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "wallet-worker", "WalletWorker", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         .testTarget(
             name: "WalletOperatorToolsTests",

@@ -9,7 +9,7 @@ let package = Package(
     platforms: [.macOS(.v13)],
     dependencies: [
         // Named, because a path dependency is otherwise identified by its directory name (a clone may be named anything).
-        .package(name: "wallet-notification-worker", path: ".."),
+        .package(name: "wallet-notification-worker", path: "..")
     ],
     targets: [
         // Counts heap allocations by interposing malloc and friends (Linux/glibc).

@@ -28,8 +28,9 @@ public final class AMQPChannel: Sendable {
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
             _ = try core.rpc(channel: reference, "declaring exchange '\(name)'") {
-                amqp_exchange_declare(core.state, number, pool.bytes(name), pool.bytes(type), 0, durable ? 1 : 0,
-                                      autoDelete ? 1 : 0, isInternal ? 1 : 0, arguments.encoded(in: pool))
+                amqp_exchange_declare(
+                    core.state, number, pool.bytes(name), pool.bytes(type), 0, durable ? 1 : 0,
+                    autoDelete ? 1 : 0, isInternal ? 1 : 0, arguments.encoded(in: pool))
             }
         }
     }
@@ -51,7 +52,8 @@ public final class AMQPChannel: Sendable {
         _ name: String, durable: Bool = true, exclusive: Bool = false, autoDelete: Bool = false,
         arguments: AMQPTable = [:]
     ) async throws(AMQPError) -> AMQPQueueStatus {
-        try await queueDeclare(name, passive: false, durable: durable, exclusive: exclusive, autoDelete: autoDelete, arguments: arguments)
+        try await queueDeclare(
+            name, passive: false, durable: durable, exclusive: exclusive, autoDelete: autoDelete, arguments: arguments)
     }
 
     /// Checks that a queue exists (404 otherwise) and returns its message and consumer counts.
@@ -67,45 +69,59 @@ public final class AMQPChannel: Sendable {
         return try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
             let ok = try core.rpc(channel: reference, "declaring queue '\(name)'") {
-                amqp_queue_declare(core.state, number, pool.bytes(name), passive ? 1 : 0, durable ? 1 : 0,
-                                   exclusive ? 1 : 0, autoDelete ? 1 : 0, arguments.encoded(in: pool))
+                amqp_queue_declare(
+                    core.state, number, pool.bytes(name), passive ? 1 : 0, durable ? 1 : 0,
+                    exclusive ? 1 : 0, autoDelete ? 1 : 0, arguments.encoded(in: pool))
             }
             guard let ok else { throw AMQPError(code: .protocolError, message: "queue.declare-ok missing") }
-            return AMQPQueueStatus(name: ok.queue.string, messageCount: ok.message_count, consumerCount: ok.consumer_count)
+            return AMQPQueueStatus(
+                name: ok.queue.string, messageCount: ok.message_count, consumerCount: ok.consumer_count)
         }
     }
 
-    public func bindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
+    public func bindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:])
+        async throws(AMQPError)
+    {
         let reference = reference
         let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
             _ = try core.rpc(channel: reference, "binding queue '\(queue)' to '\(exchange)'") {
-                amqp_queue_bind(core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey), arguments.encoded(in: pool))
+                amqp_queue_bind(
+                    core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey),
+                    arguments.encoded(in: pool))
             }
         }
     }
 
     /// Binds exchange `destination` to exchange `source` (`exchange.bind`, a RabbitMQ extension): messages routed
     /// by `source` with a matching key are routed on by `destination`.
-    public func bindExchange(_ destination: String, to source: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
+    public func bindExchange(_ destination: String, to source: String, routingKey: String, arguments: AMQPTable = [:])
+        async throws(AMQPError)
+    {
         let reference = reference
         let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
             _ = try core.rpc(channel: reference, "binding exchange '\(destination)' to '\(source)'") {
-                amqp_exchange_bind(core.state, number, pool.bytes(destination), pool.bytes(source), pool.bytes(routingKey), arguments.encoded(in: pool))
+                amqp_exchange_bind(
+                    core.state, number, pool.bytes(destination), pool.bytes(source), pool.bytes(routingKey),
+                    arguments.encoded(in: pool))
             }
         }
     }
 
-    public func unbindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:]) async throws(AMQPError) {
+    public func unbindQueue(_ queue: String, exchange: String, routingKey: String, arguments: AMQPTable = [:])
+        async throws(AMQPError)
+    {
         let reference = reference
         let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             let pool = CMemoryPool()
             _ = try core.rpc(channel: reference, "unbinding queue '\(queue)' from '\(exchange)'") {
-                amqp_queue_unbind(core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey), arguments.encoded(in: pool))
+                amqp_queue_unbind(
+                    core.state, number, pool.bytes(queue), pool.bytes(exchange), pool.bytes(routingKey),
+                    arguments.encoded(in: pool))
             }
         }
     }
@@ -125,7 +141,9 @@ public final class AMQPChannel: Sendable {
 
     /// Deletes a queue; returns how many messages it held.
     @discardableResult
-    public func deleteQueue(_ name: String, ifUnused: Bool = false, ifEmpty: Bool = false) async throws(AMQPError) -> UInt32 {
+    public func deleteQueue(_ name: String, ifUnused: Bool = false, ifEmpty: Bool = false) async throws(AMQPError)
+        -> UInt32
+    {
         let reference = reference
         let number = reference.number
         return try await runtime.perform { core throws(AMQPError) in
@@ -166,11 +184,13 @@ public final class AMQPChannel: Sendable {
         let runtime = runtime
         // Set once the tag is known; the buffer's abandon hook only runs after `consume` has returned it.
         let knownTag = Locked<String?>(nil)
-        let deliveries = DeliveryBuffer(undecodableContent: undecodableContent, onAbandon: {
-            // The consuming task was cancelled: cancel on the broker so it stops sending.
-            guard let tag = knownTag.withLock({ $0 }) else { return }
-            _ = runtime.submit { core in try? core.cancelConsumer(channel: number, tag: tag) }
-        })
+        let deliveries = DeliveryBuffer(
+            undecodableContent: undecodableContent,
+            onAbandon: {
+                // The consuming task was cancelled: cancel on the broker so it stops sending.
+                guard let tag = knownTag.withLock({ $0 }) else { return }
+                _ = runtime.submit { core in try? core.cancelConsumer(channel: number, tag: tag) }
+            })
         let tag = try await runtime.perform { core throws(AMQPError) in
             try core.checkTagIsFree(consumerTag, channel: number)
             let pool = CMemoryPool()
@@ -181,9 +201,10 @@ public final class AMQPChannel: Sendable {
             }
             guard let ok else { throw AMQPError(code: .protocolError, message: "basic.consume-ok missing") }
             let tag = ok.consumer_tag.string
-            core.register(ConsumerSink(
-                channel: number, tag: tag, automaticAcknowledgement: automatic, maximumBodyBytes: maximumBodyBytes,
-                keepsBody: keepsBody, deliveries: deliveries))
+            core.register(
+                ConsumerSink(
+                    channel: number, tag: tag, automaticAcknowledgement: automatic, maximumBodyBytes: maximumBodyBytes,
+                    keepsBody: keepsBody, deliveries: deliveries))
             return tag
         }
         knownTag.withLock { $0 = tag }
@@ -193,7 +214,8 @@ public final class AMQPChannel: Sendable {
     /// Stops a consumer; its sequence ends after the deliveries already received.
     public func cancel(consumerTag: String) async throws(AMQPError) {
         let number = number
-        try await runtime.perform { core throws(AMQPError) in try core.cancelConsumer(channel: number, tag: consumerTag) }
+        try await runtime.perform { core throws(AMQPError) in try core.cancelConsumer(channel: number, tag: consumerTag)
+        }
     }
 
     /// Acknowledges a delivery (and, with `multiple`, every earlier one of this channel). Refuses a delivery
@@ -218,13 +240,15 @@ public final class AMQPChannel: Sendable {
         guard !delivery.acknowledgedByBroker else {
             throw AMQPError(
                 code: .invalidArgument,
-                message: "delivery \(delivery.deliveryTag) came from a consumer with automatic acknowledgement: the broker acknowledged it when it sent it"
+                message:
+                    "delivery \(delivery.deliveryTag) came from a consumer with automatic acknowledgement: the broker acknowledged it when it sent it"
             )
         }
         guard delivery.channel == reference else {
             throw AMQPError(
                 code: .invalidArgument,
-                message: "delivery \(delivery.deliveryTag) came from another channel: delivery tags are valid only on the channel that delivered them"
+                message:
+                    "delivery \(delivery.deliveryTag) came from another channel: delivery tags are valid only on the channel that delivered them"
             )
         }
     }
@@ -252,7 +276,8 @@ public final class AMQPChannel: Sendable {
                 for settlement in settlements {
                     switch settlement {
                     case .ack(let tag, let multiple):
-                        try core.checkSend(amqp_basic_ack(core.state, number, tag, multiple ? 1 : 0), context: "basic.ack")
+                        try core.checkSend(
+                            amqp_basic_ack(core.state, number, tag, multiple ? 1 : 0), context: "basic.ack")
                     case .nack(let tag, let requeue):
                         try core.checkSend(
                             amqp_basic_nack(core.state, number, tag, 0, requeue ? 1 : 0), context: "basic.nack")
@@ -279,7 +304,9 @@ public final class AMQPChannel: Sendable {
         let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             _ = try core.usableChannel(reference)
-            try core.checkSend(amqp_basic_nack(core.state, number, deliveryTag, multiple ? 1 : 0, requeue ? 1 : 0), context: "basic.nack")
+            try core.checkSend(
+                amqp_basic_nack(core.state, number, deliveryTag, multiple ? 1 : 0, requeue ? 1 : 0),
+                context: "basic.nack")
         }
     }
 
@@ -288,7 +315,8 @@ public final class AMQPChannel: Sendable {
         let number = reference.number
         try await runtime.perform { core throws(AMQPError) in
             _ = try core.usableChannel(reference)
-            try core.checkSend(amqp_basic_reject(core.state, number, deliveryTag, requeue ? 1 : 0), context: "basic.reject")
+            try core.checkSend(
+                amqp_basic_reject(core.state, number, deliveryTag, requeue ? 1 : 0), context: "basic.reject")
         }
     }
 
@@ -303,14 +331,18 @@ public final class AMQPChannel: Sendable {
     /// Publishes the messages back to back and waits until the broker has answered for every one:
     /// one outcome per message, in order. Throws `.timeout` when the answers take longer than `confirmTimeout`,
     /// and the channel's error when the broker closes it (e.g. 404 for a missing exchange).
-    public func publish(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30)) async throws(AMQPError) -> [AMQPPublishOutcome] {
+    public func publish(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30))
+        async throws(AMQPError) -> [AMQPPublishOutcome]
+    {
         try await startPublishing(messages, confirmTimeout: confirmTimeout).outcomes()
     }
 
     /// Publishes the messages back to back without waiting for their confirms: they are sent after those of every
     /// earlier call on this channel, and `outcomes()` on the returned handle waits for the broker's answers (the
     /// confirm timeout runs from now). Errors, a closed connection included, are reported by `outcomes()`.
-    public func startPublishing(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30)) -> AMQPPendingConfirms {
+    public func startPublishing(_ messages: [AMQPOutboundMessage], confirmTimeout: Duration = .seconds(30))
+        -> AMQPPendingConfirms
+    {
         let reference = reference
         let pending = AMQPPendingConfirms()
         if let terminated = runtime.submit({ core in
@@ -322,7 +354,9 @@ public final class AMQPChannel: Sendable {
     }
 
     /// Publishes one message and waits for its confirm.
-    public func publish(_ message: AMQPOutboundMessage, confirmTimeout: Duration = .seconds(30)) async throws(AMQPError) -> AMQPPublishOutcome {
+    public func publish(_ message: AMQPOutboundMessage, confirmTimeout: Duration = .seconds(30)) async throws(AMQPError)
+        -> AMQPPublishOutcome
+    {
         try await publish([message], confirmTimeout: confirmTimeout)[0]
     }
 

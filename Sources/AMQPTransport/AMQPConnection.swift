@@ -14,7 +14,8 @@ public final class AMQPConnection: Sendable {
     public let frameMax: Int
 
     private init(
-        runtime: ConnectionRuntime, events: AsyncStream<AMQPConnectionEvent>, configuration: AMQPConnectionConfiguration,
+        runtime: ConnectionRuntime, events: AsyncStream<AMQPConnectionEvent>,
+        configuration: AMQPConnectionConfiguration,
         frameMax: Int
     ) {
         self.runtime = runtime
@@ -33,7 +34,8 @@ public final class AMQPConnection: Sendable {
         configuration: AMQPConnectionConfiguration,
         logger: Logger = Logger(label: "amqp")
     ) async throws(AMQPError) -> AMQPConnection {
-        let (events, continuation) = AsyncStream.makeStream(of: AMQPConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let (events, continuation) = AsyncStream.makeStream(
+            of: AMQPConnectionEvent.self, bufferingPolicy: .bufferingNewest(64))
         let (runtime, frameMax) = try await ConnectionRuntime.start(
             configuration: configuration, logger: logger, events: continuation)
         return AMQPConnection(runtime: runtime, events: events, configuration: configuration, frameMax: frameMax)

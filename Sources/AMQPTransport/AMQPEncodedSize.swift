@@ -48,7 +48,9 @@ extension AMQPOutboundMessage {
     /// Why this message cannot be published on a connection with `frameMax`, or nil when it can: its exchange and
     /// routing key are short strings too.
     public func encodingProblem(frameMax: Int) -> String? {
-        if exchange.utf8.count > 255 { return "exchange is \(exchange.utf8.count) bytes, over AMQP's 255-byte short string" }
+        if exchange.utf8.count > 255 {
+            return "exchange is \(exchange.utf8.count) bytes, over AMQP's 255-byte short string"
+        }
         if routingKey.utf8.count > 255 {
             return "routing key is \(routingKey.utf8.count) bytes, over AMQP's 255-byte short string"
         }

@@ -77,7 +77,9 @@ public struct AMQPURL: Sendable, Hashable, CustomStringConvertible {
             guard let close = hostPort.firstIndex(of: "]") else { throw invalid("unterminated IPv6 address") }
             host = String(hostPort[hostPort.index(after: hostPort.startIndex)..<close])
             let after = hostPort[hostPort.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty {
+            if after.hasPrefix(":") {
+                portText = after.dropFirst()
+            } else if !after.isEmpty {
                 throw invalid("unexpected text after IPv6 address")
             }
         } else if let colon = hostPort.lastIndex(of: ":") {

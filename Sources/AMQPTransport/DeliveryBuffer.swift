@@ -1,5 +1,3 @@
-
-
 /// The deliveries of one consumer that arrived and were not taken yet. The connection's I/O thread appends;
 /// the consumer takes everything at once. A consumer that was busy with a batch therefore gets the next one whole
 /// (up to the prefetch) instead of as many small batches as the I/O thread happened to read: batch size is what
@@ -20,7 +18,10 @@ final class DeliveryBuffer: Sendable {
     /// What the connection does with a delivery of this consumer whose content header it cannot decode.
     let undecodableContent: UndecodableContentHandling
 
-    init(undecodableContent: UndecodableContentHandling = .rejectToDeadLetterExchange, onAbandon: @escaping @Sendable () -> Void) {
+    init(
+        undecodableContent: UndecodableContentHandling = .rejectToDeadLetterExchange,
+        onAbandon: @escaping @Sendable () -> Void
+    ) {
         self.undecodableContent = undecodableContent
         self.onAbandon = onAbandon
     }
@@ -54,7 +55,11 @@ final class DeliveryBuffer: Sendable {
     func take() async throws -> [AMQPDelivery]? {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                enum Next { case deliver([AMQPDelivery]), end(Result<Void, AMQPError>), wait }
+                enum Next {
+                    case deliver([AMQPDelivery])
+                    case end(Result<Void, AMQPError>)
+                    case wait
+                }
                 let next = state.withLock { state -> Next in
                     if !state.deliveries.isEmpty {
                         defer { state.deliveries = [] }
@@ -81,7 +86,10 @@ final class DeliveryBuffer: Sendable {
     /// `take()` with the end, and cancel on the broker once unless the consumer already ended.
     func abandon() {
         let (waiter, first) = state.withLock { state in
-            defer { state.waiter = nil; state.abandoned = true }
+            defer {
+                state.waiter = nil
+                state.abandoned = true
+            }
             return (state.waiter, !state.abandoned && state.end == nil)
         }
         waiter?.resume(returning: nil)

@@ -41,10 +41,11 @@ struct PublisherConfirms {
     ) -> UInt64 {
         let sequence = nextSequence
         nextSequence += 1
-        pending.append(Pending(
-            sequence: sequence, batch: batch, index: index, exchange: exchange, routingKey: routingKey, body: body,
-            properties: properties
-        ))
+        pending.append(
+            Pending(
+                sequence: sequence, batch: batch, index: index, exchange: exchange, routingKey: routingKey, body: body,
+                properties: properties
+            ))
         return sequence
     }
 
@@ -63,13 +64,17 @@ struct PublisherConfirms {
 
     /// Notes a basic.return; the outcome is reported when its ack arrives.
     mutating func returned(
-        exchange: String, routingKey: String, body: [UInt8], properties: AMQPMessageProperties = AMQPMessageProperties(),
+        exchange: String, routingKey: String, body: [UInt8],
+        properties: AMQPMessageProperties = AMQPMessageProperties(),
         replyCode: UInt16, replyText: String
     ) {
         func sameContent(_ pending: Pending) -> Bool {
-            pending.returned == nil && pending.exchange == exchange && pending.routingKey == routingKey && pending.body == body
+            pending.returned == nil && pending.exchange == exchange && pending.routingKey == routingKey
+                && pending.body == body
         }
-        let index = pending.firstIndex { sameContent($0) && $0.properties == properties } ?? pending.firstIndex(where: sameContent)
+        let index =
+            pending.firstIndex { sameContent($0) && $0.properties == properties }
+            ?? pending.firstIndex(where: sameContent)
         if let index {
             pending[index].returned = (replyCode, replyText)
         }
@@ -91,7 +96,8 @@ struct PublisherConfirms {
         }
         let index = pending.partitioningIndex { $0.sequence >= deliveryTag }
         guard index < pending.count, pending[index].sequence == deliveryTag else { return [] }
-        let resolution = Resolution(batch: pending[index].batch, index: pending[index].index, outcome: outcome(pending[index]))
+        let resolution = Resolution(
+            batch: pending[index].batch, index: pending[index].index, outcome: outcome(pending[index]))
         pending.remove(at: index)
         return [resolution]
     }

@@ -61,10 +61,12 @@ public struct RouteLines: Sendable {
         do {
             value = try JSONParser.parse(line)
         } catch {
-            throw InputError(description: "the line is not JSON (\(error)); expected {\"properties\": {...}, \"body\": {...}}")
+            throw InputError(
+                description: "the line is not JSON (\(error)); expected {\"properties\": {...}, \"body\": {...}}")
         }
         guard let object = value.objectValue else {
-            throw InputError(description: "the line is not a JSON object; expected {\"properties\": {...}, \"body\": {...}}")
+            throw InputError(
+                description: "the line is not a JSON object; expected {\"properties\": {...}, \"body\": {...}}")
         }
         var body: [UInt8]
         if let raw = object["body"] {

@@ -16,7 +16,9 @@ public struct RoutingSettings: Sendable, Hashable {
     /// Largest body a delivery may hold in memory: twice `maximumBodyBytes`. A body over the limit but under this
     /// is read so its dead letter can be the worker's own, with `x-worker-error` (CONTRACT §8); a larger one is
     /// never buffered, and the broker dead-letters it (memory per delivery stays bounded in bytes).
-    public var bodyReadCeiling: Int { maximumBodyBytes.multipliedReportingOverflow(by: 2).overflow ? .max : maximumBodyBytes * 2 }
+    public var bodyReadCeiling: Int {
+        maximumBodyBytes.multipliedReportingOverflow(by: 2).overflow ? .max : maximumBodyBytes * 2
+    }
     /// Records returned by a TNS result. Default: `10`.
     public var transactionHistoryLimit = 10
     /// Records older than this before the newest kept one are left out of a TNS result. Default: 30 days.

@@ -49,7 +49,7 @@ enum BrokerLogin {
                 let connection = try await AMQPConnection.connect(configuration: configuration, logger: logger)
                 await connection.close(timeout: .seconds(5))
                 return
-            } catch where error.code == .authenticationFailed || error.code == .tlsFailed {
+            } catch  where error.code == .authenticationFailed || error.code == .tlsFailed {
                 throw Refused(error: error, url: "\(configuration.url)")
             } catch {
                 attempt += 1

@@ -65,8 +65,9 @@ public final class NotificationWorker: Service {
         let observer = LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing)
         metrics.storeAvailable.set(1.0)
         if let sharded = configuration.topology.sharded, configuration.concurrency > 1 {
-            logger.notice("--concurrency does not apply in the ordered mode: one pipeline per shard",
-                          metadata: ["shards": "\(sharded.count)"])
+            logger.notice(
+                "--concurrency does not apply in the ordered mode: one pipeline per shard",
+                metadata: ["shards": "\(sharded.count)"])
         }
         do {
             // Cancellation (ServiceLifecycle's, once the grace period is over) stops the loops too; the deliveries

@@ -98,8 +98,9 @@ public final class OperationsServer: Service {
                         try pipeline.configureHTTPServerPipeline(
                             withPipeliningAssistance: false, withErrorHandling: false,
                             withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
-                        try pipeline.addHandler(OperationsHandler(
-                            health: health, metrics: metrics, idleTimeout: TimeAmount(limits.idleTimeout)))
+                        try pipeline.addHandler(
+                            OperationsHandler(
+                                health: health, metrics: metrics, idleTimeout: TimeAmount(limits.idleTimeout)))
                     }
                 }
                 .bind(host: host, port: port)
@@ -137,12 +138,15 @@ final class ConnectionSlots: Sendable {
 
     init(limit: Int, registry: PrometheusCollectorRegistry) {
         self.limit = limit
-        openGauge = registry.makeGauge(descriptor: MetricNameDescriptor(
-            namespace: "wallet", metricName: "http_connections", unitName: "",
-            helpText: "Connections open to the operations endpoint"))
-        refused = registry.makeCounter(descriptor: MetricNameDescriptor(
-            namespace: "wallet", metricName: "http_connections_refused", unitName: "total",
-            helpText: "Connections to the operations endpoint refused (503) because the connection cap was reached"))
+        openGauge = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                namespace: "wallet", metricName: "http_connections", unitName: "",
+                helpText: "Connections open to the operations endpoint"))
+        refused = registry.makeCounter(
+            descriptor: MetricNameDescriptor(
+                namespace: "wallet", metricName: "http_connections_refused", unitName: "total",
+                helpText: "Connections to the operations endpoint refused (503) because the connection cap was reached")
+        )
     }
 
     /// A slot for a new connection, or false (counted) when all are taken.
@@ -169,7 +173,8 @@ private final class ConnectionRefusal: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         let body = "too many connections to the operations endpoint\n"
-        let response = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+        let response =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: response)))
             .assumeIsolated().whenComplete { _ in context.close(promise: nil) }

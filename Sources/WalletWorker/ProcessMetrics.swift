@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The standard `process_*` metrics every Prometheus client library exports (CPU, memory, open files, start
@@ -15,7 +16,9 @@ enum ProcessMetrics {
         func metric(_ name: String, _ type: String, _ help: String, _ value: Double) {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(format(value))\n"
         }
-        metric("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", sample.cpuSeconds)
+        metric(
+            "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+            sample.cpuSeconds)
         metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", sample.residentBytes)
         metric("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", sample.virtualBytes)
         if let openFiles = sample.openFiles {
@@ -25,7 +28,8 @@ enum ProcessMetrics {
             metric("process_max_fds", "gauge", "Maximum number of open file descriptors.", maxFiles)
         }
         if let start = sample.startTime {
-            metric("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", start)
+            metric(
+                "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", start)
         }
         return Array(text.utf8)
     }
@@ -41,29 +45,29 @@ enum ProcessMetrics {
 
     static func read() -> Sample? {
         #if os(Linux)
-        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-              let fields = statFields(stat)
-        else { return nil }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        let pageSize = Double(sysconf(Int32(_SC_PAGESIZE)))
-        // Fields after the command (`comm`, which may hold spaces and parentheses), numbered as proc(5) does from 3.
-        func field(_ number: Int) -> Double? { Double(fields[number - 3]) }
-        guard ticks > 0, let user = field(14), let system = field(15), let start = field(22),
-              let virtual = field(23), let resident = field(24)
-        else { return nil }
-        var sample = Sample(
-            cpuSeconds: (user + system) / ticks, residentBytes: resident * pageSize, virtualBytes: virtual)
-        sample.openFiles = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")).map {
-            Double($0.count)
-        }
-        var limit = rlimit()
-        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
-            sample.maxFiles = Double(limit.rlim_cur)
-        }
-        if let boot = bootTime() { sample.startTime = boot + start / ticks }
-        return sample
+            guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+                let fields = statFields(stat)
+            else { return nil }
+            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+            let pageSize = Double(sysconf(Int32(_SC_PAGESIZE)))
+            // Fields after the command (`comm`, which may hold spaces and parentheses), numbered as proc(5) does from 3.
+            func field(_ number: Int) -> Double? { Double(fields[number - 3]) }
+            guard ticks > 0, let user = field(14), let system = field(15), let start = field(22),
+                let virtual = field(23), let resident = field(24)
+            else { return nil }
+            var sample = Sample(
+                cpuSeconds: (user + system) / ticks, residentBytes: resident * pageSize, virtualBytes: virtual)
+            sample.openFiles = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")).map {
+                Double($0.count)
+            }
+            var limit = rlimit()
+            if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+                sample.maxFiles = Double(limit.rlim_cur)
+            }
+            if let boot = bootTime() { sample.startTime = boot + start / ticks }
+            return sample
         #else
-        return nil
+            return nil
         #endif
     }
 

@@ -61,7 +61,7 @@ struct QueueDepthMonitor: Sendable {
                         let status = try await channel!.queueStatus(name)
                         metrics.recordQueueDepth(
                             queue: name, role: role, ready: status.messageCount, consumers: status.consumerCount)
-                    } catch where error.code == .channelClosedByBroker {
+                    } catch  where error.code == .channelClosedByBroker {
                         // 404: not declared (yet), or its node is down; the channel is gone with it.
                         channel = nil
                     }
@@ -70,9 +70,11 @@ struct QueueDepthMonitor: Sendable {
                 failing = false
             } catch {
                 if !failing {
-                    logger.warning("could not read the queue depths; trying again", metadata: [
-                        "error": "\(error)", "in": "\(DurationText.format(interval))",
-                    ])
+                    logger.warning(
+                        "could not read the queue depths; trying again",
+                        metadata: [
+                            "error": "\(error)", "in": "\(DurationText.format(interval))",
+                        ])
                 }
                 failing = true
                 channel = nil

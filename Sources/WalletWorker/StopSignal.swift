@@ -15,10 +15,14 @@ final class StopSignal: Sendable {
 
     /// Fires once: wakes every sleeper and runs every registered handler.
     func stop() {
-        let (waiters, handlers) = state.withLock { state -> ([CheckedContinuation<Void, Never>], [@Sendable () -> Void]) in
+        let (waiters, handlers) = state.withLock {
+            state -> ([CheckedContinuation<Void, Never>], [@Sendable () -> Void]) in
             guard !state.isStopped else { return ([], []) }
             state.isStopped = true
-            defer { state.waiters = [:]; state.handlers = [:] }
+            defer {
+                state.waiters = [:]
+                state.handlers = [:]
+            }
             return (Array(state.waiters.values), Array(state.handlers.values))
         }
         waiters.forEach { $0.resume() }

@@ -213,7 +213,10 @@ public struct Topology: Sendable, Hashable {
     func retryQueueSteps(retry: RetrySchedule, base: String, deadLetterTo queue: String) -> [TopologyStep] {
         retry.queues(base).map { level in
             TopologyStep(
-                operations: [.declareQueue(level.name, arguments: retryQueueArguments(retryDelay: level.ttl, deadLetterTo: queue))],
+                operations: [
+                    .declareQueue(
+                        level.name, arguments: retryQueueArguments(retryDelay: level.ttl, deadLetterTo: queue))
+                ],
                 secondaryQueue: level.name, isRetryQueue: true)
         }
     }

@@ -21,10 +21,12 @@ public enum TopologyDeclaration {
         }
         await connection.close()
         guard skipped.isEmpty else { throw Incomplete(queues: skipped) }
-        logger.info("topology declared", metadata: [
-            "work_queue": "\(configuration.topology.workQueue)",
-            "ordered_shards": "\(configuration.topology.orderedShards)",
-        ])
+        logger.info(
+            "topology declared",
+            metadata: [
+                "work_queue": "\(configuration.topology.workQueue)",
+                "ordered_shards": "\(configuration.topology.orderedShards)",
+            ])
     }
 
     /// Some secondary queues could not be declared (the broker answered 404: their home node is down).

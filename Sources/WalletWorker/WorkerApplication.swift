@@ -32,8 +32,9 @@ public struct WorkerApplication: Sendable {
         let metrics = WorkerMetrics()
         let tracing = try TracingBackend.make(configuration.tracing, metrics: metrics, logger: logger)
         if tracing != nil {
-            logger.info("tracing on: spans are exported over OTLP/HTTP",
-                        metadata: ["protocol": "\(configuration.tracing.otlpProtocol)"])
+            logger.info(
+                "tracing on: spans are exported over OTLP/HTTP",
+                metadata: ["protocol": "\(configuration.tracing.otlpProtocol)"])
         }
         let worker = try NotificationWorker(
             configuration: configuration, store: store, metrics: metrics, logger: logger, tracer: tracing?.tracer)
@@ -56,17 +57,23 @@ public struct WorkerApplication: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let tracing {
             // First, so it stops last: the spans of the batches drained after SIGTERM are still exported.
-            services.append(.init(service: tracing.service, successTerminationBehavior: .gracefullyShutdownGroup,
-                                  failureTerminationBehavior: .gracefullyShutdownGroup))
+            services.append(
+                .init(
+                    service: tracing.service, successTerminationBehavior: .gracefullyShutdownGroup,
+                    failureTerminationBehavior: .gracefullyShutdownGroup))
         }
         if let operations {
             // A failure (its port taken) stops the worker the graceful way, finishing the batches in hand, and is
             // what `run()` throws; the default would cancel the worker mid-batch.
-            services.append(.init(service: operations, successTerminationBehavior: .gracefullyShutdownGroup,
-                                  failureTerminationBehavior: .gracefullyShutdownGroup))
+            services.append(
+                .init(
+                    service: operations, successTerminationBehavior: .gracefullyShutdownGroup,
+                    failureTerminationBehavior: .gracefullyShutdownGroup))
         }
-        services.append(.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup,
-                              failureTerminationBehavior: .gracefullyShutdownGroup))
+        services.append(
+            .init(
+                service: worker, successTerminationBehavior: .gracefullyShutdownGroup,
+                failureTerminationBehavior: .gracefullyShutdownGroup))
         var group = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, logger: logger)
         group.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
         group.maximumCancellationDuration = .seconds(2)

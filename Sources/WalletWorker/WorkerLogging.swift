@@ -35,7 +35,9 @@ public struct SecretRedaction: Sendable, Hashable {
     public let values: [String]
 
     public init(_ values: [String]) {
-        self.values = Set(values.filter { $0.utf8.count >= Self.minimumLength }).sorted { $0.utf8.count > $1.utf8.count }
+        self.values = Set(values.filter { $0.utf8.count >= Self.minimumLength }).sorted {
+            $0.utf8.count > $1.utf8.count
+        }
     }
 
     public var isEmpty: Bool { values.isEmpty }

@@ -45,17 +45,29 @@ public final class WorkerMetrics: Sendable {
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
-        messages = Dictionary(uniqueKeysWithValues: SenderLabel.allCases.map { sender in
-            (sender, Dictionary(uniqueKeysWithValues: Outcome.allCases.map { outcome in
-                (outcome, registry.makeCounter(
-                    descriptor: Self.name(
-                        "messages", unit: "total",
-                        help: "Messages finished, by sender and outcome (processed, domainError, ignored, rejected)"),
-                    labels: [("sender", sender.rawValue), ("outcome", outcome.rawValue)]))
-            }))
-        })
+        messages = Dictionary(
+            uniqueKeysWithValues: SenderLabel.allCases.map { sender in
+                (
+                    sender,
+                    Dictionary(
+                        uniqueKeysWithValues: Outcome.allCases.map { outcome in
+                            (
+                                outcome,
+                                registry.makeCounter(
+                                    descriptor: Self.name(
+                                        "messages", unit: "total",
+                                        help:
+                                            "Messages finished, by sender and outcome (processed, domainError, ignored, rejected)"
+                                    ),
+                                    labels: [("sender", sender.rawValue), ("outcome", outcome.rawValue)])
+                            )
+                        })
+                )
+            })
         deadLetters = Self.labelled(
-            registry, "dead_letters", label: "reason", help: "Messages dead-lettered: published to the dead-letter exchange, or (rejected_to_broker) rejected for the broker to dead-letter",
+            registry, "dead_letters", label: "reason",
+            help:
+                "Messages dead-lettered: published to the dead-letter exchange, or (rejected_to_broker) rejected for the broker to dead-letter",
             DeadLetterReason.self)
         confirms = Self.labelled(
             registry, "publish_confirms", label: "outcome",
@@ -63,7 +75,8 @@ public final class WorkerMetrics: Sendable {
         batchSize = registry.makeValueHistogram(
             descriptor: Self.name(
                 "batch", unit: "size",
-                help: "Deliveries processed together: one store transaction, one confirmed publish, one acknowledgement"),
+                help: "Deliveries processed together: one store transaction, one confirmed publish, one acknowledgement"
+            ),
             buckets: [1, 5, 10, 25, 50, 100, 200, 300, 500])
         processingTime = registry.makeDurationHistogram(
             descriptor: Self.name(
@@ -78,14 +91,20 @@ public final class WorkerMetrics: Sendable {
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
             .seconds(2.5), .seconds(5), .seconds(10),
         ]
-        storeBatchTime = Dictionary(uniqueKeysWithValues: StoreBatchOutcome.allCases.map { outcome in
-            (outcome, registry.makeDurationHistogram(
-                descriptor: Self.name(
-                    "store_batch", unit: "seconds",
-                    help: "One store transaction for a batch, by outcome: committed, or failed (transient, tried again); the store's share of the processing time"),
-                labels: [("outcome", outcome.rawValue)],
-                buckets: latencyBuckets))
-        })
+        storeBatchTime = Dictionary(
+            uniqueKeysWithValues: StoreBatchOutcome.allCases.map { outcome in
+                (
+                    outcome,
+                    registry.makeDurationHistogram(
+                        descriptor: Self.name(
+                            "store_batch", unit: "seconds",
+                            help:
+                                "One store transaction for a batch, by outcome: committed, or failed (transient, tried again); the store's share of the processing time"
+                        ),
+                        labels: [("outcome", outcome.rawValue)],
+                        buckets: latencyBuckets)
+                )
+            })
         confirmWait = registry.makeDurationHistogram(
             descriptor: Self.name(
                 "confirm_wait", unit: "seconds",
@@ -117,11 +136,15 @@ public final class WorkerMetrics: Sendable {
         unroutableReplyCopies = registry.makeCounter(
             descriptor: Self.name(
                 "reply_copies_unroutable", unit: "total",
-                help: "reply_to copies the broker returned (no such reply queue; direct reply-to copies are not mandatory)"))
+                help:
+                    "reply_to copies the broker returned (no such reply queue; direct reply-to copies are not mandatory)"
+            ))
         topologySkips = registry.makeCounter(
             descriptor: Self.name(
                 "topology_skipped_queues", unit: "total",
-                help: "Retry or dead-letter queues the broker could not declare (404: home node down), skipped until the next reconnect"))
+                help:
+                    "Retry or dead-letter queues the broker could not declare (404: home node down), skipped until the next reconnect"
+            ))
         skippedReplyCopies = registry.makeCounter(
             descriptor: Self.name(
                 "reply_copies_skipped", unit: "total",
@@ -129,14 +152,17 @@ public final class WorkerMetrics: Sendable {
         lostReplyCopies = registry.makeCounter(
             descriptor: Self.name(
                 "reply_copies_lost", unit: "total",
-                help: "Direct reply-to copies lost with their connection (the broker closed it, e.g. 541 on an unknown address)"))
+                help:
+                    "Direct reply-to copies lost with their connection (the broker closed it, e.g. 541 on an unknown address)"
+            ))
         delayedRequeues = registry.makeCounter(
             descriptor: Self.name(
                 "requeues_delayed", unit: "total",
                 help: "Deliveries requeued after a delay because their retry or dead-letter publish failed too"))
         storeAvailable = registry.makeGauge(
             descriptor: Self.name(
-                "store_available", unit: "", help: "1 while the store answers; 0 while the pipelines hold their batches for it"))
+                "store_available", unit: "",
+                help: "1 while the store answers; 0 while the pipelines hold their batches for it"))
         storeOutages = registry.makeCounter(
             descriptor: Self.name(
                 "store_outages", unit: "total", help: "Times the store stopped answering and consumption paused"))
@@ -148,25 +174,34 @@ public final class WorkerMetrics: Sendable {
         lastProcessed = registry.makeGauge(
             descriptor: Self.name(
                 "last_processed_timestamp", unit: "seconds",
-                help: "Unix time a message was last processed (its results confirmed and its delivery acknowledged); the worker's start until the first. time() minus it grows while the worker is stuck"))
+                help:
+                    "Unix time a message was last processed (its results confirmed and its delivery acknowledged); the worker's start until the first. time() minus it grows while the worker is stuck"
+            ))
         lastProcessed.set(Date().timeIntervalSince1970)
         brokerLoginRefusals = registry.makeCounter(
             descriptor: Self.name(
                 "broker_login_refusals", unit: "total",
-                help: "Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the worker had logged in once: credentials rotated or a vhost removed; the pipelines keep trying"))
+                help:
+                    "Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the worker had logged in once: credentials rotated or a vhost removed; the pipelines keep trying"
+            ))
         spansDropped = Self.labelled(
             registry, "spans_dropped", label: "reason",
-            help: "Spans not exported: queue_full (the exporter's queue, OTEL_BSP_MAX_QUEUE_SIZE, was full), export_failed (the collector did not take a batch in time)",
+            help:
+                "Spans not exported: queue_full (the exporter's queue, OTEL_BSP_MAX_QUEUE_SIZE, was full), export_failed (the collector did not take a batch in time)",
             SpanDropReason.self)
-        inFlight = InFlightDeliveries(gauge: registry.makeGauge(
-            descriptor: Self.name(
-                "in_flight_deliveries", unit: "",
-                help: "Deliveries taken into a batch and not yet acknowledged, requeued or given back (all pipelines)")))
+        inFlight = InFlightDeliveries(
+            gauge: registry.makeGauge(
+                descriptor: Self.name(
+                    "in_flight_deliveries", unit: "",
+                    help:
+                        "Deliveries taken into a batch and not yet acknowledged, requeued or given back (all pipelines)"
+                )))
         // 1, with what is running in its labels: a dashboard or an alert can tell versions apart during a rollout.
         registry.makeGauge(
             descriptor: Self.name("build", unit: "info", help: "The worker's version, librabbitmq's and Swift's"),
             labels: [
-                ("version", WorkerVersion.current), ("librabbitmq", AMQPLibrary.version), ("swift", WorkerVersion.swift),
+                ("version", WorkerVersion.current), ("librabbitmq", AMQPLibrary.version),
+                ("swift", WorkerVersion.swift),
             ]
         ).set(1.0)
     }
@@ -229,12 +264,16 @@ public final class WorkerMetrics: Sendable {
                 ready: registry.makeGauge(
                     descriptor: Self.name(
                         "queue_messages_ready", unit: "",
-                        help: "Messages ready in a queue the worker reads or feeds (role: work, retry, dead_letter), as the broker reported it (polled)"),
+                        help:
+                            "Messages ready in a queue the worker reads or feeds (role: work, retry, dead_letter), as the broker reported it (polled)"
+                    ),
                     labels: labels),
                 consumers: registry.makeGauge(
                     descriptor: Self.name(
-                        "queue_consumers", unit: "", help: "Consumers of a queue the worker reads or feeds, as the broker reported it (polled)"),
-                    labels: labels))
+                        "queue_consumers", unit: "",
+                        help: "Consumers of a queue the worker reads or feeds, as the broker reported it (polled)"),
+                    labels: labels)
+            )
             gauges[queue] = made
             return made
         }
@@ -262,7 +301,10 @@ public final class WorkerMetrics: Sendable {
 
     /// Bounded label values: a `sender` is user input, so anything but the three SDK senders is `other`.
     enum SenderLabel: String, CaseIterable {
-        case cps = "CPS", tns = "TNS", mg = "MG", installation, other, none
+        case cps = "CPS"
+        case tns = "TNS"
+        case mg = "MG"
+        case installation, other, none
 
         init(_ sender: String?, isInstallation: Bool) {
             if isInstallation {
@@ -292,10 +334,14 @@ public final class WorkerMetrics: Sendable {
     private static func labelled<Label: RawRepresentable & CaseIterable & Hashable>(
         _ registry: PrometheusCollectorRegistry, _ name: String, label: String, help: String, _: Label.Type
     ) -> [Label: Counter] where Label.RawValue == String {
-        Dictionary(uniqueKeysWithValues: Label.allCases.map { value in
-            (value, registry.makeCounter(
-                descriptor: Self.name(name, unit: "total", help: help), labels: [(label, value.rawValue)]))
-        })
+        Dictionary(
+            uniqueKeysWithValues: Label.allCases.map { value in
+                (
+                    value,
+                    registry.makeCounter(
+                        descriptor: Self.name(name, unit: "total", help: help), labels: [(label, value.rawValue)])
+                )
+            })
     }
 
     /// The Prometheus text exposition: the worker's metrics, then the standard `process_*` ones (read from /proc

@@ -8,13 +8,13 @@ public enum WorkerVersion {
     /// The Swift compiler the binary was built with (major.minor).
     public static var swift: String {
         #if compiler(>=6.4)
-        "6.4+"
+            "6.4+"
         #elseif compiler(>=6.3)
-        "6.3"
+            "6.3"
         #elseif compiler(>=6.2)
-        "6.2"
+            "6.2"
         #else
-        "6.1 or older"
+            "6.1 or older"
         #endif
     }
 

@@ -27,7 +27,8 @@ struct AMQPDemo {
                 let batch = (published..<min(count, published + batchSize)).map { index in
                     AMQPOutboundMessage(
                         exchange: "", routingKey: queue, body: Array("{\"n\":\(index)}".utf8),
-                        properties: .init(contentType: "application/json", deliveryMode: .persistent, messageID: "demo-\(index)"),
+                        properties: .init(
+                            contentType: "application/json", deliveryMode: .persistent, messageID: "demo-\(index)"),
                         mandatory: true
                     )
                 }
@@ -36,7 +37,9 @@ struct AMQPDemo {
                 published += batch.count
             }
             let publishTime = ContinuousClock.now - start
-            print("published \(count) persistent messages with confirms in \(publishTime) (\(rate(count, publishTime)) msg/s)")
+            print(
+                "published \(count) persistent messages with confirms in \(publishTime) (\(rate(count, publishTime)) msg/s)"
+            )
 
             try await channel.setPrefetch(count: 200)
             let consumeStart = ContinuousClock.now
@@ -67,7 +70,7 @@ extension Duration {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum Environment {

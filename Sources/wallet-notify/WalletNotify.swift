@@ -3,8 +3,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import Synchronization
-import WalletRouting
 import WalletOperatorTools
+import WalletRouting
 import WalletWorker
 
 /// Publishes notifications to the worker's inbound exchange and prints the results the worker sends back.
@@ -130,7 +130,9 @@ struct WalletNotify: AsyncParsableCommand {
             let outcomes = try await channel.publish(outbound)
             for (message, outcome) in zip(outbound, outcomes) where !outcome.isConfirmed {
                 notTaken += 1
-                Self.say("\(message.properties.messageID ?? "") not taken by the broker: \(outcome) (is the worker's topology declared?)")
+                Self.say(
+                    "\(message.properties.messageID ?? "") not taken by the broker: \(outcome) (is the worker's topology declared?)"
+                )
             }
             Self.say("published \(outbound.count - notTaken) of \(outbound.count) to '\(exchange)'; results:")
             let published = Set(outbound.compactMap(\.properties.messageID))

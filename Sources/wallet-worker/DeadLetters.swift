@@ -6,7 +6,7 @@ import WalletOperatorTools
 import WalletWorker
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension WalletWorkerCommand {
@@ -32,7 +32,10 @@ extension WalletWorkerCommand {
 
 /// The filters every `dead-letters` command takes.
 struct DeadLetterFilterOptions: ParsableArguments {
-    @Option(help: "Only dead letters whose recorded reason (x-worker-error, or the broker's x-death reason and queue) contains this text, case-insensitive; the hint shown beside a broker's reason is not matched")
+    @Option(
+        help:
+            "Only dead letters whose recorded reason (x-worker-error, or the broker's x-death reason and queue) contains this text, case-insensitive; the hint shown beside a broker's reason is not matched"
+    )
     var reason: String?
     @Option(help: "Only notifications of this sender (CPS, TNS, MG, …)")
     var sender: String?
@@ -55,7 +58,8 @@ struct DeadLetterFilterOptions: ParsableArguments {
 
     private func parsed(_ text: String, _ flag: String) throws -> Duration {
         guard let value = DurationText.parse(text) else {
-            throw ValidationError("\(flag) \"\(text)\": expected a duration like 30m, 2h or 1.5s, \(DurationText.rangeDescription)")
+            throw ValidationError(
+                "\(flag) \"\(text)\": expected a duration like 30m, 2h or 1.5s, \(DurationText.rangeDescription)")
         }
         return value
     }
@@ -65,17 +69,19 @@ struct DeadLetterFilterOptions: ParsableArguments {
 struct DeadLetterReadOptions: ParsableArguments {
     @Option(
         name: .customLong(Setting.maxBodyBytes.name),
-        help: .init(Setting.maxBodyBytes.setting.help(
-            summary: """
-                The workers' largest accepted body in bytes: the tool reads bodies up to twice this, as the worker \
-                does; larger ones are listed with their size, kept or purged, never shown or replayed
-                """,
-            default: Setting.maxBodyBytes.defaultValue)))
+        help: .init(
+            Setting.maxBodyBytes.setting.help(
+                summary: """
+                    The workers' largest accepted body in bytes: the tool reads bodies up to twice this, as the worker \
+                    does; larger ones are listed with their size, kept or purged, never shown or replayed
+                    """,
+                default: Setting.maxBodyBytes.defaultValue)))
     var maxBodyBytes: String?
 
     var readLimit: Int {
         get throws {
-            let limit = try setting(maxBodyBytes, Setting.maxBodyBytes) ?? WorkerConfiguration().routing.maximumBodyBytes
+            let limit =
+                try setting(maxBodyBytes, Setting.maxBodyBytes) ?? WorkerConfiguration().routing.maximumBodyBytes
             return limit > Int.max / 2 ? Int.max : limit * 2
         }
     }
@@ -127,7 +133,8 @@ extension WalletWorkerCommand.DeadLetters {
         func run() async throws {
             let filter = try filters.filter()
             var printer = DeadLetterPrinter(json: json)
-            let (summary, queue) = try await walkDeadLetters(broker, read, command: .look, filter: filter) { decision, _, _ in
+            let (summary, queue) = try await walkDeadLetters(broker, read, command: .look, filter: filter) {
+                decision, _, _ in
                 guard decision.selected, let letter = decision.letter else { return true }
                 return (try? printer.print(letter)) ?? false
             }
@@ -142,12 +149,16 @@ extension WalletWorkerCommand.DeadLetters {
         @OptionGroup var broker: BrokerOptions
         @OptionGroup var filters: DeadLetterFilterOptions
         @OptionGroup var read: DeadLetterReadOptions
-        @Flag(help: "Show a device installation's whole push channel (a device's push token); by default only its last four characters")
+        @Flag(
+            help:
+                "Show a device installation's whole push channel (a device's push token); by default only its last four characters"
+        )
         var showPushChannel = false
 
         func run() async throws {
             let filter = try filters.filter()
-            let (summary, queue) = try await walkDeadLetters(broker, read, command: .look, filter: filter) { decision, message, _ in
+            let (summary, queue) = try await walkDeadLetters(broker, read, command: .look, filter: filter) {
+                decision, message, _ in
                 guard decision.selected else { return true }
                 return (try? printLine(DeadLetterDetail.jsonLine(message, showPushChannel: showPushChannel))) ?? false
             }
@@ -203,9 +214,10 @@ extension WalletWorkerCommand.DeadLetters {
                 printing = (try? printer.print(letter)) ?? false
                 return true
             }
-            progressLine(summary.closingLine(
-                queue: queue, verb: dryRun ? "would replay" : "replayed",
-                count: dryRun ? summary.selected - summary.refused : summary.replayed))
+            progressLine(
+                summary.closingLine(
+                    queue: queue, verb: dryRun ? "would replay" : "replayed",
+                    count: dryRun ? summary.selected - summary.refused : summary.replayed))
             // Refused (truncated without --force, a body not read): not everything asked for was replayed.
             if summary.failed > 0 || summary.stoppedEarly != nil || (!dryRun && summary.refused > 0) {
                 throw ExitCode.failure
@@ -229,16 +241,21 @@ extension WalletWorkerCommand.DeadLetters {
             try broker.apply(to: &configuration)
             if !yes {
                 let what = filter.isEmpty ? "every message" : "the matching messages"
-                guard confirmed("Delete \(what) in \(configuration.topology.deadLetterQueue)?") else { throw ExitCode.failure }
+                guard confirmed("Delete \(what) in \(configuration.topology.deadLetterQueue)?") else {
+                    throw ExitCode.failure
+                }
             }
             if filter.isEmpty {
                 WorkerLogging.bootstrap(format: .text, level: .warning)
                 let queue = DeadLetterQueue(
-                    configuration: configuration, logger: Logger(label: "wallet-worker"), maximumBodyBytes: try read.readLimit)
+                    configuration: configuration, logger: Logger(label: "wallet-worker"),
+                    maximumBodyBytes: try read.readLimit)
                 progressLine("deleted \(try await queue.purgeAll()) dead letters")
                 return
             }
-            let (summary, queue) = try await walkDeadLetters(broker, read, command: .purge, filter: filter) { _, _, _ in true }
+            let (summary, queue) = try await walkDeadLetters(broker, read, command: .purge, filter: filter) { _, _, _ in
+                true
+            }
             progressLine(summary.closingLine(queue: queue, verb: "deleted", count: summary.removed))
         }
     }

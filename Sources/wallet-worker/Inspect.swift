@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import WalletStore
 import WalletOperatorTools
+import WalletStore
 import WalletWorker
 
 extension WalletWorkerCommand {
@@ -30,7 +30,8 @@ extension WalletWorkerCommand {
 
             func run() async throws {
                 guard (0...Self.maximumTransactions).contains(transactions) else {
-                    throw ValidationError("--transactions \(transactions): expected 0 to \(Self.maximumTransactions) records")
+                    throw ValidationError(
+                        "--transactions \(transactions): expected 0 to \(Self.maximumTransactions) records")
                 }
                 try await options.show("card \(digitalCardId)") { inspector throws(StoreError) in
                     try await inspector.card(digitalCardId, transactionLimit: transactions).map {
@@ -42,7 +43,8 @@ extension WalletWorkerCommand {
 
         struct Message: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "A processed message: when, its outcome, and the results it published (replayed on a redelivery).",
+                abstract:
+                    "A processed message: when, its outcome, and the results it published (replayed on a redelivery).",
                 discussion: ExitStatus.helpText)
             @Argument(help: "The inbound message_id.") var messageId: String
             @OptionGroup var options: StoreToolOptions

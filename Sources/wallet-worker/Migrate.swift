@@ -1,12 +1,13 @@
 import ArgumentParser
-import WalletStore
 import WalletOperatorTools
+import WalletStore
 import WalletWorker
 
 extension WalletWorkerCommand {
     struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Apply the store's schema migrations, then exit (for deploy jobs; `run --no-migrate` needs them).",
+            abstract:
+                "Apply the store's schema migrations, then exit (for deploy jobs; `run --no-migrate` needs them).",
             discussion: """
                 Prints the schema before and after. Safe to run again, and while workers run: a migration is one \
                 transaction (PostgreSQL: under an advisory lock, so replicas and jobs queue). A schema newer than \

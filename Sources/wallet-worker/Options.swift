@@ -175,14 +175,16 @@ struct RoutingOptions: ParsableArguments {
 struct StoreToolOptions: ParsableArguments {
     @Option(
         name: .customLong(Setting.store.name),
-        help: .init(Setting.store.setting.help(
-            summary: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE",
-            default: Setting.store.defaultValue)))
+        help: .init(
+            Setting.store.setting.help(
+                summary: "Store: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE",
+                default: Setting.store.defaultValue)))
     var store: String?
     @Option(
         name: .customLong(Setting.storeStatementTimeout.name),
-        help: .init(Setting.storeStatementTimeout.setting.help(
-            summary: "PostgreSQL statement timeout, e.g. 5s", default: Setting.storeStatementTimeout.defaultValue)))
+        help: .init(
+            Setting.storeStatementTimeout.setting.help(
+                summary: "PostgreSQL statement timeout, e.g. 5s", default: Setting.storeStatementTimeout.defaultValue)))
     var storeStatementTimeout: String?
 
     var location: StoreLocation {

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
+import WalletOperatorTools
 import WalletRouting
 import WalletStore
-import WalletOperatorTools
 import WalletWorker
 
 extension WalletWorkerCommand {
@@ -30,11 +30,15 @@ extension WalletWorkerCommand {
 
         @Option(
             name: .customLong(Setting.store.name),
-            help: .init(Setting.store.setting.help(
-                summary: "Store: memory, or sqlite:PATH or postgres://... to route against a worker's state",
-                default: StoreLocation.memory.description)))
+            help: .init(
+                Setting.store.setting.help(
+                    summary: "Store: memory, or sqlite:PATH or postgres://... to route against a worker's state",
+                    default: StoreLocation.memory.description)))
         var store: String?
-        @Flag(help: "Write each line's effects to the store and record its message_id, as the worker would (sqlite or postgres; migrates the schema)")
+        @Flag(
+            help:
+                "Write each line's effects to the store and record its message_id, as the worker would (sqlite or postgres; migrates the schema)"
+        )
         var commit = false
         @Option(help: "Processing time for every line, ISO 8601 (e.g. 2026-11-21T08:00:00Z). Default: the clock")
         var now: String?

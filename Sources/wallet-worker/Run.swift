@@ -56,20 +56,24 @@ extension WalletWorkerCommand {
             } catch {
                 // Settings that do not go together (`--prefetch 0`, an exporter this build lacks) are usage.
                 let status = error is ConfigurationError ? ExitStatus.usage : ExitStatus.of(error)
-                logger.critical("wallet-worker failed", metadata: ["error": "\(error)", "exit_status": "\(status.rawValue)"])
+                logger.critical(
+                    "wallet-worker failed", metadata: ["error": "\(error)", "exit_status": "\(status.rawValue)"])
                 throw ExitCode(status.rawValue)
             }
             do {
-                logger.info("starting", metadata: [
-                    "store": "\(configuration.store)", "prefetch": "\(configuration.prefetch)",
-                    "concurrency": "\(configuration.concurrency)",
-                    "ordered_shards": "\(configuration.topology.orderedShards)",
-                    "work_queue": "\(configuration.topology.workQueue)",
-                ])
+                logger.info(
+                    "starting",
+                    metadata: [
+                        "store": "\(configuration.store)", "prefetch": "\(configuration.prefetch)",
+                        "concurrency": "\(configuration.concurrency)",
+                        "ordered_shards": "\(configuration.topology.orderedShards)",
+                        "work_queue": "\(configuration.topology.workQueue)",
+                    ])
                 try await application.run()
             } catch {
                 let status = ExitStatus.of(error)
-                logger.critical("wallet-worker failed", metadata: ["error": "\(error)", "exit_status": "\(status.rawValue)"])
+                logger.critical(
+                    "wallet-worker failed", metadata: ["error": "\(error)", "exit_status": "\(status.rawValue)"])
                 throw ExitCode(status.rawValue)
             }
         }

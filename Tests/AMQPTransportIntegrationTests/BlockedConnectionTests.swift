@@ -78,7 +78,9 @@ struct BlockedConnectionTests {
         var status: Int32
     }
 
-    @Test("while the broker blocks the connection, publishes are held and time out on schedule instead of stalling the connection's thread")
+    @Test(
+        "while the broker blocks the connection, publishes are held and time out on schedule instead of stalling the connection's thread"
+    )
     func publishesAreHeldWhileBlocked() async throws {
         let broker = PrivateBroker()
         try broker.run("start")
@@ -100,7 +102,9 @@ struct BlockedConnectionTests {
             try await channel.publish([message(to: queue, "into the alarm")], confirmTimeout: .seconds(2))
         }
         #expect(first.code == .timeout)
-        try await eventually("connection.blocked to be reported", within: .seconds(10)) { recorder.recorded.contains { if case .blocked = $0 { true } else { false } } }
+        try await eventually("connection.blocked to be reported", within: .seconds(10)) {
+            recorder.recorded.contains { if case .blocked = $0 { true } else { false } }
+        }
 
         // About 20 MB: far more than the socket buffers hold. Written into the socket, it would stall the
         // connection's thread until the alarm clears; held, it times out on schedule.
@@ -113,7 +117,9 @@ struct BlockedConnectionTests {
         #expect(ContinuousClock.now - started < .seconds(5))
 
         try broker.run("ctl", "set_vm_memory_high_watermark", "0.4")
-        try await eventually("connection.unblocked to be reported", within: .seconds(10)) { recorder.recorded.contains(.unblocked) }
+        try await eventually("connection.unblocked to be reported", within: .seconds(10)) {
+            recorder.recorded.contains(.unblocked)
+        }
         try await publishConfirmed([message(to: queue, "after the alarm")], on: channel)
         try await channel.deleteQueue(queue)
         await connection.close()

@@ -20,7 +20,8 @@ struct ConfirmsTests {
                 let batch = (first..<first + batchSize).map { index in
                     message(
                         to: queue, "{\"n\":\(index)}",
-                        properties: .init(contentType: "application/json", deliveryMode: .persistent, messageID: "bulk-\(index)")
+                        properties: .init(
+                            contentType: "application/json", deliveryMode: .persistent, messageID: "bulk-\(index)")
                     )
                 }
                 try await publishConfirmed(batch, on: publisher)
@@ -36,14 +37,17 @@ struct ConfirmsTests {
                 var deliveries: [DeliverySummary] = []
                 deliveries.reserveCapacity(total)
                 for try await batch in consumer {
-                    deliveries += batch.map { DeliverySummary(id: $0.properties.messageID, redelivered: $0.redelivered) }
+                    deliveries += batch.map {
+                        DeliverySummary(id: $0.properties.messageID, redelivered: $0.redelivered)
+                    }
                     try await consuming.ack(deliveryTag: batch.last!.deliveryTag, multiple: true)
                     if deliveries.count >= total { break }
                 }
                 return deliveries
             }
             let consumeTime = ContinuousClock.now - consumeStart
-            print("""
+            print(
+                """
                 AMQPTransportIntegrationTests: published \(total) persistent messages with confirms (\(batchSize) per call) \
                 in \(publishTime): \(Int(Double(total) / publishTime.inSeconds)) msg/s; \
                 consumed and acknowledged them in \(consumeTime): \(Int(Double(total) / consumeTime.inSeconds)) msg/s
@@ -75,9 +79,10 @@ struct ConfirmsTests {
             let exchange = try await session.declareOwnedExchange("unbound")
             try await channel.enableConfirms()
             let outcome = try await within(.seconds(10), "the outcome of an unroutable publish") {
-                try await channel.publish(AMQPOutboundMessage(
-                    exchange: exchange, routingKey: "nobody.listens", body: Array("lost?".utf8), mandatory: true
-                ))
+                try await channel.publish(
+                    AMQPOutboundMessage(
+                        exchange: exchange, routingKey: "nobody.listens", body: Array("lost?".utf8), mandatory: true
+                    ))
             }
             #expect(outcome == .returned(replyCode: 312, replyText: "NO_ROUTE"))
         }
@@ -93,7 +98,8 @@ struct ConfirmsTests {
             try await channel.enableConfirms()
 
             func publish(_ routingKey: String, _ body: String, mandatory: Bool = true) -> AMQPOutboundMessage {
-                AMQPOutboundMessage(exchange: exchange, routingKey: routingKey, body: Array(body.utf8), mandatory: mandatory)
+                AMQPOutboundMessage(
+                    exchange: exchange, routingKey: routingKey, body: Array(body.utf8), mandatory: mandatory)
             }
             let noRoute = AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE")
             // Same body everywhere: only the routing decides. A non-mandatory unroutable message is dropped
@@ -131,14 +137,17 @@ struct ConfirmsTests {
             let batches = (0..<8).map { batch in
                 (0..<50).map { index in
                     batch == 3 && index == 1
-                        ? AMQPOutboundMessage(exchange: "", routingKey: "nobody-\(queue)", body: Array("lost".utf8), mandatory: true)
+                        ? AMQPOutboundMessage(
+                            exchange: "", routingKey: "nobody-\(queue)", body: Array("lost".utf8), mandatory: true)
                         : message(to: queue, "\(batch)-\(index)", properties: persistent)
                 }
             }
             let pending = batches.map { channel.startPublishing($0, confirmTimeout: .seconds(10)) }
             // Awaited newest first: each handle reports its own batch, whatever order the confirms arrive in.
             for (batch, confirms) in pending.enumerated().reversed() {
-                let outcomes = try await within(.seconds(10), "the outcomes of batch \(batch)") { try await confirms.outcomes() }
+                let outcomes = try await within(.seconds(10), "the outcomes of batch \(batch)") {
+                    try await confirms.outcomes()
+                }
                 #expect(outcomes.count == 50)
                 for (index, outcome) in outcomes.enumerated() {
                     if batch == 3 && index == 1 {
@@ -155,7 +164,9 @@ struct ConfirmsTests {
             try await consuming.setPrefetch(count: 500)
             let consumer = try await consuming.consume(queue: queue)
             let bodies = try await receive(399, from: consumer).map { String(decoding: $0.body, as: UTF8.self) }
-            let expected = batches.joined().filter { $0.routingKey == queue }.map { String(decoding: $0.body, as: UTF8.self) }
+            let expected = batches.joined().filter { $0.routingKey == queue }.map {
+                String(decoding: $0.body, as: UTF8.self)
+            }
             #expect(bodies == expected, "the queue holds the messages in the order the batches were started")
         }
     }
@@ -166,15 +177,22 @@ struct ConfirmsTests {
             let channel = try await session.connection.openChannel()
             try await channel.enableConfirms()
             let confirms = channel.startPublishing(
-                [AMQPOutboundMessage(exchange: "no-such-exchange-\(UInt32.random(in: 0...UInt32.max))", routingKey: "x", body: [1])],
+                [
+                    AMQPOutboundMessage(
+                        exchange: "no-such-exchange-\(UInt32.random(in: 0...UInt32.max))", routingKey: "x", body: [1])
+                ],
                 confirmTimeout: .seconds(10))
             await #expect(throws: AMQPError.self) {
-                _ = try await within(.seconds(10), "the error of a publish to a missing exchange") { try await confirms.outcomes() }
+                _ = try await within(.seconds(10), "the error of a publish to a missing exchange") {
+                    try await confirms.outcomes()
+                }
             }
             // Published after the close: reported through the handle, not trapped or lost.
             let late = channel.startPublishing([AMQPOutboundMessage(exchange: "", routingKey: "x", body: [2])])
             await #expect(throws: AMQPError.self) {
-                _ = try await within(.seconds(10), "the error of a publish on a closed channel") { try await late.outcomes() }
+                _ = try await within(.seconds(10), "the error of a publish on a closed channel") {
+                    try await late.outcomes()
+                }
             }
         }
     }

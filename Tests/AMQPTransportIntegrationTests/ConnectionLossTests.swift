@@ -16,7 +16,13 @@ struct ConnectionLossTests {
     func severedConnectionFailsEverything() async throws {
         let relay = try Self.relayToTestBroker()
         defer { relay.close() }
-        try await withBrokerSession("severed", configure: { $0.url.host = "127.0.0.1"; $0.url.port = relay.port }) { session in
+        try await withBrokerSession(
+            "severed",
+            configure: {
+                $0.url.host = "127.0.0.1"
+                $0.url.port = relay.port
+            }
+        ) { session in
             let events = EventRecorder()
             let watcher = events.watch(session.connection)
             let queue = try await session.declareOwnedQueue("severed")
@@ -38,20 +44,27 @@ struct ConnectionLossTests {
                 Issue.record("expected .closed(error:), got \(events.recorded)")
             }
             let connection = session.connection
-            let later = try await expectAMQPError("opening a channel on the lost connection") { try await connection.openChannel() }
+            let later = try await expectAMQPError("opening a channel on the lost connection") {
+                try await connection.openChannel()
+            }
             #expect(later.code == .connectionLost)
         }
     }
 
-    @Test("a broker that goes silent is detected by the heartbeat and fails a pending publish, well before its confirm timeout")
+    @Test(
+        "a broker that goes silent is detected by the heartbeat and fails a pending publish, well before its confirm timeout"
+    )
     func silentBrokerIsDetectedByHeartbeat() async throws {
         let relay = try Self.relayToTestBroker()
         defer { relay.close() }
-        try await withBrokerSession("silent broker", configure: {
-            $0.url.host = "127.0.0.1"
-            $0.url.port = relay.port
-            $0.heartbeat = .seconds(2)
-        }) { session in
+        try await withBrokerSession(
+            "silent broker",
+            configure: {
+                $0.url.host = "127.0.0.1"
+                $0.url.port = relay.port
+                $0.heartbeat = .seconds(2)
+            }
+        ) { session in
             let events = EventRecorder()
             let watcher = events.watch(session.connection)
             let channel = session.channel
@@ -73,10 +86,14 @@ struct ConnectionLossTests {
             // transport's own check, at 5 s, is the backstop).
             #expect(error.code == .heartbeatTimeout, "\(error)")
             #expect(error.isRetriable)
-            #expect(sinceLastReply >= .seconds(3), "gave up \(sinceLastReply) after the last reply, before two heartbeat intervals")
+            #expect(
+                sinceLastReply >= .seconds(3),
+                "gave up \(sinceLastReply) after the last reply, before two heartbeat intervals")
             #expect(sinceFreeze < .seconds(8), "took \(sinceFreeze)")
 
-            try await within(.seconds(5), "the events stream to finish after the heartbeat timeout") { await watcher.value }
+            try await within(.seconds(5), "the events stream to finish after the heartbeat timeout") {
+                await watcher.value
+            }
             #expect(events.recorded == [.closed(error: error)])
         }
     }

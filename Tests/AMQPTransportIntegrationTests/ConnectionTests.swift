@@ -69,7 +69,9 @@ struct ConnectionTests {
         configuration.connectTimeout = .seconds(2)
         let attempt = configuration
         let start = ContinuousClock.now
-        let error = try await expectAMQPError("connecting to a silent peer on port \(listener.port)", within: .seconds(15)) {
+        let error = try await expectAMQPError(
+            "connecting to a silent peer on port \(listener.port)", within: .seconds(15)
+        ) {
             try await TestBroker.connect(configuration: attempt)
         }
         let elapsed = ContinuousClock.now - start
@@ -120,7 +122,9 @@ struct ConnectionTests {
                 do {
                     channel = try await connection.openChannel()
                 } catch {
-                    Issue.record("opening channel #\(index) of a connection with channel_max 32 (one other open) failed: \(error)")
+                    Issue.record(
+                        "opening channel #\(index) of a connection with channel_max 32 (one other open) failed: \(error)"
+                    )
                     return
                 }
                 try await channel.close()

@@ -131,7 +131,8 @@ struct ConsumerTests {
                 let consumer = try await channel.consume(queue: queue)
                 let delivery = try #require(try await receive(1, from: consumer).first)
                 try await channel.ack(deliveryTag: delivery.deliveryTag)
-                try await channel.ack(deliveryTag: delivery.deliveryTag)  // a double ack: the broker closes the channel (406)
+                // A double ack: the broker closes the channel (406).
+                try await channel.ack(deliveryTag: delivery.deliveryTag)
                 let cancelled: String
                 do {
                     try await channel.cancel(consumerTag: consumer.tag)
@@ -143,7 +144,8 @@ struct ConsumerTests {
                     let rest = try await receive(1, from: consumer, within: .seconds(2))
                     #expect(rest.isEmpty)
                 } catch is DeadlineExceeded {
-                    Issue.record("""
+                    Issue.record(
+                        """
                         attempt \(attempt): the consumer's sequence never ended after cancel(consumerTag:) returned \(cancelled)
                         """)
                     return
@@ -167,7 +169,9 @@ struct ConsumerTests {
                 try await channel.ack(deliveryTag: batch.last!.deliveryTag, multiple: true)
                 break
             }
-            try await eventually("the broker to see the consumer cancelled", within: .seconds(5), every: .milliseconds(50)) {
+            try await eventually(
+                "the broker to see the consumer cancelled", within: .seconds(5), every: .milliseconds(50)
+            ) {
                 try await channel.queueStatus(queue).consumerCount == 0
             }
             try await publishConfirmed([message(to: queue, "two")], on: channel)
@@ -236,4 +240,3 @@ struct ConsumerTests {
         }
     }
 }
-

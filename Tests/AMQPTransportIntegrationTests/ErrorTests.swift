@@ -13,7 +13,8 @@ struct ErrorTests {
             try await channel.enableConfirms()
             let missing = uniqueName("missing-exchange")
             let error = try await expectAMQPError("a publish to the missing exchange '\(missing)'") {
-                try await channel.publish(AMQPOutboundMessage(exchange: missing, routingKey: "any", body: Array("x".utf8)))
+                try await channel.publish(
+                    AMQPOutboundMessage(exchange: missing, routingKey: "any", body: Array("x".utf8)))
             }
             #expect(error.code == .channelClosedByBroker)
             #expect(error.replyCode == 404)
@@ -53,7 +54,8 @@ struct ErrorTests {
             }
             #expect(error.code == .channelClosedByBroker)
             #expect(error.replyCode == 404)
-            #expect(error.replyText?.contains("exchange '\(missing)'") == true, "reply text: \(error.replyText ?? "nil")")
+            #expect(
+                error.replyText?.contains("exchange '\(missing)'") == true, "reply text: \(error.replyText ?? "nil")")
 
             let fresh = try await session.connection.openChannel()
             #expect(try await fresh.queueStatus(queue).messageCount == 0)
@@ -73,7 +75,8 @@ struct ErrorTests {
             }
             #expect(error.code == .channelClosedByBroker)
             #expect(error.replyCode == 406)
-            #expect(error.replyText?.hasPrefix("PRECONDITION_FAILED") == true, "reply text: \(error.replyText ?? "nil")")
+            #expect(
+                error.replyText?.hasPrefix("PRECONDITION_FAILED") == true, "reply text: \(error.replyText ?? "nil")")
             #expect(error.replyText?.contains("x-message-ttl") == true)
             #expect(!error.isRetriable)
 

@@ -14,8 +14,10 @@ struct HostileContentTests {
             try await channel.enableConfirms()
             let headers: AMQPTable = ["": .string("empty key"), "nested": .table(["": .int32(7)])]
             try await publishConfirmed(
-                [message(to: queue, "with empty key", properties: AMQPMessageProperties(headers: headers)),
-                 message(to: queue, "after")],
+                [
+                    message(to: queue, "with empty key", properties: AMQPMessageProperties(headers: headers)),
+                    message(to: queue, "after"),
+                ],
                 on: channel)
 
             let consumer = try await channel.consume(queue: queue)
@@ -37,9 +39,12 @@ struct HostileContentTests {
             try await channel.enableConfirms()
             let huge = [UInt8](repeating: UInt8(ascii: "x"), count: 100_000_000)
             try await publishConfirmed(
-                [AMQPOutboundMessage(exchange: "", routingKey: queue, body: huge,
-                                     properties: AMQPMessageProperties(messageID: "huge"), mandatory: true),
-                 message(to: queue, "small", properties: AMQPMessageProperties(messageID: "small"))],
+                [
+                    AMQPOutboundMessage(
+                        exchange: "", routingKey: queue, body: huge,
+                        properties: AMQPMessageProperties(messageID: "huge"), mandatory: true),
+                    message(to: queue, "small", properties: AMQPMessageProperties(messageID: "small")),
+                ],
                 on: channel)
 
             let consumer = try await channel.consume(queue: queue, maximumBodyBytes: 1_000_000)
@@ -58,7 +63,9 @@ struct HostileContentTests {
         }
     }
 
-    @Test("a message AMQP cannot encode fails alone as .unencodable: the rest of its batch is confirmed, the connection goes on")
+    @Test(
+        "a message AMQP cannot encode fails alone as .unencodable: the rest of its batch is confirmed, the connection goes on"
+    )
     func unencodableMessageFailsAlone() async throws {
         try await withBrokerSession("unencodable publish") { session in
             let channel = session.channel
@@ -69,12 +76,15 @@ struct HostileContentTests {
             tooLong.headers = nil
             let bigHeaders = AMQPMessageProperties(headers: ["filler": .bytes([UInt8](repeating: 1, count: 200_000))])
             let outcomes = try await channel.publish(
-                [message(to: queue, "first"),
-                 message(to: queue, "long correlation id", properties: tooLong),
-                 message(to: queue, "headers over a frame", properties: bigHeaders),
-                 AMQPOutboundMessage(exchange: "", routingKey: String(repeating: "q", count: 300), body: [],
-                                     properties: AMQPMessageProperties(), mandatory: true),
-                 message(to: queue, "last")],
+                [
+                    message(to: queue, "first"),
+                    message(to: queue, "long correlation id", properties: tooLong),
+                    message(to: queue, "headers over a frame", properties: bigHeaders),
+                    AMQPOutboundMessage(
+                        exchange: "", routingKey: String(repeating: "q", count: 300), body: [],
+                        properties: AMQPMessageProperties(), mandatory: true),
+                    message(to: queue, "last"),
+                ],
                 confirmTimeout: .seconds(10))
             #expect(outcomes.count == 5)
             #expect(outcomes[0] == .confirmed && outcomes[4] == .confirmed)
@@ -106,8 +116,10 @@ struct HostileContentTests {
                 return properties
             }
             try await publishConfirmed(
-                [message(to: queue, "first", properties: properties(first)),
-                 message(to: queue, "second", properties: properties(second))],
+                [
+                    message(to: queue, "first", properties: properties(first)),
+                    message(to: queue, "second", properties: properties(second)),
+                ],
                 on: channel)
             let consumer = try await channel.consume(queue: queue)
             let deliveries = try await receive(2, from: consumer)

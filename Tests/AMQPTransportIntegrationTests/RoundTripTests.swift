@@ -58,9 +58,10 @@ struct RoundTripTests {
             )
             let body = (0...255).map { UInt8($0) }
             let outcome = try await within(.seconds(10), "the confirm") {
-                try await channel.publish(AMQPOutboundMessage(
-                    exchange: exchange, routingKey: routingKey, body: body, properties: published, mandatory: true
-                ))
+                try await channel.publish(
+                    AMQPOutboundMessage(
+                        exchange: exchange, routingKey: routingKey, body: body, properties: published, mandatory: true
+                    ))
             }
             #expect(outcome == .confirmed)
 
@@ -116,7 +117,8 @@ struct RoundTripTests {
                 arguments: ["x-dead-letter-exchange": .string(""), "x-dead-letter-routing-key": .string(target)]
             )
             try await channel.enableConfirms()
-            try await publishConfirmed([message(to: source, "dead", properties: .init(headers: Self.everyHeaderType))], on: channel)
+            try await publishConfirmed(
+                [message(to: source, "dead", properties: .init(headers: Self.everyHeaderType))], on: channel)
             let rejected = try await receive(1, from: try await channel.consume(queue: source))
             try #require(rejected.count == 1)
             try await channel.reject(deliveryTag: rejected[0].deliveryTag, requeue: false)
@@ -135,7 +137,9 @@ struct RoundTripTests {
             // It stores the top-level table sorted by key (byte order) after adding its own headers;
             // nested tables keep their order.
             let added = ["x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason"]
-            let expectedKeys = (expected.entries.map(\.key) + added).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let expectedKeys = (expected.entries.map(\.key) + added).sorted {
+                $0.utf8.lexicographicallyPrecedes($1.utf8)
+            }
             #expect(headers.entries.map(\.key) == expectedKeys)
             #expect(headers["x-first-death-reason"] == .string("rejected"))
             #expect(headers["x-first-death-queue"] == .string(source))
@@ -186,11 +190,14 @@ struct RoundTripTests {
             // A body frame holds frame_max - 8 bytes (128 KiB asked for, as the broker grants by default).
             let chunk = 131_072 - 8
             let sizes = [0, 1, chunk - 1, chunk, chunk + 1, 2 * chunk, 2 * chunk + 1, 5]
-            let bodies = sizes.enumerated().map { index, size in (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) } }
+            let bodies = sizes.enumerated().map { index, size in
+                (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+            }
             let messages = bodies.enumerated().map { index, body in
                 AMQPOutboundMessage(
                     exchange: "", routingKey: queue, body: body,
-                    properties: .init(headers: ["index": .int64(Int64(index))], messageID: "body-\(index)"), mandatory: true)
+                    properties: .init(headers: ["index": .int64(Int64(index))], messageID: "body-\(index)"),
+                    mandatory: true)
             }
             let outcomes = try await within(.seconds(10), "confirms of the boundary bodies") {
                 try await channel.publish(messages + messages)
@@ -201,7 +208,9 @@ struct RoundTripTests {
             try await channel.ack(deliveryTag: deliveries.last!.deliveryTag, multiple: true)
             #expect(deliveries.map(\.body) == bodies + bodies)
             #expect(deliveries.map(\.properties.messageID) == (messages + messages).map(\.properties.messageID))
-            #expect(deliveries.map { $0.properties.headers?["index"] } == (messages + messages).map { $0.properties.headers?["index"] })
+            #expect(
+                deliveries.map { $0.properties.headers?["index"] }
+                    == (messages + messages).map { $0.properties.headers?["index"] })
         }
     }
 

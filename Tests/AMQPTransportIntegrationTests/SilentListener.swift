@@ -3,9 +3,9 @@ import Synchronization
 import TestSupport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A TCP listener on 127.0.0.1 (a free port) that accepts connections and never sends a byte: a peer that is

@@ -15,7 +15,8 @@ struct TLSTests {
         let channel = try await connection.openChannel()
         let queue = try await channel.declareQueue("", durable: false, exclusive: true, autoDelete: true).name
         try await channel.enableConfirms()
-        let outcome = try await channel.publish(AMQPOutboundMessage(exchange: "", routingKey: queue, body: Array("over tls".utf8)))
+        let outcome = try await channel.publish(
+            AMQPOutboundMessage(exchange: "", routingKey: queue, body: Array("over tls".utf8)))
         #expect(outcome == .confirmed)
         try await channel.setPrefetch(count: 10)
         for try await batch in try await channel.consume(queue: queue) {

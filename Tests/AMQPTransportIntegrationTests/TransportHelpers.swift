@@ -23,7 +23,9 @@ final class EventRecorder: Sendable {
 }
 
 /// Reads batches until at least `count` deliveries arrived (or the sequence ended); returns them in order.
-func receive(_ count: Int, from consumer: AMQPConsumer, within limit: Duration = .seconds(10)) async throws -> [AMQPDelivery] {
+func receive(_ count: Int, from consumer: AMQPConsumer, within limit: Duration = .seconds(10)) async throws
+    -> [AMQPDelivery]
+{
     try await within(limit, "receiving \(count) deliveries from consumer \(consumer.tag)") {
         var deliveries: [AMQPDelivery] = []
         for try await batch in consumer {
@@ -36,7 +38,8 @@ func receive(_ count: Int, from consumer: AMQPConsumer, within limit: Duration =
 
 /// A message to a queue through the default exchange, with a text body.
 func message(to queue: String, _ text: String, properties: AMQPMessageProperties = .init()) -> AMQPOutboundMessage {
-    AMQPOutboundMessage(exchange: "", routingKey: queue, body: Array(text.utf8), properties: properties, mandatory: true)
+    AMQPOutboundMessage(
+        exchange: "", routingKey: queue, body: Array(text.utf8), properties: properties, mandatory: true)
 }
 
 extension AMQPDelivery {

@@ -23,8 +23,12 @@ struct UndecodableContentTests {
             "undecodable-source", arguments: ["x-dead-letter-exchange": .string(exchange)])
         try await channel.enableConfirms()
         try await publishConfirmed(
-            [message(to: source, "grows past the frame", properties: AMQPMessageProperties(headers: Self.nearlyFrameSizedHeaders)),
-             message(to: source, "an ordinary one")],
+            [
+                message(
+                    to: source, "grows past the frame",
+                    properties: AMQPMessageProperties(headers: Self.nearlyFrameSizedHeaders)),
+                message(to: source, "an ordinary one"),
+            ],
             on: channel)
         let consumer = try await channel.consume(queue: source)
         let deliveries = try await receive(2, from: consumer)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// The sizes computed in Swift must match what librabbitmq's encoder writes, or a message that "fits" would fail
@@ -10,7 +11,9 @@ struct AMQPEncodedSizeTests {
             let table: AMQPTable = [key: value]
             #expect(try FieldTableWireFormat.encode(table).count == table.encodedByteCount, "\(key)")
         }
-        #expect(try FieldTableWireFormat.encode(FieldTableTests.everyKind).count == FieldTableTests.everyKind.encodedByteCount)
+        #expect(
+            try FieldTableWireFormat.encode(FieldTableTests.everyKind).count
+                == FieldTableTests.everyKind.encodedByteCount)
         #expect(try FieldTableWireFormat.encode([:]).count == AMQPTable().encodedByteCount)
     }
 
@@ -26,11 +29,15 @@ struct AMQPEncodedSizeTests {
     }
 
     @Test func aShortStringOver255BytesCannotBeEncoded() {
-        #expect(AMQPMessageProperties(messageID: String(repeating: "m", count: 255)).encodingProblem(frameMax: 4096) == nil)
-        let problem = AMQPMessageProperties(messageID: String(repeating: "m", count: 256)).encodingProblem(frameMax: 4096)
+        #expect(
+            AMQPMessageProperties(messageID: String(repeating: "m", count: 255)).encodingProblem(frameMax: 4096) == nil)
+        let problem = AMQPMessageProperties(messageID: String(repeating: "m", count: 256)).encodingProblem(
+            frameMax: 4096)
         #expect(problem == "message_id is 256 bytes, over AMQP's 255-byte short string")
         // Bytes, not characters: 128 two-byte characters are 256 bytes.
-        #expect(AMQPMessageProperties(correlationID: String(repeating: "é", count: 128)).encodingProblem(frameMax: 4096) != nil)
+        #expect(
+            AMQPMessageProperties(correlationID: String(repeating: "é", count: 128)).encodingProblem(frameMax: 4096)
+                != nil)
     }
 
     @Test func undecodedBytesAreMeasuredAsSent() {
@@ -45,7 +52,9 @@ struct AMQPEncodedSizeTests {
             contentType: "text/plain", deliveryMode: .persistent, priority: 1, timestamp: 1_700_000_000)
         let exact = 23 + AMQPMessageProperties.contentHeaderOverhead
         #expect(properties.encodingProblem(frameMax: exact) == nil)
-        #expect(properties.encodingProblem(frameMax: exact - 1) == "its properties take 23 bytes, more than a frame of \(exact - 1) bytes holds")
+        #expect(
+            properties.encodingProblem(frameMax: exact - 1)
+                == "its properties take 23 bytes, more than a frame of \(exact - 1) bytes holds")
     }
 
     @Test func headersCountWhole() {
@@ -58,10 +67,12 @@ struct AMQPEncodedSizeTests {
 
     @Test func theExchangeAndRoutingKeyAreShortStringsToo() {
         let long = String(repeating: "k", count: 256)
-        #expect(AMQPOutboundMessage(exchange: long, routingKey: "", body: []).encodingProblem(frameMax: 4096)
-            == "exchange is 256 bytes, over AMQP's 255-byte short string")
-        #expect(AMQPOutboundMessage(exchange: "", routingKey: long, body: []).encodingProblem(frameMax: 4096)
-            == "routing key is 256 bytes, over AMQP's 255-byte short string")
+        #expect(
+            AMQPOutboundMessage(exchange: long, routingKey: "", body: []).encodingProblem(frameMax: 4096)
+                == "exchange is 256 bytes, over AMQP's 255-byte short string")
+        #expect(
+            AMQPOutboundMessage(exchange: "", routingKey: long, body: []).encodingProblem(frameMax: 4096)
+                == "routing key is 256 bytes, over AMQP's 255-byte short string")
         #expect(AMQPOutboundMessage(exchange: "", routingKey: "q", body: []).encodingProblem(frameMax: 4096) == nil)
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// An `AMQP_URL` that does not parse is reported (thrown, then logged by the worker) without its password,

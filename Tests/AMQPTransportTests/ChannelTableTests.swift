@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 @Suite("Channel table: numbers, incarnations and consumers")
@@ -71,7 +72,9 @@ struct ChannelTableTests {
         // The oldest entry made room for the newest: it falls back to a generic "closed".
         #expect((#expect(throws: AMQPError.self) { try table.usable(references[0]) })?.code == .closed)
         #expect((#expect(throws: AMQPError.self) { try table.usable(references[1]) })?.code == .channelClosedByBroker)
-        #expect((#expect(throws: AMQPError.self) { try table.usable(references.last!) })?.message == "close \(ChannelTable.retiredLimit)")
+        #expect(
+            (#expect(throws: AMQPError.self) { try table.usable(references.last!) })?.message
+                == "close \(ChannelTable.retiredLimit)")
     }
 
     @Test func consumerTagsAreUniquePerChannelOnly() throws {
@@ -103,7 +106,10 @@ struct ChannelTableTests {
         let reference = try table.open(negotiatedChannelMax: 0)
         let sink = consumer(channel: reference.number, tag: "work")
         table.register(sink)
-        guard case .consumer(let receiver, let channel) = table.destination(ofDeliveryOn: 1, consumerTag: "work", consumer: sink) else {
+        guard
+            case .consumer(let receiver, let channel) = table.destination(
+                ofDeliveryOn: 1, consumerTag: "work", consumer: sink)
+        else {
             Issue.record("the delivery did not reach its consumer")
             return
         }
@@ -120,7 +126,10 @@ struct ChannelTableTests {
         table.removeConsumer(channel: 1, tag: "no-ack")
         #expect(isRequeued(table.destination(ofDeliveryOn: 1, consumerTag: "manual", consumer: nil)))
         // The tag of a `no-ack` consumer is remembered on its channel after the cancel.
-        if case .droppedAsAcknowledgedByBroker = table.destination(ofDeliveryOn: 1, consumerTag: "no-ack", consumer: nil) {} else {
+        if case .droppedAsAcknowledgedByBroker = table.destination(
+            ofDeliveryOn: 1, consumerTag: "no-ack", consumer: nil)
+        {
+        } else {
             Issue.record("a cancelled no-ack consumer's delivery must be dropped, not rejected")
         }
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// A clock that moves only when a test moves it: deadlines are tested without waiting.
@@ -46,8 +47,12 @@ struct ConfirmWaitersTests {
 
     @Test func batchesAreNumberedFromOneAndSentAtOnceWhenNotBlocked() {
         var waiters = ConfirmWaiters(clock: clock)
-        #expect(waiters.admit(messages(2), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms()) == .send(batch: 1))
-        #expect(waiters.admit(messages(1), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms()) == .send(batch: 2))
+        #expect(
+            waiters.admit(messages(2), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms())
+                == .send(batch: 1))
+        #expect(
+            waiters.admit(messages(1), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms())
+                == .send(batch: 2))
         #expect(ConfirmWaiters<ManualClock>.unwatchedBatch == 0, "publishes nobody waits for never match a real batch")
         #expect(waiters.isWaiting(batch: 1) && waiters.isWaiting(batch: 2))
     }
@@ -58,7 +63,9 @@ struct ConfirmWaitersTests {
         _ = waiters.admit(messages(3), channel: 1, timeout: .seconds(5), pending: pending)
         #expect(waiters.resolve([.init(batch: 1, index: 2, outcome: .nacked)]).isEmpty)
         #expect(waiters.resolve([.init(batch: 1, index: 0, outcome: .confirmed)]).isEmpty)
-        let settled = waiters.resolve([.init(batch: 1, index: 1, outcome: .returned(replyCode: 312, replyText: "NO_ROUTE"))])
+        let settled = waiters.resolve([
+            .init(batch: 1, index: 1, outcome: .returned(replyCode: 312, replyText: "NO_ROUTE"))
+        ])
         #expect(settled.count == 1)
         #expect(settled.first?.pending === pending)
         #expect(outcomes(settled.first) == [.confirmed, .returned(replyCode: 312, replyText: "NO_ROUTE"), .nacked])
@@ -69,29 +76,40 @@ struct ConfirmWaitersTests {
         var waiters = ConfirmWaiters(clock: clock)
         _ = waiters.admit(messages(2), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms())
         #expect(waiters.resolve([.init(batch: 1, index: 0, outcome: .unencodable(reason: "too big"))]).isEmpty)
-        #expect(waiters.resolve([.init(batch: 1, index: 0, outcome: .confirmed)]).isEmpty, "a second answer does not count twice")
+        #expect(
+            waiters.resolve([.init(batch: 1, index: 0, outcome: .confirmed)]).isEmpty,
+            "a second answer does not count twice")
         let settled = waiters.resolve([.init(batch: 1, index: 1, outcome: .confirmed)])
         #expect(outcomes(settled.first) == [.unencodable(reason: "too big"), .confirmed])
     }
 
     @Test func resolutionsOfUnknownBatchesAreIgnored() {
         var waiters = ConfirmWaiters(clock: clock)
-        #expect(waiters.resolve([.init(batch: 0, index: 0, outcome: .confirmed), .init(batch: 9, index: 0, outcome: .confirmed)]).isEmpty)
+        #expect(
+            waiters.resolve([
+                .init(batch: 0, index: 0, outcome: .confirmed), .init(batch: 9, index: 0, outcome: .confirmed),
+            ]).isEmpty)
     }
 
     @Test func batchesAreHeldWhileBlockedAndReleasedInOrder() {
         var waiters = ConfirmWaiters(clock: clock)
         waiters.block()
         #expect(waiters.isBlocked)
-        #expect(waiters.admit(messages(1), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms()) == .held(batch: 1))
-        #expect(waiters.admit(messages(2), channel: 2, timeout: .seconds(5), pending: AMQPPendingConfirms()) == .held(batch: 2))
+        #expect(
+            waiters.admit(messages(1), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms())
+                == .held(batch: 1))
+        #expect(
+            waiters.admit(messages(2), channel: 2, timeout: .seconds(5), pending: AMQPPendingConfirms())
+                == .held(batch: 2))
         let released = waiters.unblock()
         #expect(!waiters.isBlocked)
         #expect(released.map(\.batch) == [1, 2])
         #expect(released.map(\.channel) == [1, 2])
         #expect(released.map(\.messages.count) == [1, 2])
         #expect(waiters.unblock().isEmpty, "released once")
-        #expect(waiters.admit(messages(1), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms()) == .send(batch: 3))
+        #expect(
+            waiters.admit(messages(1), channel: 1, timeout: .seconds(5), pending: AMQPPendingConfirms())
+                == .send(batch: 3))
     }
 
     @Test func aFailedConnectionAnswersEveryWaiterAndDropsWhatWasHeld() {
@@ -135,7 +153,10 @@ struct ConfirmWaitersTests {
         #expect(error(expired.first?.settlement)?.code == .timeout)
         #expect(error(expired.first?.settlement)?.message == "2 of 3 publishes were not confirmed in time")
         #expect(waiters.isEmpty)
-        #expect(waiters.resolve([.init(batch: 1, index: 1, outcome: .confirmed), .init(batch: 1, index: 2, outcome: .confirmed)]).isEmpty)
+        #expect(
+            waiters.resolve([
+                .init(batch: 1, index: 1, outcome: .confirmed), .init(batch: 1, index: 2, outcome: .confirmed),
+            ]).isEmpty)
     }
 
     @Test func anExpiredHeldBatchIsNeverSent() {

@@ -1,17 +1,19 @@
 import Testing
+
 @testable import AMQPTransport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What a failed connect or login tells an operator, decided without a broker.
 @Suite("Connection handshake decisions")
 struct ConnectionHandshakeTests {
     private let configuration: AMQPConnectionConfiguration = {
-        var configuration = AMQPConnectionConfiguration(url: try! AMQPURL(parsing: "amqp://app:secret@broker.test:5673/wallet"))
+        var configuration = AMQPConnectionConfiguration(
+            url: try! AMQPURL(parsing: "amqp://app:secret@broker.test:5673/wallet"))
         configuration.connectTimeout = .seconds(3)
         return configuration
     }()
@@ -24,7 +26,8 @@ struct ConnectionHandshakeTests {
 
     @Test func aConnectTimeoutNamesTheConfiguredTimeout() {
         let error = ConnectionHandshake.connectError(
-            AMQPError(code: .timeout, message: "connecting: request timed out"), probedErrno: nil, configuration: configuration)
+            AMQPError(code: .timeout, message: "connecting: request timed out"), probedErrno: nil,
+            configuration: configuration)
         #expect(error.code == .connectTimeout)
         #expect(error.message == "connecting to broker.test:5673: no answer within 3.0 seconds")
     }
@@ -34,7 +37,10 @@ struct ConnectionHandshakeTests {
             AMQPError(code: .connectionLost, message: "connecting: a socket error occurred"), probedErrno: ECONNREFUSED,
             configuration: configuration)
         #expect(error.code == .connectionFailed)
-        #expect(error.message == "connecting to broker.test:5673: connection refused (nothing listens on that port, or a firewall rejects it)")
+        #expect(
+            error.message
+                == "connecting to broker.test:5673: connection refused (nothing listens on that port, or a firewall rejects it)"
+        )
         let unexplained = ConnectionHandshake.connectError(
             AMQPError(code: .protocolError, message: "as it was"), probedErrno: EINVAL, configuration: configuration)
         #expect(unexplained.code == .connectionFailed)
@@ -51,13 +57,16 @@ struct ConnectionHandshakeTests {
     @Test func refusedCredentialsOrVirtualHostAreAnAuthenticationFailure() {
         for replyCode: UInt16 in [403, 530] {
             let error = ConnectionHandshake.loginError(
-                AMQPError(code: .connectionClosedByBroker, message: "closed", replyCode: replyCode, replyText: "ACCESS_REFUSED"),
+                AMQPError(
+                    code: .connectionClosedByBroker, message: "closed", replyCode: replyCode,
+                    replyText: "ACCESS_REFUSED"),
                 saslMethodUnsupported: false, configuration: configuration)
             #expect(error.code == .authenticationFailed)
             #expect(error.message == "the broker refused the login of user 'app' to vhost 'wallet': ACCESS_REFUSED")
         }
         let sasl = ConnectionHandshake.loginError(
-            AMQPError(code: .protocolError, message: "unsupported SASL method"), saslMethodUnsupported: true, configuration: configuration)
+            AMQPError(code: .protocolError, message: "unsupported SASL method"), saslMethodUnsupported: true,
+            configuration: configuration)
         #expect(sasl.code == .authenticationFailed)
         #expect(sasl.message.hasSuffix(": unsupported SASL method"))
     }
@@ -67,7 +76,10 @@ struct ConnectionHandshakeTests {
             AMQPError(code: .timeout, message: "timed out"), saslMethodUnsupported: false, configuration: configuration)
         #expect(timeout.code == .connectTimeout)
         #expect(timeout.message.hasSuffix("no answer within 3.0 seconds"))
-        let forced = AMQPError(code: .connectionClosedByBroker, message: "closed", replyCode: 320, replyText: "CONNECTION_FORCED")
-        #expect(ConnectionHandshake.loginError(forced, saslMethodUnsupported: false, configuration: configuration) == forced)
+        let forced = AMQPError(
+            code: .connectionClosedByBroker, message: "closed", replyCode: 320, replyText: "CONNECTION_FORCED")
+        #expect(
+            ConnectionHandshake.loginError(forced, saslMethodUnsupported: false, configuration: configuration) == forced
+        )
     }
 }

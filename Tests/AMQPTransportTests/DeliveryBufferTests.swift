@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// The hand-over between the I/O thread (appends) and the consuming task (takes everything at once).

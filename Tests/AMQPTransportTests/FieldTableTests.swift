@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// Tables go Swift → C structures → librabbitmq's wire encoder → its decoder → Swift: the same path

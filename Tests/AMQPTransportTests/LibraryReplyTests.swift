@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 @Suite("librabbitmq status and reply mapping")
@@ -32,11 +33,11 @@ struct LibraryReplyTests {
         (AMQPError.Code.connectionLost, nil as UInt16?, true),
         (.heartbeatTimeout, nil, true),
         (.timeout, nil, true),
-        (.connectionClosedByBroker, 320, true),   // CONNECTION_FORCED: broker restarting
-        (.connectionClosedByBroker, 541, true),   // INTERNAL_ERROR
-        (.channelClosedByBroker, 404, false),     // NOT_FOUND: topology is wrong
-        (.channelClosedByBroker, 406, false),     // PRECONDITION_FAILED: conflicting declare
-        (.channelClosedByBroker, 403, false),     // ACCESS_REFUSED
+        (.connectionClosedByBroker, 320, true),  // CONNECTION_FORCED: broker restarting
+        (.connectionClosedByBroker, 541, true),  // INTERNAL_ERROR
+        (.channelClosedByBroker, 404, false),  // NOT_FOUND: topology is wrong
+        (.channelClosedByBroker, 406, false),  // PRECONDITION_FAILED: conflicting declare
+        (.channelClosedByBroker, 403, false),  // ACCESS_REFUSED
         (.authenticationFailed, nil, false),
         (.invalidURL, nil, false),
     ])

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// A worker stopping while the broker blocks its connection (a resource alarm) must not wait out the confirm

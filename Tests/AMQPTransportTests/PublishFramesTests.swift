@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// The frames `PublishFrames` writes to the socket, byte for byte, against AMQP 0-9-1 (§2.3.5 frame format,
@@ -64,9 +65,12 @@ struct PublishFramesTests {
             + [0x03, 0x01, 0x02, 0x00, 0x00, 0x00, 0x06] + Array(body[24..<30]) + [0xCE]
         #expect(bytes == head + bodyFrames)
 
-        let empty = try frames(of: AMQPOutboundMessage(exchange: "", routingKey: "q", body: [], mandatory: true), channel: 0x0102, frameMax: 32)
-        #expect(empty == Array(head[..<18]) + [0x02, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0E, 0x00, 0x3C, 0x00, 0x00]
-            + Array(repeating: 0, count: 8) + [0x00, 0x00, 0xCE])
+        let empty = try frames(
+            of: AMQPOutboundMessage(exchange: "", routingKey: "q", body: [], mandatory: true), channel: 0x0102,
+            frameMax: 32)
+        #expect(
+            empty == Array(head[..<18]) + [0x02, 0x01, 0x02, 0x00, 0x00, 0x00, 0x0E, 0x00, 0x3C, 0x00, 0x00]
+                + Array(repeating: 0, count: 8) + [0x00, 0x00, 0xCE])
     }
 
     @Test func messagesOfABatchFollowEachOtherAndTheBufferEmpties() throws {
@@ -84,7 +88,8 @@ struct PublishFramesTests {
     @Test func theContentHeaderSizeCheckAgreesWithTheEncoder() throws {
         // `encodingProblem` promises that a header it accepts fits in one frame: at the exact frame size the encoder
         // succeeds, one byte less both refuse.
-        let properties = AMQPMessageProperties(contentType: "application/json", headers: ["k": .string("v")], messageID: "m-1")
+        let properties = AMQPMessageProperties(
+            contentType: "application/json", headers: ["k": .string("v")], messageID: "m-1")
         let message = AMQPOutboundMessage(exchange: "", routingKey: "q", body: [], properties: properties)
         let bytes = try frames(of: message, channel: 1, frameMax: 4096)
         let methodFrameSize = 7 + 4 + 2 + 1 + 2 + 1 + 1

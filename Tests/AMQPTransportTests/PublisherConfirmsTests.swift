@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 @Suite("Publisher confirm bookkeeping")
@@ -27,8 +28,12 @@ struct PublisherConfirmsTests {
     @Test func singleAcksAndNacksResolveOnlyTheirTag() {
         var confirms = PublisherConfirms()
         publish(&confirms, batch: 1, count: 3)
-        #expect(confirms.negativelyAcknowledged(deliveryTag: 2, multiple: false) == [.init(batch: 1, index: 1, outcome: .nacked)])
-        #expect(confirms.acknowledged(deliveryTag: 2, multiple: false).isEmpty, "an already resolved tag resolves nothing")
+        #expect(
+            confirms.negativelyAcknowledged(deliveryTag: 2, multiple: false) == [
+                .init(batch: 1, index: 1, outcome: .nacked)
+            ])
+        #expect(
+            confirms.acknowledged(deliveryTag: 2, multiple: false).isEmpty, "an already resolved tag resolves nothing")
         #expect(confirms.acknowledged(deliveryTag: 3, multiple: true).map(\.index) == [0, 2])
         #expect(confirms.unresolvedCount == 0)
     }
@@ -48,10 +53,11 @@ struct PublisherConfirmsTests {
         confirms.published(batch: 1, index: 1, exchange: "x", routingKey: "nowhere", body: [2])
         confirms.returned(exchange: "x", routingKey: "nowhere", body: [2], replyCode: 312, replyText: "NO_ROUTE")
         let resolved = confirms.acknowledged(deliveryTag: 2, multiple: true)
-        #expect(resolved == [
-            .init(batch: 1, index: 0, outcome: .confirmed),
-            .init(batch: 1, index: 1, outcome: .returned(replyCode: 312, replyText: "NO_ROUTE")),
-        ])
+        #expect(
+            resolved == [
+                .init(batch: 1, index: 0, outcome: .confirmed),
+                .init(batch: 1, index: 1, outcome: .returned(replyCode: 312, replyText: "NO_ROUTE")),
+            ])
     }
 
     @Test func identicalReturnedMessagesAreMatchedOldestFirst() {
@@ -82,16 +88,23 @@ struct PublisherConfirmsReturnTests {
         let unroutable = AMQPMessageProperties(messageID: "m-2/0")
         confirms.published(batch: 1, index: 0, exchange: "x", routingKey: "rk", body: [1], properties: routed)
         confirms.published(batch: 1, index: 1, exchange: "x", routingKey: "rk", body: [1], properties: unroutable)
-        confirms.returned(exchange: "x", routingKey: "rk", body: [1], properties: unroutable, replyCode: 312, replyText: "NO_ROUTE")
-        #expect(confirms.acknowledged(deliveryTag: 2, multiple: true).map(\.outcome) == [
-            .confirmed, .returned(replyCode: 312, replyText: "NO_ROUTE"),
-        ])
+        confirms.returned(
+            exchange: "x", routingKey: "rk", body: [1], properties: unroutable, replyCode: 312, replyText: "NO_ROUTE")
+        #expect(
+            confirms.acknowledged(deliveryTag: 2, multiple: true).map(\.outcome) == [
+                .confirmed, .returned(replyCode: 312, replyText: "NO_ROUTE"),
+            ])
     }
 
     @Test func returnWhosePropertiesChangedStillMatchesOnContent() {
         var confirms = PublisherConfirms()
-        confirms.published(batch: 1, index: 0, exchange: "x", routingKey: "rk", body: [7], properties: .init(messageID: "a"))
-        confirms.returned(exchange: "x", routingKey: "rk", body: [7], properties: .init(messageID: "a", userID: "guest"), replyCode: 312, replyText: "NO_ROUTE")
-        #expect(confirms.acknowledged(deliveryTag: 1, multiple: false).first?.outcome == .returned(replyCode: 312, replyText: "NO_ROUTE"))
+        confirms.published(
+            batch: 1, index: 0, exchange: "x", routingKey: "rk", body: [7], properties: .init(messageID: "a"))
+        confirms.returned(
+            exchange: "x", routingKey: "rk", body: [7], properties: .init(messageID: "a", userID: "guest"),
+            replyCode: 312, replyText: "NO_ROUTE")
+        #expect(
+            confirms.acknowledged(deliveryTag: 1, multiple: false).first?.outcome
+                == .returned(replyCode: 312, replyText: "NO_ROUTE"))
     }
 }

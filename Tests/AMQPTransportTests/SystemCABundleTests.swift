@@ -1,4 +1,5 @@
 import Testing
+
 @testable import AMQPTransport
 
 /// Which CA file an `amqps://` connection loads when none is configured (librabbitmq 0.11 loads none by itself).
@@ -39,12 +40,15 @@ struct SystemCABundleTests {
         #expect(chosen == "/etc/ssl/cert.pem")
     }
 
-    @Test(arguments: [
-        (["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"],
-         "/etc/ssl/certs/ca-certificates.crt"),
-        (["/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"], "/etc/pki/tls/certs/ca-bundle.crt"),
-        (["/etc/ssl/cert.pem"], "/etc/ssl/cert.pem"),
-    ] as [([String], String)])
+    @Test(
+        arguments: [
+            (
+                ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"],
+                "/etc/ssl/certs/ca-certificates.crt"
+            ),
+            (["/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"], "/etc/pki/tls/certs/ca-bundle.crt"),
+            (["/etc/ssl/cert.pem"], "/etc/ssl/cert.pem"),
+        ] as [([String], String)])
     func theFirstDistributionBundleThatExists(_ existing: [String], _ expected: String) {
         #expect(Self.path(Self.tls(), existing: Set(existing)) == expected)
     }

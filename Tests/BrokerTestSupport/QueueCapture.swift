@@ -136,7 +136,9 @@ extension QueueCapture where Record == CapturedMessage {
     public static func start(
         queue: String, on connection: AMQPConnection, acknowledgement: AMQPConsumer.Acknowledgement = .manual
     ) async throws -> MessageCapture {
-        try await start(queue: queue, on: connection, acknowledgement: acknowledgement) { CapturedMessage(queue: queue, $0) }
+        try await start(queue: queue, on: connection, acknowledgement: acknowledgement) {
+            CapturedMessage(queue: queue, $0)
+        }
     }
 
     /// Consumes (and acknowledges) every message ready in `queue` until it has been empty for `quiet`; returns them

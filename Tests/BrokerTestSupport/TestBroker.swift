@@ -57,7 +57,8 @@ public enum TestBroker {
     public static func tlsConfiguration(purpose: String, host: String? = nil) throws -> AMQPConnectionConfiguration {
         guard let urlText = environment("AMQPS_URL"), let caFile = environment("AMQP_TLS_CA_FILE") else {
             throw BrokerTestError(
-                "AMQPS_URL and AMQP_TLS_CA_FILE must point at the test broker's TLS listener (scripts/test.sh sets them)")
+                "AMQPS_URL and AMQP_TLS_CA_FILE must point at the test broker's TLS listener (scripts/test.sh sets them)"
+            )
         }
         var configuration = try configuration(purpose: purpose, url: urlText)
         if let host { configuration.url.host = host }

@@ -2,9 +2,9 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A TCP relay on 127.0.0.1 in front of a test server (the broker, PostgreSQL) that can fail on command:
@@ -87,7 +87,9 @@ public final class FaultyRelay: Sendable {
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var results: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(upstreamHost, String(upstreamPort), &hints, &results) == 0, let first = results else { return nil }
+        guard getaddrinfo(upstreamHost, String(upstreamPort), &hints, &results) == 0, let first = results else {
+            return nil
+        }
         defer { freeaddrinfo(results) }
         var candidate: UnsafeMutablePointer<addrinfo>? = first
         while let info = candidate {

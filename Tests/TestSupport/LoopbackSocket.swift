@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A TCP socket bound to an ephemeral port on 127.0.0.1. Listening, it holds the port (a port some other process

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 public struct RawHTTPConnectionError: Error, CustomStringConvertible {
@@ -99,12 +100,15 @@ public final class RawHTTPConnection {
         let head = String(decoding: buffered[..<headerEnd!], as: UTF8.self)
         let lines = head.split(separator: "\r\n")
         let parts = lines.first?.split(separator: " ") ?? []
-        guard parts.count >= 2, let status = Int(parts[1]) else { throw RawHTTPConnectionError("bad status line: \(head)") }
-        let length = lines.dropFirst().compactMap { line -> Int? in
-            let field = line.split(separator: ":", maxSplits: 1)
-            guard field.count == 2, field[0].lowercased() == "content-length" else { return nil }
-            return Int(field[1].trimmingCharacters(in: .whitespaces))
-        }.first ?? 0
+        guard parts.count >= 2, let status = Int(parts[1]) else {
+            throw RawHTTPConnectionError("bad status line: \(head)")
+        }
+        let length =
+            lines.dropFirst().compactMap { line -> Int? in
+                let field = line.split(separator: ":", maxSplits: 1)
+                guard field.count == 2, field[0].lowercased() == "content-length" else { return nil }
+                return Int(field[1].trimmingCharacters(in: .whitespaces))
+            }.first ?? 0
         let bodyStart = headerEnd! + 4
         while buffered.count < bodyStart + length {
             guard let chunk = receive() else { throw RawHTTPConnectionError("short body after \(head)") }

@@ -30,7 +30,9 @@ import Testing
         try DeadLetterReplay.message(for: message, inboundExchange: exchange, force: force).get()
     }
 
-    static func death(_ reason: String, queue: String, count: Int64 = 1, time: Int64 = 1_800_000_000 - 600) -> AMQPFieldValue {
+    static func death(_ reason: String, queue: String, count: Int64 = 1, time: Int64 = 1_800_000_000 - 600)
+        -> AMQPFieldValue
+    {
         .table([
             "count": .int64(count), "reason": .string(reason), "queue": .string(queue),
             "time": .timestamp(UInt64(time)), "exchange": .string("wallet.notifications"),
@@ -38,9 +40,10 @@ import Testing
     }
 
     @Test func aWorkerDeadLetterSaysWhyWithItsSenderAndAge() {
-        let letter = self.letter(message(
-            headers: ["x-worker-error": .string("transient failure, gave up after 5 attempts: store unavailable")],
-            timestamp: 1_800_000_000 - 90))
+        let letter = self.letter(
+            message(
+                headers: ["x-worker-error": .string("transient failure, gave up after 5 attempts: store unavailable")],
+                timestamp: 1_800_000_000 - 90))
         #expect(letter.deadLetteredBy == "worker")
         #expect(letter.reason.hasPrefix("transient failure"))
         #expect(letter.hint == nil)
@@ -50,8 +53,10 @@ import Testing
     }
 
     @Test func aBrokerDeadLetterNamesTheBrokersReasonAndQueueAndItsTime() {
-        let letter = self.letter(message(
-            body: "\u{FF}", headers: ["x-death": .array([Self.death("rejected", queue: "wallet.notifications.work")])]))
+        let letter = self.letter(
+            message(
+                body: "\u{FF}",
+                headers: ["x-death": .array([Self.death("rejected", queue: "wallet.notifications.work")])]))
         #expect(letter.deadLetteredBy == "broker")
         #expect(letter.reason == "rejected by the broker in wallet.notifications.work")
         #expect(letter.hint?.contains("twice --max-body-bytes") == true)
@@ -62,12 +67,13 @@ import Testing
     /// The tool's own looks (the queue's loop puts an `x-death` entry for the dead-letter queue itself first):
     /// they are not why the message is there.
     @Test func theToolsOwnLooksAreNotTheReason() {
-        let letter = self.letter(message(headers: [
-            "x-death": .array([
-                Self.death("rejected", queue: Self.deadLetterQueue, count: 7, time: 1_800_000_000 - 5),
-                Self.death("delivery_limit", queue: "wallet.notifications.work"),
-            ])
-        ]))
+        let letter = self.letter(
+            message(headers: [
+                "x-death": .array([
+                    Self.death("rejected", queue: Self.deadLetterQueue, count: 7, time: 1_800_000_000 - 5),
+                    Self.death("delivery_limit", queue: "wallet.notifications.work"),
+                ])
+            ]))
         #expect(letter.reason == "delivery_limit by the broker in wallet.notifications.work")
         #expect(letter.age(at: now) == 600)
     }
@@ -76,8 +82,9 @@ import Testing
     /// match every broker rejection (on main these filters select the delivery-limit dead letter below).
     @Test(arguments: ["body", "limit", "worker", "read", "max-body-bytes"])
     func aReasonFilterMatchesTheRecordedReasonNotTheHint(word: String) {
-        let rejected = self.letter(message(
-            headers: ["x-death": .array([Self.death("rejected", queue: "wallet.notifications.work")])]))
+        let rejected = self.letter(
+            message(
+                headers: ["x-death": .array([Self.death("rejected", queue: "wallet.notifications.work")])]))
         var filter = DeadLetterFilter()
         filter.reason = word
         #expect(!filter.matches(rejected, at: now), "--reason \(word) matched the hint")
@@ -86,8 +93,10 @@ import Testing
     }
 
     @Test func filtersAllApply() {
-        let letter = self.letter(message(
-            headers: ["x-worker-error": .string("transient failure: Store Unavailable")], timestamp: 1_800_000_000 - 3_600))
+        let letter = self.letter(
+            message(
+                headers: ["x-worker-error": .string("transient failure: Store Unavailable")],
+                timestamp: 1_800_000_000 - 3_600))
         var filter = DeadLetterFilter()
         #expect(filter.isEmpty && filter.matches(letter, at: now))
         filter.reason = "store unavailable"
@@ -142,10 +151,12 @@ import Testing
     /// Issue 24, item 6: stripping every `x-worker-*` header replayed truncated dead letters as if whole (on main
     /// these replays are built without complaint).
     @Test func aTruncatedDeadLetterIsNotReplayedUnlessForcedNamingWhatIsMissing() throws {
-        let withoutBody = message(body: "", headers: [
-            "x-worker-error": .string("body is 300000 bytes, over the limit"),
-            "x-worker-omitted-body-bytes": .int64(300_000),
-        ])
+        let withoutBody = message(
+            body: "",
+            headers: [
+                "x-worker-error": .string("body is 300000 bytes, over the limit"),
+                "x-worker-omitted-body-bytes": .int64(300_000),
+            ])
         guard case .failure(let refusal) = DeadLetterReplay.message(for: withoutBody, inboundExchange: "in") else {
             Issue.record("a dead letter without its body was replayed")
             return
@@ -168,7 +179,8 @@ import Testing
     @Test func aBodyTheToolDidNotReadIsNeverReplayed() {
         var unread = message(body: "", headers: ["x-death": .array([Self.death("rejected", queue: "w")])])
         unread.withheldBodySize = 9_000_000
-        guard case .failure(let refusal) = DeadLetterReplay.message(for: unread, inboundExchange: "in", force: true) else {
+        guard case .failure(let refusal) = DeadLetterReplay.message(for: unread, inboundExchange: "in", force: true)
+        else {
             Issue.record("an unread body was replayed (as empty)")
             return
         }
@@ -200,7 +212,8 @@ import Testing
     @Test func aForgedXDeathIsKeptByACopyNotByTheBroker() {
         // RabbitMQ 3.x crashes the queue dead-lettering a message whose x-death array holds an entry that is not a
         // table (one that is not an array at all it replaces: `XDeathHeader`).
-        let forged = message(headers: ["x-death": .array([.string("x")]), "x-worker-error": .string("bad")], userID: "backend")
+        let forged = message(
+            headers: ["x-death": .array([.string("x")]), "x-worker-error": .string("bad")], userID: "backend")
         guard case .keep(.asCopy(let copy)) = pass(.look).decide(forged).action else {
             Issue.record("a forged x-death went to the broker's dead-lettering")
             return
@@ -214,16 +227,20 @@ import Testing
         var filter = DeadLetterFilter()
         filter.reason = "store"
         let replay = pass(.replay(inboundExchange: "wallet.notifications", force: false), filter: filter)
-        guard case .replay(let published) = replay.decide(message(headers: ["x-worker-error": .string("store unavailable")])).action
+        guard
+            case .replay(let published) = replay.decide(
+                message(headers: ["x-worker-error": .string("store unavailable")])
+            ).action
         else {
             Issue.record("a matching dead letter was not replayed")
             return
         }
         #expect(published.exchange == "wallet.notifications")
         #expect(replay.decide(message(headers: ["x-worker-error": .string("not JSON")])).action == .keep(.throughLoop))
-        let truncated = replay.decide(message(headers: [
-            "x-worker-error": .string("store unavailable"), "x-worker-omitted-body-bytes": .int64(5),
-        ]))
+        let truncated = replay.decide(
+            message(headers: [
+                "x-worker-error": .string("store unavailable"), "x-worker-omitted-body-bytes": .int64(5),
+            ]))
         #expect(truncated.action == .keep(.throughLoop) && truncated.selected && truncated.refusal != nil)
         #expect(DeadLetterPass.afterReplay(.confirmed) == .remove)
         #expect(DeadLetterPass.afterReplay(.returned(replyCode: 312, replyText: "NO_ROUTE")) == .keep(.throughLoop))

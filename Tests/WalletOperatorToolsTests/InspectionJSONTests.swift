@@ -38,7 +38,8 @@ import WalletStore
             installationId: "inst-1", platform: "apns", pushChannel: "A1B2C3D4E5F6A7B8", tags: ["user:1"])
         let masked = try object(InspectionJSON.installation(installation, showPushChannel: false))
         let shownMasked = try #require(masked["pushChannel"] as? String)
-        #expect(!shownMasked.contains("A1B2C3D4") && shownMasked.contains("A7B8") && shownMasked.contains("16 characters"))
+        #expect(
+            !shownMasked.contains("A1B2C3D4") && shownMasked.contains("A7B8") && shownMasked.contains("16 characters"))
         let shown = try object(InspectionJSON.installation(installation, showPushChannel: true))
         #expect(shown["pushChannel"] as? String == "A1B2C3D4E5F6A7B8")
         #expect(shown["tags"] as? [String] == ["user:1"])

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 @Suite("Non-SDK notifications (CONTRACT.md §6)")
@@ -10,7 +11,8 @@ struct ActionTests {
         let body = try #require(try decision.bodies.first)
         #expect(decision.primaries.map(\.exchange) == ["wallet.actions"])
         #expect(decision.primaries.map(\.routingKey) == ["action.OpenCard.Details"])
-        #expect(body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "action", "silent", "message"])
+        #expect(
+            body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "action", "silent", "message"])
         #expect(body.string("kind") == "actionTriggered")
         #expect(body.isNull("sender"))
         #expect(body.string("action") == "OpenCard.Details")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 @Suite("CPS: card lifecycle (CONTRACT.md §3)")
@@ -22,27 +23,56 @@ struct CPSTests {
 
     static let rows: [Row] = {
         let table: [(String, String?, [CardState?: Row.Expected])] = [
-            ("CBP.info.tokenProvisioned", "requestInstallCard",
-             [nil: .state(.active), .active: .state(.active), .suspended: .error(561), .deleted: .error(561)]),
-            ("CBP.info.tokenSuspended", "requestSuspendCard",
-             [nil: .error(524), .active: .state(.suspended), .suspended: .state(.suspended), .deleted: .error(561)]),
-            ("CBP.info.tokenResumed", "requestResumeCard",
-             [nil: .error(524), .active: .state(.active), .suspended: .state(.active), .deleted: .error(561)]),
-            ("CBP.info.tokenDeleted", "requestDeleteCard",
-             [nil: .error(524), .active: .state(.deleted), .suspended: .state(.deleted), .deleted: .state(.deleted)]),
-            ("CBP.info.tokenReplenished", "requestReplenishKeys",
-             [nil: .error(524), .active: .state(.active), .suspended: .error(561), .deleted: .error(561)]),
-            ("CBP.info.tokenRenewed", "requestRenewCard",
-             [nil: .error(524), .active: .state(.active), .suspended: .state(.suspended), .deleted: .error(561)]),
-            ("CBP.info.tokenODACertRenewed", "requestRenewODACert",
-             [nil: .error(524), .active: .state(.active), .suspended: .state(.suspended), .deleted: .error(561)]),
-            ("CBP.info.paymentAccepted", nil,
-             [nil: .state(nil), .active: .state(.active), .suspended: .state(.suspended), .deleted: .state(.deleted)]),
-            ("CBP.error.pinLocked", nil,
-             [nil: .state(nil), .active: .state(.active), .suspended: .state(.suspended), .deleted: .state(.deleted)]),
+            (
+                "CBP.info.tokenProvisioned", "requestInstallCard",
+                [nil: .state(.active), .active: .state(.active), .suspended: .error(561), .deleted: .error(561)]
+            ),
+            (
+                "CBP.info.tokenSuspended", "requestSuspendCard",
+                [nil: .error(524), .active: .state(.suspended), .suspended: .state(.suspended), .deleted: .error(561)]
+            ),
+            (
+                "CBP.info.tokenResumed", "requestResumeCard",
+                [nil: .error(524), .active: .state(.active), .suspended: .state(.active), .deleted: .error(561)]
+            ),
+            (
+                "CBP.info.tokenDeleted", "requestDeleteCard",
+                [nil: .error(524), .active: .state(.deleted), .suspended: .state(.deleted), .deleted: .state(.deleted)]
+            ),
+            (
+                "CBP.info.tokenReplenished", "requestReplenishKeys",
+                [nil: .error(524), .active: .state(.active), .suspended: .error(561), .deleted: .error(561)]
+            ),
+            (
+                "CBP.info.tokenRenewed", "requestRenewCard",
+                [nil: .error(524), .active: .state(.active), .suspended: .state(.suspended), .deleted: .error(561)]
+            ),
+            (
+                "CBP.info.tokenODACertRenewed", "requestRenewODACert",
+                [nil: .error(524), .active: .state(.active), .suspended: .state(.suspended), .deleted: .error(561)]
+            ),
+            (
+                "CBP.info.paymentAccepted", nil,
+                [
+                    nil: .state(nil), .active: .state(.active), .suspended: .state(.suspended),
+                    .deleted: .state(.deleted),
+                ]
+            ),
+            (
+                "CBP.error.pinLocked", nil,
+                [
+                    nil: .state(nil), .active: .state(.active), .suspended: .state(.suspended),
+                    .deleted: .state(.deleted),
+                ]
+            ),
             // Codes are matched exactly: a different case is informational.
-            ("cbp.info.tokenProvisioned", nil,
-             [nil: .state(nil), .active: .state(.active), .suspended: .state(.suspended), .deleted: .state(.deleted)]),
+            (
+                "cbp.info.tokenProvisioned", nil,
+                [
+                    nil: .state(nil), .active: .state(.active), .suspended: .state(.suspended),
+                    .deleted: .state(.deleted),
+                ]
+            ),
         ]
         return table.flatMap { code, known, outcomes in
             [CardState?.none, .active, .suspended, .deleted].map { from in
@@ -94,7 +124,9 @@ struct CPSTests {
             #expect(event.object("serverMessage")?.string("code") == row.code)
             let error = try #require(event.object("error"))
             #expect(error["code"] == .number(JSONNumber(code)))
-            #expect(error.string("kind") == (code == 524 ? "unknownDigitalCardID" : "cardStateDoesNotAllowRequestedOperation"))
+            #expect(
+                error.string("kind")
+                    == (code == 524 ? "unknownDigitalCardID" : "cardStateDoesNotAllowRequestedOperation"))
             #expect(error.string("message")?.isEmpty == false)
             #expect(decision.effects.isEmpty)
             #expect(wallet.state.card("DC-1")?.state == row.from)
@@ -105,44 +137,62 @@ struct CPSTests {
         var wallet = Wallet()
         let decision = try wallet.send(Self.payload("CBP.info.tokenProvisioned", extra: #","tokenizedCardId":"TK-1""#))
         let bodies = try decision.bodies
-        #expect(bodies[0].keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "event", "digitalCardId",
-                                   "tokenizedCardId", "serverMessage", "knownMessage", "previousState", "state", "changed"])
-        #expect(bodies[1].keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "event", "digitalCardId",
-                                   "tokenizedCardId", "state"])
+        #expect(
+            bodies[0].keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "event", "digitalCardId",
+                "tokenizedCardId", "serverMessage", "knownMessage", "previousState", "state", "changed",
+            ])
+        #expect(
+            bodies[1].keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "event", "digitalCardId",
+                "tokenizedCardId", "state",
+            ])
         #expect(bodies[0].string("tokenizedCardId") == "TK-1")
         #expect(bodies[1].string("tokenizedCardId") == "TK-1")
 
         wallet.seed("DC-2", .deleted)
         let refused = try wallet.send(Self.payload("CBP.info.tokenResumed", card: "DC-2"))
-        #expect(try refused.bodies[0].keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "event",
-                                               "digitalCardId", "tokenizedCardId", "serverMessage", "knownMessage",
-                                               "state", "error"])
+        #expect(
+            try refused.bodies[0].keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "event",
+                "digitalCardId", "tokenizedCardId", "serverMessage", "knownMessage",
+                "state", "error",
+            ])
         #expect(try refused.bodies[0].object("error")?.keys == ["kind", "code", "message"])
     }
 
     @Test func stackIsAppliedInOrder() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(#"""
+        let decision = try wallet.send(
+            #"""
             {"sender":"CPS","digitalCardId":"DC-1","serverMessages":[
               {"code":"CBP.info.tokenProvisioned"},{"code":"CBP.info.tokenSuspended"},
               {"code":"CBP.info.paymentAccepted"},{"code":"CBP.info.tokenResumed"}]}
             """#)
         let bodies = try decision.bodies
-        #expect(bodies.map { $0.string("event") } == ["serverMessage", "serverMessage", "serverMessage", "serverMessage", "completed"])
-        #expect(bodies.map { $0["previousState"] ?? .string("-") } == [.null, .string("active"), .string("suspended"), .string("suspended"), .string("-")])
+        #expect(
+            bodies.map { $0.string("event") } == [
+                "serverMessage", "serverMessage", "serverMessage", "serverMessage", "completed",
+            ])
+        #expect(
+            bodies.map { $0["previousState"] ?? .string("-") } == [
+                .null, .string("active"), .string("suspended"), .string("suspended"), .string("-"),
+            ])
         #expect(bodies.map { $0.string("state") } == ["active", "suspended", "suspended", "active", "active"])
         #expect(bodies.dropLast().map { $0.bool("changed") } == [true, true, false, true])
-        #expect(decision.primaries.map(\.routingKey) == [
-            "card.serverMessage.requestInstallCard", "card.serverMessage.requestSuspendCard",
-            "card.serverMessage.informational", "card.serverMessage.requestResumeCard", "card.completed",
-        ])
+        #expect(
+            decision.primaries.map(\.routingKey) == [
+                "card.serverMessage.requestInstallCard", "card.serverMessage.requestSuspendCard",
+                "card.serverMessage.informational", "card.serverMessage.requestResumeCard", "card.completed",
+            ])
         #expect(decision.effects.count == 1)
         #expect(wallet.state.card("DC-1")?.state == .active)
     }
 
     @Test func errorMidStackStopsAndKeepsWhatWasApplied() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(#"""
+        let decision = try wallet.send(
+            #"""
             {"sender":"CPS","digitalCardId":"DC-1","tokenizedCardId":"TK-1","serverMessages":[
               {"code":"CBP.info.tokenProvisioned"},{"code":"CBP.info.tokenDeleted"},
               {"code":"CBP.info.tokenResumed","text":"resume"},{"code":"CBP.info.tokenProvisioned"}]}
@@ -157,13 +207,15 @@ struct CPSTests {
         #expect(error.string("tokenizedCardId") == "TK-1")
         #expect(error.object("serverMessage")?.string("text") == "resume")
         #expect(error.object("error")?["code"] == .number(JSONNumber(561)))
-        #expect(wallet.state.card("DC-1") == CardRecord(digitalCardId: "DC-1", state: .deleted, tokenizedCardId: "TK-1"))
+        #expect(
+            wallet.state.card("DC-1") == CardRecord(digitalCardId: "DC-1", state: .deleted, tokenizedCardId: "TK-1"))
     }
 
     @Test func errorOnFirstMessageAppliesNothing() throws {
         var wallet = Wallet()
         wallet.seed("DC-1", .suspended, tokenizedCardId: "TK-0")
-        let decision = try wallet.send(#"""
+        let decision = try wallet.send(
+            #"""
             {"sender":"CPS","digitalCardId":"DC-1","tokenizedCardId":"TK-9","serverMessages":[
               {"code":"CBP.info.tokenReplenished"},{"code":"CBP.info.tokenResumed"}]}
             """#)
@@ -224,7 +276,8 @@ struct CPSTests {
 
     @Test func serverMessagesWinsOverServerMessage() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(#"""
+        let decision = try wallet.send(
+            #"""
             {"sender":"CPS","digitalCardId":"DC-1","serverMessage":{"code":"CBP.info.tokenSuspended"},
              "serverMessages":[{"code":"CBP.info.tokenProvisioned"}]}
             """#)
@@ -233,20 +286,27 @@ struct CPSTests {
 
     @Test func nullServerMessagesMeansAbsent() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(#"""
+        let decision = try wallet.send(
+            #"""
             {"sender":"CPS","digitalCardId":"DC-1","serverMessages":null,"serverMessage":{"code":"CBP.info.tokenProvisioned"}}
             """#)
         #expect(try decision.bodies.map { $0.string("event") } == ["serverMessage", "completed"])
     }
 
     @Test(arguments: [
-        (#"{"code":"X.1","text":"hello","severity":"WARNING","params":["a",1]}"#,
-         #"{"code":"X.1","text":"hello","severity":"warning","params":["a",1]}"#),
+        (
+            #"{"code":"X.1","text":"hello","severity":"WARNING","params":["a",1]}"#,
+            #"{"code":"X.1","text":"hello","severity":"warning","params":["a",1]}"#
+        ),
         (#"{"code":"X.1"}"#, #"{"code":"X.1","text":null,"severity":"unknown","params":[]}"#),
-        (#"{"params":null,"severity":"fatal","code":"X.1","extra":true,"text":null}"#,
-         #"{"code":"X.1","text":null,"severity":"unknown","params":[]}"#),
-        (#"{"code":"X.1","severity":"Info","params":{"k":"v"},"text":{"t":1}}"#,
-         #"{"code":"X.1","text":{"t":1},"severity":"info","params":{"k":"v"}}"#),
+        (
+            #"{"params":null,"severity":"fatal","code":"X.1","extra":true,"text":null}"#,
+            #"{"code":"X.1","text":null,"severity":"unknown","params":[]}"#
+        ),
+        (
+            #"{"code":"X.1","severity":"Info","params":{"k":"v"},"text":{"t":1}}"#,
+            #"{"code":"X.1","text":{"t":1},"severity":"info","params":{"k":"v"}}"#
+        ),
         (#"{"code":"X.1","severity":"error"}"#, #"{"code":"X.1","text":null,"severity":"error","params":[]}"#),
         (#"{"code":"X.1","severity":"UNKNOWN"}"#, #"{"code":"X.1","text":null,"severity":"unknown","params":[]}"#),
         (#"{"code":"X.1","severity":3}"#, #"{"code":"X.1","text":null,"severity":"unknown","params":[]}"#),
@@ -297,14 +357,16 @@ struct CPSTests {
 
         // A refused message does not record it.
         wallet.seed("DC-3", .deleted, tokenizedCardId: "TK-OLD")
-        decision = try wallet.send(Self.payload("CBP.info.tokenSuspended", card: "DC-3", extra: #","tokenizedCardId":"TK-NEW""#))
+        decision = try wallet.send(
+            Self.payload("CBP.info.tokenSuspended", card: "DC-3", extra: #","tokenizedCardId":"TK-NEW""#))
         #expect(try decision.bodies[0].string("tokenizedCardId") == "TK-NEW")
         #expect(wallet.state.card("DC-3")?.tokenizedCardId == "TK-OLD")
     }
 
     @Test func informationalOnAnAbsentCardCreatesNothing() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(Self.payload("CBP.info.paymentAccepted", card: "DC-9", extra: #","tokenizedCardId":"TK-9""#))
+        let decision = try wallet.send(
+            Self.payload("CBP.info.paymentAccepted", card: "DC-9", extra: #","tokenizedCardId":"TK-9""#))
         let bodies = try decision.bodies
         #expect(bodies[0].isNull("knownMessage"))
         #expect(bodies[0].isNull("previousState"))
@@ -332,7 +394,9 @@ struct CPSTests {
         #expect(decision.primaries.allSatisfy { $0.exchange == "wallet.events" })
         #expect(try decision.bodies.allSatisfy { $0.string("kind") == "cardEvent" })
         let card = try #require(wallet.state.card("DC-1"))
-        #expect(card.paymentKeys == PaymentKeyInfo(numberOfPaymentsLeft: 10, expiresAt: testNow.timeIntervalSince1970 + 7 * 86_400))
+        #expect(
+            card.paymentKeys
+                == PaymentKeyInfo(numberOfPaymentsLeft: 10, expiresAt: testNow.timeIntervalSince1970 + 7 * 86_400))
         #expect(card.keyType == .luk)
         #expect(card.state == .active)
         #expect(try decision.bodies[0].bool("changed") == false)
@@ -340,7 +404,8 @@ struct CPSTests {
 
     @Test func senderAndKeysAreCaseInsensitive() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(#"{"SENDER":"cps","DigitalCardID":"DC-1","serverMessage":{"code":"CBP.info.tokenProvisioned"}}"#)
+        let decision = try wallet.send(
+            #"{"SENDER":"cps","DigitalCardID":"DC-1","serverMessage":{"code":"CBP.info.tokenProvisioned"}}"#)
         #expect(decision.sender == "CPS")
         #expect(try decision.bodies[0].string("sender") == "CPS")
         #expect(wallet.state.card("DC-1")?.state == .active)
@@ -348,18 +413,25 @@ struct CPSTests {
 
     @Test func otherKeysAreExact() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(#"{"sender":"CPS","digitalCardId":"DC-1","ServerMessage":{"code":"CBP.info.tokenProvisioned"}}"#)
+        let decision = try wallet.send(
+            #"{"sender":"CPS","digitalCardId":"DC-1","ServerMessage":{"code":"CBP.info.tokenProvisioned"}}"#)
         #expect(try decision.bodies[0].string("event") == "unsupportedPushContent")
     }
 
     @Test func oneUpsertPerMessageWithTheFinalCard() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(#"""
+        let decision = try wallet.send(
+            #"""
             {"sender":"CPS","digitalCardId":"DC-1","tokenizedCardId":"TK-1","keyType":"LUK","serverMessages":[
               {"code":"CBP.info.tokenProvisioned"},{"code":"CBP.info.tokenReplenished"},{"code":"CBP.info.tokenSuspended"}]}
             """#)
         let keys = PaymentKeyInfo(numberOfPaymentsLeft: 10, expiresAt: testNow.timeIntervalSince1970 + 7 * 86_400)
-        #expect(decision.effects == [.upsertCard(CardRecord(
-            digitalCardId: "DC-1", state: .suspended, tokenizedCardId: "TK-1", keyType: .luk, paymentKeys: keys))])
+        #expect(
+            decision.effects == [
+                .upsertCard(
+                    CardRecord(
+                        digitalCardId: "DC-1", state: .suspended, tokenizedCardId: "TK-1", keyType: .luk,
+                        paymentKeys: keys))
+            ])
     }
 }

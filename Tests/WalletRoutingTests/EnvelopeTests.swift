@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 @Suite("Every result: envelope and properties (CONTRACT.md §1, §9)")
@@ -12,19 +13,22 @@ struct EnvelopeTests {
         var wallet = Wallet()
         let decision = try wallet.send(Self.stack, messageID: "m-1", correlationID: "c-1")
         for result in decision.results {
-            #expect(result.text.hasPrefix(
-                #"{"kind":"cardEvent","messageId":"m-1","correlationId":"c-1","sender":"CPS","processedAt":"2026-11-20T10:15:00.000Z","#))
+            #expect(
+                result.text.hasPrefix(
+                    #"{"kind":"cardEvent","messageId":"m-1","correlationId":"c-1","sender":"CPS","processedAt":"2026-11-20T10:15:00.000Z","#
+                ))
         }
     }
 
-    @Test(arguments: [
-        ("m-1", "c-1", "c-1"),
-        ("m-1", nil, "m-1"),
-        (nil, "c-1", "c-1"),
-        (nil, nil, nil),
-        ("m-1", "", "m-1"),
-        ("", nil, nil),
-    ] as [(String?, String?, String?)])
+    @Test(
+        arguments: [
+            ("m-1", "c-1", "c-1"),
+            ("m-1", nil, "m-1"),
+            (nil, "c-1", "c-1"),
+            (nil, nil, nil),
+            ("m-1", "", "m-1"),
+            ("", nil, nil),
+        ] as [(String?, String?, String?)])
     func correlationIdFallsBackToMessageId(_ messageID: String?, _ correlationID: String?, _ expected: String?) throws {
         var wallet = Wallet()
         let decision = try wallet.send(#"{"action":"a"}"#, messageID: messageID, correlationID: correlationID)
@@ -35,31 +39,39 @@ struct EnvelopeTests {
 
     @Test func messageIdsAreNumberedInPublicationOrder() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(Self.stack, messageID: "abc", traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+        let decision = try wallet.send(
+            Self.stack, messageID: "abc", traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
         #expect(decision.results.map(\.properties.messageID) == ["abc/0", "abc/1", "abc/2"])
         #expect(decision.results.map(\.properties.type) == ["cardEvent", "cardEvent", "cardEvent"])
-        #expect(decision.results.allSatisfy { $0.properties.traceparent == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" })
+        #expect(
+            decision.results.allSatisfy {
+                $0.properties.traceparent == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            })
         #expect(try decision.bodies.allSatisfy { $0.string("messageId") == "abc" })
     }
 
     @Test func replyToCopiesFollowTheirPrimaryAndTakeNoIndex() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(Self.stack, messageID: "abc", correlationID: "corr", replyTo: "amq.rabbitmq.reply-to.g1",
-                                       traceparent: "tp")
+        let decision = try wallet.send(
+            Self.stack, messageID: "abc", correlationID: "corr", replyTo: "amq.rabbitmq.reply-to.g1",
+            traceparent: "tp")
         #expect(decision.results.count == 6)
         #expect(decision.results.map(\.exchange) == ["wallet.events", "", "wallet.events", "", "wallet.events", ""])
-        #expect(decision.results.map(\.routingKey) == [
-            "card.serverMessage.requestInstallCard", "amq.rabbitmq.reply-to.g1",
-            "card.serverMessage.requestSuspendCard", "amq.rabbitmq.reply-to.g1",
-            "card.completed", "amq.rabbitmq.reply-to.g1",
-        ])
+        #expect(
+            decision.results.map(\.routingKey) == [
+                "card.serverMessage.requestInstallCard", "amq.rabbitmq.reply-to.g1",
+                "card.serverMessage.requestSuspendCard", "amq.rabbitmq.reply-to.g1",
+                "card.completed", "amq.rabbitmq.reply-to.g1",
+            ])
         #expect(decision.results.map(\.properties.messageID) == ["abc/0", "abc/0", "abc/1", "abc/1", "abc/2", "abc/2"])
         for pair in stride(from: 0, to: 6, by: 2) {
             #expect(decision.results[pair].body == decision.results[pair + 1].body)
             #expect(decision.results[pair].properties == decision.results[pair + 1].properties)
         }
-        #expect(decision.results[1].properties == OutboundProperties(
-            messageID: "abc/0", correlationID: "corr", type: "cardEvent", traceparent: "tp"))
+        #expect(
+            decision.results[1].properties
+                == OutboundProperties(
+                    messageID: "abc/0", correlationID: "corr", type: "cardEvent", traceparent: "tp"))
     }
 
     @Test func withoutAMessageIdResultsCarryNone() throws {
@@ -88,10 +100,19 @@ struct EnvelopeTests {
         wallet.seed("DC-1", .active)
         let cases: [(String, String?, String, String)] = [
             (#"{"sender":"CPS","digitalCardId":"DC-1","serverMessage":{"code":"X"}}"#, nil, "ev", "cardEvent"),
-            (#"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1"}"#, nil, "tx", "transactionRecords"),
-            (#"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-1"}"#, nil, "rp", "replenishmentOutcome"),
+            (
+                #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1"}"#, nil, "tx",
+                "transactionRecords"
+            ),
+            (
+                #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-1"}"#, nil, "rp",
+                "replenishmentOutcome"
+            ),
             (#"{"action":"go"}"#, nil, "ac", "actionTriggered"),
-            (#"{"installationId":"i","platform":"fcm","pushChannel":"t"}"#, "DeviceInstallation", "in", "installationOutcome"),
+            (
+                #"{"installationId":"i","platform":"fcm","pushChannel":"t"}"#, "DeviceInstallation", "in",
+                "installationOutcome"
+            ),
             ("[]", nil, "ev", "rejected"),
         ]
         for (json, type, exchange, kind) in cases {

@@ -11,7 +11,9 @@ struct GoldenCorpusTests {
         let files = try GoldenCorpus.files()
         #expect(!files.isEmpty, "no .jsonl file under Golden/")
         for file in files {
-            #expect(GoldenCorpus.cases.contains { $0.file == file.lastPathComponent }, "\(file.lastPathComponent) holds no case")
+            #expect(
+                GoldenCorpus.cases.contains { $0.file == file.lastPathComponent },
+                "\(file.lastPathComponent) holds no case")
         }
         let names = GoldenCorpus.cases.map(\.name)
         #expect(Set(names).count == names.count, "case names must be unique")
@@ -33,7 +35,8 @@ struct GoldenCorpusTests {
             var diff = GoldenDiff()
             diff.compare(expected, decision: decision, message: message, state: state)
             if !diff.lines.isEmpty {
-                Issue.record(Comment(rawValue: golden.report(step: index, message: message, decision: decision, diff: diff)))
+                Issue.record(
+                    Comment(rawValue: golden.report(step: index, message: message, decision: decision, diff: diff)))
             }
         }
     }
@@ -54,24 +57,30 @@ struct TransientFailureTests {
         }
     }
 
-    @Test("a store failure is rethrown, not answered", arguments: [
-        #"{"sender":"CPS","digitalCardId":"DC-1","serverMessage":{"code":"CBP.info.tokenSuspended"}}"#,
-        #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1"}"#,
-        #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-1"}"#,
-    ])
+    @Test(
+        "a store failure is rethrown, not answered",
+        arguments: [
+            #"{"sender":"CPS","digitalCardId":"DC-1","serverMessage":{"code":"CBP.info.tokenSuspended"}}"#,
+            #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1"}"#,
+            #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-1"}"#,
+        ])
     func storeFailureIsRethrown(_ body: String) {
         #expect(throws: StoreUnavailable.self) {
-            try NotificationRouter().route(InboundMessage(body: Array(body.utf8)), state: UnavailableState(),
-                                           now: GoldenCorpus.now)
+            try NotificationRouter().route(
+                InboundMessage(body: Array(body.utf8)), state: UnavailableState(),
+                now: GoldenCorpus.now)
         }
     }
 
-    @Test("messages that read no state are answered even when the store is down", arguments: [
-        #"{"action":"ping"}"#, #"{"sender":"TNS","action":"wrong","digitalCardId":"DC-1"}"#, "not json",
-    ])
+    @Test(
+        "messages that read no state are answered even when the store is down",
+        arguments: [
+            #"{"action":"ping"}"#, #"{"sender":"TNS","action":"wrong","digitalCardId":"DC-1"}"#, "not json",
+        ])
     func statelessMessagesAreAnswered(_ body: String) throws {
-        let decision = try NotificationRouter().route(InboundMessage(body: Array(body.utf8)), state: UnavailableState(),
-                                                      now: GoldenCorpus.now)
+        let decision = try NotificationRouter().route(
+            InboundMessage(body: Array(body.utf8)), state: UnavailableState(),
+            now: GoldenCorpus.now)
         #expect(decision.results.count == 1)
     }
 }
@@ -95,9 +104,11 @@ struct GoldenCase: Sendable, CustomTestStringConvertible {
         text += "\n  inbound: \(describe(message.properties)) body \(preview(message.body, limit: 400))\n"
         text += "  differences (expected vs actual):\n"
         for line in diff.lines { text += "    - \(line)\n" }
-        text += "  actual: disposition \(decision.disposition), outcome \(decision.outcome.rawValue), \(decision.results.count) result(s)\n"
+        text +=
+            "  actual: disposition \(decision.disposition), outcome \(decision.outcome.rawValue), \(decision.results.count) result(s)\n"
         for (position, result) in decision.results.enumerated() {
-            text += "    [\(position)] exchange \"\(result.exchange)\" key \"\(result.routingKey)\" \(describe(result.properties))\n"
+            text +=
+                "    [\(position)] exchange \"\(result.exchange)\" key \"\(result.routingKey)\" \(describe(result.properties))\n"
             text += "        \(preview(result.body, limit: 2_000))\n"
         }
         return text
@@ -145,12 +156,14 @@ struct GoldenStep: Sendable {
             guard padTo >= bytes.count else { throw GoldenFormatError("body is longer than padWithSpacesTo") }
             bytes.append(contentsOf: repeatElement(UInt8(ascii: " "), count: padTo - bytes.count))
         }
-        return InboundMessage(body: bytes, properties: InboundProperties(
-            messageID: properties["messageId"]?.stringValue,
-            correlationID: properties["correlationId"]?.stringValue,
-            replyTo: properties["replyTo"]?.stringValue,
-            type: properties["type"]?.stringValue,
-            traceparent: properties["traceparent"]?.stringValue))
+        return InboundMessage(
+            body: bytes,
+            properties: InboundProperties(
+                messageID: properties["messageId"]?.stringValue,
+                correlationID: properties["correlationId"]?.stringValue,
+                replyTo: properties["replyTo"]?.stringValue,
+                type: properties["type"]?.stringValue,
+                traceparent: properties["traceparent"]?.stringValue))
     }
 }
 
@@ -189,17 +202,23 @@ enum GoldenCorpus {
             do {
                 cases.append(try parseCase(Array(line), file: file, line: offset + 1))
             } catch {
-                cases.append(GoldenCase(file: file, line: offset + 1, name: "\(file):\(offset + 1)", contract: "",
-                                        steps: [], loadError: "unreadable case: \(error)"))
+                cases.append(
+                    GoldenCase(
+                        file: file, line: offset + 1, name: "\(file):\(offset + 1)", contract: "",
+                        steps: [], loadError: "unreadable case: \(error)"))
             }
         }
         return cases
     }
 
     static func parseCase(_ line: [UInt8], file: String, line number: Int) throws -> GoldenCase {
-        guard let object = try JSONParser.parse(line).objectValue else { throw GoldenFormatError("a case is an object") }
+        guard let object = try JSONParser.parse(line).objectValue else {
+            throw GoldenFormatError("a case is an object")
+        }
         guard let name = object["name"]?.stringValue else { throw GoldenFormatError("name is required") }
-        guard let steps = object["steps"]?.arrayValue, !steps.isEmpty else { throw GoldenFormatError("steps is required") }
+        guard let steps = object["steps"]?.arrayValue, !steps.isEmpty else {
+            throw GoldenFormatError("steps is required")
+        }
         let parsed = try steps.map { value -> GoldenStep in
             guard let step = value.objectValue else { throw GoldenFormatError("a step is an object") }
             let body: GoldenStep.Body
@@ -220,8 +239,9 @@ enum GoldenCorpus {
                 expect: step["expect"]?.objectValue)
         }
         guard parsed.last?.expect != nil else { throw GoldenFormatError("the last step needs expect") }
-        return GoldenCase(file: file, line: number, name: name, contract: object["contract"]?.stringValue ?? "",
-                          steps: parsed)
+        return GoldenCase(
+            file: file, line: number, name: name, contract: object["contract"]?.stringValue ?? "",
+            steps: parsed)
     }
 }
 
@@ -231,7 +251,8 @@ enum GoldenCorpus {
 struct GoldenDiff {
     var lines: [String] = []
 
-    mutating func compare(_ expect: JSONObject, decision: Decision, message: InboundMessage, state: InMemoryWalletState) {
+    mutating func compare(_ expect: JSONObject, decision: Decision, message: InboundMessage, state: InMemoryWalletState)
+    {
         compareDisposition(expect, decision.disposition)
         if let outcome = expect["outcome"]?.stringValue, outcome != decision.outcome.rawValue {
             lines.append("outcome: expected \(outcome), got \(decision.outcome.rawValue)")
@@ -331,7 +352,8 @@ struct GoldenDiff {
     /// `{"$contains":"…"}`. `processedAt` and `expiryDate` compare as instants and must be UTC (`Z`).
     private mutating func match(_ expected: JSONValue, _ actual: JSONValue, path: String) {
         if case .object(let want) = expected, want.members.count == 1, let matcher = want.members.first,
-           matcher.key.hasPrefix("$") {
+            matcher.key.hasPrefix("$")
+        {
             switch matcher.key {
             case "$type":
                 let kind = matcher.value.stringValue ?? "?"
@@ -404,7 +426,9 @@ struct GoldenDiff {
         case .null:
             if let card { lines.append("\(path): expected absent, got \(card.state.rawValue)") }
         case .string(let wanted):
-            if card?.state.rawValue != wanted { lines.append("\(path).state: expected \(wanted), got \(card?.state.rawValue ?? "absent")") }
+            if card?.state.rawValue != wanted {
+                lines.append("\(path).state: expected \(wanted), got \(card?.state.rawValue ?? "absent")")
+            }
         case .object(let want):
             guard let card else {
                 lines.append("\(path): expected a card, got absent")
@@ -420,12 +444,18 @@ struct GoldenDiff {
                 lines.append("\(path).keyType: expected \(wanted), got \(card.keyType.rawValue)")
             }
             if let wanted = want["numberOfPaymentsLeft"]?.numberValue?.intValue,
-               wanted != card.paymentKeys?.numberOfPaymentsLeft {
-                lines.append("\(path).numberOfPaymentsLeft: expected \(wanted), got \(card.paymentKeys.map { "\($0.numberOfPaymentsLeft)" } ?? "no keys")")
+                wanted != card.paymentKeys?.numberOfPaymentsLeft
+            {
+                lines.append(
+                    "\(path).numberOfPaymentsLeft: expected \(wanted), got \(card.paymentKeys.map { "\($0.numberOfPaymentsLeft)" } ?? "no keys")"
+                )
             }
             if let wanted = want["paymentKeysExpireAt"]?.stringValue, let instant = GoldenTime.instant(wanted),
-               card.paymentKeys?.expiresAt != instant {
-                lines.append("\(path).paymentKeys.expiresAt: expected \(wanted), got \(card.paymentKeys.map { "\($0.expiresAt)" } ?? "no keys")")
+                card.paymentKeys?.expiresAt != instant
+            {
+                lines.append(
+                    "\(path).paymentKeys.expiresAt: expected \(wanted), got \(card.paymentKeys.map { "\($0.expiresAt)" } ?? "no keys")"
+                )
             }
         default:
             lines.append("\(path): unreadable expectation")
@@ -441,11 +471,12 @@ struct GoldenDiff {
         }
         let wanted: Effect?
         if let upsert = expected.objectValue?["upsert"]?.objectValue {
-            wanted = .upsertInstallation(Installation(
-                installationId: upsert["installationId"]?.stringValue ?? "",
-                platform: upsert["platform"]?.stringValue ?? "",
-                pushChannel: upsert["pushChannel"]?.stringValue ?? "",
-                tags: upsert["tags"]?.arrayValue?.compactMap(\.stringValue) ?? []))
+            wanted = .upsertInstallation(
+                Installation(
+                    installationId: upsert["installationId"]?.stringValue ?? "",
+                    platform: upsert["platform"]?.stringValue ?? "",
+                    pushChannel: upsert["pushChannel"]?.stringValue ?? "",
+                    tags: upsert["tags"]?.arrayValue?.compactMap(\.stringValue) ?? []))
         } else if let deleted = expected.objectValue?["delete"]?.stringValue {
             wanted = .deleteInstallation(installationId: deleted)
         } else {

@@ -1,11 +1,13 @@
 import Testing
+
 @testable import WalletRouting
 
 @Suite("InMemoryWalletState")
 struct InMemoryWalletStateTests {
     static func record(_ id: String, _ instant: Double, auxiliary: Bool = false) -> TransactionRecord {
-        TransactionRecord(id: id, date: "d", instant: instant, status: "approved", type: "purchase", currencyCode: "EUR",
-                          amount: JSONNumber(1), isAuxiliaryTransaction: auxiliary)
+        TransactionRecord(
+            id: id, date: "d", instant: instant, status: "approved", type: "purchase", currencyCode: "EUR",
+            amount: JSONNumber(1), isAuxiliaryTransaction: auxiliary)
     }
 
     @Test func newestFirstTiesLaterStoredFirstAndFilters() {
@@ -19,7 +21,10 @@ struct InMemoryWalletStateTests {
             .storeTransaction(digitalCardId: "C", record: Self.record("a", 99)),  // duplicate id: ignored
             .storeTransaction(digitalCardId: "other", record: Self.record("z", 50)),
         ])
-        #expect(state.newestTransactions(digitalCardId: "C", auxiliary: nil, limit: 10).map(\.id) == ["b", "e", "c", "a", "d"])
+        #expect(
+            state.newestTransactions(digitalCardId: "C", auxiliary: nil, limit: 10).map(\.id) == [
+                "b", "e", "c", "a", "d",
+            ])
         #expect(state.newestTransactions(digitalCardId: "C", auxiliary: false, limit: 10).map(\.id) == ["c", "a", "d"])
         #expect(state.newestTransactions(digitalCardId: "C", auxiliary: true, limit: 1).map(\.id) == ["b"])
         #expect(state.newestTransactions(digitalCardId: "C", auxiliary: nil, limit: 0).isEmpty)
@@ -36,7 +41,9 @@ struct InMemoryWalletStateTests {
         state.apply([.upsertCard(card), .upsertInstallation(installation)])
         #expect(state.card("C") == card)
         #expect(state.installations["i"] == installation)
-        state.apply([.upsertCard(CardRecord(digitalCardId: "C", state: .deleted)), .deleteInstallation(installationId: "i")])
+        state.apply([
+            .upsertCard(CardRecord(digitalCardId: "C", state: .deleted)), .deleteInstallation(installationId: "i"),
+        ])
         #expect(state.card("C")?.state == .deleted)
         #expect(state.installations.isEmpty)
     }

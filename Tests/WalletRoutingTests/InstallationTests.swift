@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 @Suite("Device installations (CONTRACT.md §7)")
@@ -19,8 +20,11 @@ struct InstallationTests {
         var wallet = Wallet()
         let decision = try wallet.send(Self.body(platform: #""APNs""#), type: "DeviceInstallation")
         let body = try #require(try decision.bodies.first)
-        #expect(body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "installationId",
-                              "platform", "outcome"])
+        #expect(
+            body.keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "installationId",
+                "platform", "outcome",
+            ])
         #expect(body.string("kind") == "installationOutcome")
         #expect(body.isNull("sender"))
         #expect(body.string("installationId") == "inst-1")
@@ -39,10 +43,15 @@ struct InstallationTests {
 
     @Test func fcmTokenIsStoredAsReceived() throws {
         var wallet = Wallet()
-        let decision = try wallet.send(Self.body(platform: #""FCM""#, pushChannel: #""fcm:Token_x-1""#, tags: nil),
-                                       type: "DeviceInstallation")
-        #expect(decision.effects == [.upsertInstallation(Installation(
-            installationId: "inst-1", platform: "fcm", pushChannel: "fcm:Token_x-1", tags: []))])
+        let decision = try wallet.send(
+            Self.body(platform: #""FCM""#, pushChannel: #""fcm:Token_x-1""#, tags: nil),
+            type: "DeviceInstallation")
+        #expect(
+            decision.effects == [
+                .upsertInstallation(
+                    Installation(
+                        installationId: "inst-1", platform: "fcm", pushChannel: "fcm:Token_x-1", tags: []))
+            ])
         #expect(try decision.bodies[0].string("platform") == "fcm")
     }
 
@@ -55,14 +64,16 @@ struct InstallationTests {
 
         let decision = try wallet.send(#"{"installationId":"inst-1"}"#, type: "DeviceInstallationDeleted")
         let body = try #require(try decision.bodies.first)
-        #expect(body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "installationId", "outcome"])
+        #expect(
+            body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "installationId", "outcome"])
         #expect(body.string("outcome") == "deleted")
         #expect(decision.primaries.map(\.routingKey) == ["installation.deleted"])
         #expect(decision.effects == [.deleteInstallation(installationId: "inst-1")])
         #expect(wallet.state.installations.isEmpty)
 
         // Deleting what does not exist is still `deleted`.
-        let again = try wallet.send(#"{"installationId":"inst-1","platform":"apns"}"#, type: "DeviceInstallationDeleted")
+        let again = try wallet.send(
+            #"{"installationId":"inst-1","platform":"apns"}"#, type: "DeviceInstallationDeleted")
         #expect(try again.bodies[0].string("outcome") == "deleted")
         #expect(again.outcome == .processed)
     }

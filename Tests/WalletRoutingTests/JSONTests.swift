@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WalletRouting
 
 @Suite("JSON parser and writer")
@@ -8,7 +9,9 @@ struct JSONTests {
         #expect(String(decoding: value.encoded(), as: UTF8.self) == #"{"b":12.50,"a":[true,false,null],"c":"x\né😀"}"#)
     }
 
-    @Test(arguments: ["NaN", "Infinity", "-Infinity", "01", "1.", "[1,]", "{\"a\":1,}", "\"\\ud800\"", "{} x", "", "\"a\u{01}\""])
+    @Test(arguments: [
+        "NaN", "Infinity", "-Infinity", "01", "1.", "[1,]", "{\"a\":1,}", "\"\\ud800\"", "{} x", "", "\"a\u{01}\"",
+    ])
     func rejectsWhatIsNotJSON(_ text: String) {
         #expect(throws: JSONParseError.self) { try JSONParser.parse(Array(text.utf8)) }
     }

@@ -42,14 +42,16 @@ struct RecordEchoEscapingTests {
         var record = JSONObject(members: [
             .init(key: "id", value: .string("T-\(quotes)")), .init(key: "date", value: .string("2026-11-20T10:15:00Z")),
             .init(key: "status", value: .string("approved")), .init(key: "type", value: .string("purchase")),
-            .init(key: "currencyCode", value: .string("EUR")), .init(key: "amount", value: .number(JSONNumber(validatedLiteral: "1.50"))),
+            .init(key: "currencyCode", value: .string("EUR")),
+            .init(key: "amount", value: .number(JSONNumber(validatedLiteral: "1.50"))),
             .init(key: "merchantName", value: .string(merchant)), .init(key: "terminalID", value: .string("\u{1}\t")),
         ])
-        let body = JSONValue.object(JSONObject(members: [
-            .init(key: "sender", value: .string("TNS")),
-            .init(key: "action", value: .string("TNS:PaymentTransactionNotification")),
-            .init(key: "digitalCardId", value: .string("DC-1")), .init(key: "transaction", value: .object(record)),
-        ]))
+        let body = JSONValue.object(
+            JSONObject(members: [
+                .init(key: "sender", value: .string("TNS")),
+                .init(key: "action", value: .string("TNS:PaymentTransactionNotification")),
+                .init(key: "digitalCardId", value: .string("DC-1")), .init(key: "transaction", value: .object(record)),
+            ]))
         let decision = try router.route(InboundMessage(body: body.encoded()), state: state, now: now)
         let first = try #require(decision.results.first)
         let result = try #require(try JSONParser.parse(first.body).objectValue)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 @Suite("MG: payment key replenishment (CONTRACT.md §5)")
@@ -16,21 +17,31 @@ struct MGTests {
         #expect(decision.primaries[0].exchange == "wallet.replenishment")
         #expect(decision.primaries[0].routingKey == "replenishment.replenished")
         #expect(decision.primaries[0].properties.type == "replenishmentOutcome")
-        #expect(body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
-                              "isForced", "outcome", "keyInfo"])
+        #expect(
+            body.keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
+                "isForced", "outcome", "keyInfo",
+            ])
         #expect(body.string("kind") == "replenishmentOutcome")
         #expect(body.string("sender") == "MG")
         #expect(body.string("digitalCardId") == "DC-1")
         #expect(body.bool("isForced") == true)
         #expect(body.string("outcome") == "replenished")
         #expect(body["error"] == nil)
-        #expect(decision.primaries[0].text.contains(
-            #""keyInfo":{"numberOfPaymentsLeft":10,"expiryDate":"2026-11-27T10:15:00.000Z","needsReplenishment":false,"keyType":"\#(keyType.rawValue)"}"#))
+        #expect(
+            decision.primaries[0].text.contains(
+                #""keyInfo":{"numberOfPaymentsLeft":10,"expiryDate":"2026-11-27T10:15:00.000Z","needsReplenishment":false,"keyType":"\#(keyType.rawValue)"}"#
+            ))
         #expect(decision.outcome == .processed)
         #expect(decision.disposition == .acknowledge)
         let keys = PaymentKeyInfo(numberOfPaymentsLeft: 10, expiresAt: 1_795_774_500)
-        #expect(decision.effects == [.upsertCard(CardRecord(
-            digitalCardId: "DC-1", state: .active, tokenizedCardId: "TK-1", keyType: keyType, paymentKeys: keys))])
+        #expect(
+            decision.effects == [
+                .upsertCard(
+                    CardRecord(
+                        digitalCardId: "DC-1", state: .active, tokenizedCardId: "TK-1", keyType: keyType,
+                        paymentKeys: keys))
+            ])
     }
 
     @Test(arguments: [
@@ -43,8 +54,11 @@ struct MGTests {
         wallet.seed("DC-1", state)
         let decision = try wallet.send(Self.notification)
         let body = try #require(try decision.bodies.first)
-        #expect(body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
-                              "isForced", "outcome", "error"])
+        #expect(
+            body.keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
+                "isForced", "outcome", "error",
+            ])
         #expect(body.bool("isForced") == true)
         #expect(body.string("outcome") == "failed")
         #expect(body.object("error")?.string("kind") == kind)
@@ -79,7 +93,8 @@ struct MGTests {
     @Test func actionIsCaseInsensitive() throws {
         var wallet = Wallet()
         wallet.seed("DC-1", .active)
-        let decision = try wallet.send(#"{"sender":"mg","action":"mg:replenishmentneedednotification","digitalCardID":"DC-1"}"#)
+        let decision = try wallet.send(
+            #"{"sender":"mg","action":"mg:replenishmentneedednotification","digitalCardID":"DC-1"}"#)
         #expect(decision.outcome == .processed)
     }
 
@@ -90,13 +105,16 @@ struct MGTests {
         var wallet = Wallet(settings: settings)
         wallet.seed("DC-1", .active)
         let decision = try wallet.send(Self.notification)
-        #expect(decision.primaries[0].text.contains(
-            #""keyInfo":{"numberOfPaymentsLeft":3,"expiryDate":"2026-11-20T11:15:00.500Z""#))
+        #expect(
+            decision.primaries[0].text.contains(
+                #""keyInfo":{"numberOfPaymentsLeft":3,"expiryDate":"2026-11-20T11:15:00.500Z""#))
     }
 
     @Test func installedLUKCardReplenishesAsLUK() throws {
         var wallet = Wallet()
-        try wallet.send(#"{"sender":"CPS","digitalCardId":"DC-1","keyType":"luk","serverMessage":{"code":"CBP.info.tokenProvisioned"}}"#)
+        try wallet.send(
+            #"{"sender":"CPS","digitalCardId":"DC-1","keyType":"luk","serverMessage":{"code":"CBP.info.tokenProvisioned"}}"#
+        )
         let decision = try wallet.send(Self.notification)
         #expect(try decision.bodies[0].object("keyInfo")?.string("keyType") == "LUK")
     }

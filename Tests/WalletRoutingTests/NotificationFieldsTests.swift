@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WalletRouting
 
 @Suite("Case-insensitive top-level keys (CONTRACT.md §2)")
@@ -27,7 +28,8 @@ struct NotificationFieldsTests {
     }
 
     @Test func allFourKeys() throws {
-        let fields = try Self.fields(#"{"SENDER":"tns","Action":"a","TRANSACTIONRECORDTYPE":"Primary","DigitalCardId":"d"}"#)
+        let fields = try Self.fields(
+            #"{"SENDER":"tns","Action":"a","TRANSACTIONRECORDTYPE":"Primary","DigitalCardId":"d"}"#)
         #expect(fields.senderString == "tns")
         #expect(fields.senderLabel == "TNS")
         #expect(fields.actionString == "a")
@@ -35,7 +37,9 @@ struct NotificationFieldsTests {
         #expect(fields.digitalCardIdString == "d")
     }
 
-    @Test(arguments: [("CPS", SDKSender.cps), ("cps", .cps), ("cPs", .cps), ("TNS", .tns), ("tns", .tns), ("MG", .mg), ("mg", .mg)])
+    @Test(arguments: [
+        ("CPS", SDKSender.cps), ("cps", .cps), ("cPs", .cps), ("TNS", .tns), ("tns", .tns), ("MG", .mg), ("mg", .mg),
+    ])
     func sdkSenders(_ value: String, _ expected: SDKSender) {
         #expect(SDKSender(value) == expected)
     }

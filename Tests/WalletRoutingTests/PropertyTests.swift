@@ -19,7 +19,8 @@ struct PropertyTests {
             var model = CardModel()
             for (index, step) in steps.enumerated() {
                 let messageID = "p\(index)"
-                let message = InboundMessage(body: step.body().encoded(), properties: InboundProperties(messageID: messageID))
+                let message = InboundMessage(
+                    body: step.body().encoded(), properties: InboundProperties(messageID: messageID))
                 let decision: Decision
                 do {
                     decision = try router.route(message, state: state, now: Self.now)
@@ -32,11 +33,15 @@ struct PropertyTests {
                 state.apply(decision.effects)
                 var stateProblems: [String] = []
                 for card in CPSGen.cardIds where state.card(card)?.state != model.cards[card] {
-                    stateProblems.append("\(card): model \(model.cards[card]?.rawValue ?? "absent"), store \(state.card(card)?.state.rawValue ?? "absent")")
+                    stateProblems.append(
+                        "\(card): model \(model.cards[card]?.rawValue ?? "absent"), store \(state.card(card)?.state.rawValue ?? "absent")"
+                    )
                 }
                 if !(problems + stateProblems).isEmpty {
                     let body = String(decoding: message.body, as: UTF8.self)
-                    Issue.record("step \(index) of \(steps.count): \(body)\n  - \((problems + stateProblems).joined(separator: "\n  - "))")
+                    Issue.record(
+                        "step \(index) of \(steps.count): \(body)\n  - \((problems + stateProblems).joined(separator: "\n  - "))"
+                    )
                     return
                 }
             }
@@ -77,9 +82,11 @@ struct PropertyTests {
             let decision: Decision
             do {
                 decision = try NotificationRouter().route(
-                    InboundMessage(body: payload.body.encoded(), properties: InboundProperties(
-                        messageID: payload.text, correlationID: payload.text, replyTo: "r", type: payload.type,
-                        traceparent: payload.text)),
+                    InboundMessage(
+                        body: payload.body.encoded(),
+                        properties: InboundProperties(
+                            messageID: payload.text, correlationID: payload.text, replyTo: "r", type: payload.type,
+                            traceparent: payload.text)),
                     state: PropertyFixtures.state, now: Self.now)
             } catch {
                 Issue.record("route threw \(error)")
@@ -105,12 +112,14 @@ struct PropertyTests {
             var members = extra.members.filter { !["sender", "serverMessage", "serverMessages"].contains($0.key) }
             members.insert(JSONObject.Member(key: "sender", value: .string("CPS")), at: 0)
             let body = JSONValue.object(JSONObject(members: members))
-            guard let decision = try? NotificationRouter().route(
-                InboundMessage(body: body.encoded()), state: PropertyFixtures.state, now: Self.now),
+            guard
+                let decision = try? NotificationRouter().route(
+                    InboundMessage(body: body.encoded()), state: PropertyFixtures.state, now: Self.now),
                 decision.results.count == 1,
                 let result = try? JSONParser.parse(decision.results[0].body).objectValue
             else {
-                Issue.record("expected one unsupportedPushContent result for \(String(decoding: body.encoded(), as: UTF8.self))")
+                Issue.record(
+                    "expected one unsupportedPushContent result for \(String(decoding: body.encoded(), as: UTF8.self))")
                 return
             }
             #expect(result["event"] == .string("unsupportedPushContent"))
@@ -138,9 +147,12 @@ enum PropertyFixtures {
             .upsertCard(CardRecord(digitalCardId: "DC-1", state: .active, tokenizedCardId: "TK-1")),
             .upsertCard(CardRecord(digitalCardId: "DC-2", state: .suspended, keyType: .luk)),
             .upsertCard(CardRecord(digitalCardId: "DC-3", state: .deleted)),
-            .storeTransaction(digitalCardId: "DC-1", record: TransactionRecord(
-                id: "T-1", date: "2026-11-20T10:15:00Z", instant: 1_795_169_700, status: "approved", type: "purchase",
-                currencyCode: "EUR", amount: JSONNumber(validatedLiteral: "12.50"))),
+            .storeTransaction(
+                digitalCardId: "DC-1",
+                record: TransactionRecord(
+                    id: "T-1", date: "2026-11-20T10:15:00Z", instant: 1_795_169_700, status: "approved",
+                    type: "purchase",
+                    currencyCode: "EUR", amount: JSONNumber(validatedLiteral: "12.50"))),
             .upsertInstallation(Installation(installationId: "inst-1", platform: "apns", pushChannel: "AB", tags: [])),
         ])
         return state
@@ -149,13 +161,16 @@ enum PropertyFixtures {
 
 /// What every decision must satisfy, whatever the input (CONTRACT.md §8, §9).
 enum DecisionInvariants {
-    static func check(body: [UInt8], type: String?, state: InMemoryWalletState,
-                      sourceLocation: SourceLocation = #_sourceLocation) {
+    static func check(
+        body: [UInt8], type: String?, state: InMemoryWalletState,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let properties = InboundProperties(messageID: "mid", type: type)
         let decision: Decision
         do {
-            decision = try NotificationRouter().route(InboundMessage(body: body, properties: properties), state: state,
-                                                      now: PropertyTests.now)
+            decision = try NotificationRouter().route(
+                InboundMessage(body: body, properties: properties), state: state,
+                now: PropertyTests.now)
         } catch {
             Issue.record("route threw \(error) (InMemoryWalletState never fails)", sourceLocation: sourceLocation)
             return
@@ -180,7 +195,9 @@ enum DecisionInvariants {
                 continue
             }
             if object["kind"] != .string(result.properties.type) { problems.append("result \(index): kind != type") }
-            if result.properties.messageID != "mid/\(index)" { problems.append("result \(index): message id \(result.properties.messageID ?? "nil")") }
+            if result.properties.messageID != "mid/\(index)" {
+                problems.append("result \(index): message id \(result.properties.messageID ?? "nil")")
+            }
             if object["messageId"] != .string("mid") { problems.append("result \(index): messageId") }
             guard case .string(let processedAt)? = object["processedAt"], processedAt.hasSuffix("Z") else {
                 problems.append("result \(index): processedAt")
@@ -189,7 +206,9 @@ enum DecisionInvariants {
         }
         if !problems.isEmpty {
             let text = String(decoding: body.prefix(500), as: UTF8.self)
-            Issue.record("\(problems.joined(separator: "; ")) for type \(type ?? "nil") body \(text)", sourceLocation: sourceLocation)
+            Issue.record(
+                "\(problems.joined(separator: "; ")) for type \(type ?? "nil") body \(text)",
+                sourceLocation: sourceLocation)
         }
     }
 }
@@ -210,9 +229,10 @@ struct CPSStep: Sendable, CustomStringConvertible {
         ]
         if let tokenizedCardId { members.append(.init(key: "tokenizedCardId", value: .string(tokenizedCardId))) }
         let messages = codes.map { code in
-            JSONValue.object(JSONObject(members: [
-                .init(key: "code", value: .string(code)), .init(key: "severity", value: .string("info")),
-            ]))
+            JSONValue.object(
+                JSONObject(members: [
+                    .init(key: "code", value: .string(code)), .init(key: "severity", value: .string("info")),
+                ]))
         }
         if singleForm, messages.count == 1 {
             members.append(.init(key: "serverMessage", value: messages[0]))
@@ -234,14 +254,16 @@ enum CPSGen {
     ]
 
     /// Known codes are drawn far more often than unknown ones, so cards get somewhere.
-    static let code = zip(Gen.int(in: 0...(codePool.count + 1)), Gen.letterOrNumber.string(of: 1...6)).map { index, suffix in
+    static let code = zip(Gen.int(in: 0...(codePool.count + 1)), Gen.letterOrNumber.string(of: 1...6)).map {
+        index, suffix in
         index < codePool.count ? codePool[index] : "CBP.x.\(suffix)"
     }
 
     static let step = zip(
         Gen.int(in: 0...(cardIds.count - 1)), code.array(of: 0...4), Gen.int(in: 0...3), Gen.bool
     ).map { card, codes, token, single in
-        CPSStep(card: cardIds[card], codes: codes, tokenizedCardId: token == 0 ? nil : "TK-\(token)", singleForm: single)
+        CPSStep(
+            card: cardIds[card], codes: codes, tokenizedCardId: token == 0 ? nil : "TK-\(token)", singleForm: single)
     }
 
     static let sequence = step.array(of: 1...30)
@@ -259,7 +281,8 @@ enum ExpectedCardEvent: Equatable, CustomStringConvertible {
         case .serverMessage(let code, _, let previous, let state, let changed):
             "serverMessage(\(code): \(previous?.rawValue ?? "absent") -> \(state?.rawValue ?? "absent"), changed \(changed))"
         case .completed(let state): "completed(\(state?.rawValue ?? "absent"))"
-        case .errorEncountered(let code, let state, let kind, let errorCode): "errorEncountered(\(code) on \(state?.rawValue ?? "absent"): \(kind)/\(errorCode))"
+        case .errorEncountered(let code, let state, let kind, let errorCode):
+            "errorEncountered(\(code) on \(state?.rawValue ?? "absent"): \(kind)/\(errorCode))"
         case .unsupportedPushContent: "unsupportedPushContent"
         }
     }
@@ -283,10 +306,11 @@ struct CardModel {
         case ("CBP.info.tokenSuspended", .active?), ("CBP.info.tokenSuspended", .suspended?): return .some(.suspended)
         case ("CBP.info.tokenResumed", .suspended?), ("CBP.info.tokenResumed", .active?): return .some(.active)
         case ("CBP.info.tokenDeleted", .active?), ("CBP.info.tokenDeleted", .suspended?),
-             ("CBP.info.tokenDeleted", .deleted?): return .some(.deleted)
+            ("CBP.info.tokenDeleted", .deleted?):
+            return .some(.deleted)
         case ("CBP.info.tokenReplenished", .active?): return .some(.active)
         case ("CBP.info.tokenRenewed", .active?), ("CBP.info.tokenRenewed", .suspended?),
-             ("CBP.info.tokenODACertRenewed", .active?), ("CBP.info.tokenODACertRenewed", .suspended?):
+            ("CBP.info.tokenODACertRenewed", .active?), ("CBP.info.tokenODACertRenewed", .suspended?):
             return .some(state)
         default:
             return known[code] == nil ? .some(state) : .none  // informational codes never fail
@@ -300,12 +324,15 @@ struct CardModel {
         for code in step.codes {
             guard case .some(let next) = Self.transition(code, from: current) else {
                 let kind = current == nil ? "unknownDigitalCardID" : "cardStateDoesNotAllowRequestedOperation"
-                events.append(.errorEncountered(code: code, state: current, kind: kind, errorCode: current == nil ? 524 : 561))
+                events.append(
+                    .errorEncountered(code: code, state: current, kind: kind, errorCode: current == nil ? 524 : 561))
                 cards[step.card] = current
                 return events
             }
-            events.append(.serverMessage(code: code, known: Self.known[code], previous: current, state: next,
-                                         changed: next != current))
+            events.append(
+                .serverMessage(
+                    code: code, known: Self.known[code], previous: current, state: next,
+                    changed: next != current))
             current = next
         }
         cards[step.card] = current
@@ -320,7 +347,7 @@ enum CPSCheck {
         if decision.disposition != .acknowledge { problems.append("disposition \(decision.disposition)") }
         let actual = decision.results.enumerated().map { index, result -> ExpectedCardEvent? in
             guard result.exchange == "wallet.events", result.properties.messageID == "\(messageID)/\(index)",
-                  let body = (try? JSONParser.parse(result.body))?.objectValue, body["kind"] == .string("cardEvent")
+                let body = (try? JSONParser.parse(result.body))?.objectValue, body["kind"] == .string("cardEvent")
             else { return nil }
             let state = body["state"]?.stringValue.flatMap(CardState.init(rawValue:))
             switch body["event"]?.stringValue {
@@ -328,17 +355,19 @@ enum CPSCheck {
                 let code = body["serverMessage"]?.objectValue?["code"]?.stringValue ?? "?"
                 let known = body["knownMessage"]?.stringValue
                 guard result.routingKey == "card.serverMessage.\(known ?? "informational")" else { return nil }
-                return .serverMessage(code: code, known: known,
-                                      previous: body["previousState"]?.stringValue.flatMap(CardState.init(rawValue:)),
-                                      state: state, changed: body["changed"] == .bool(true))
+                return .serverMessage(
+                    code: code, known: known,
+                    previous: body["previousState"]?.stringValue.flatMap(CardState.init(rawValue:)),
+                    state: state, changed: body["changed"] == .bool(true))
             case "completed":
                 return result.routingKey == "card.completed" ? .completed(state: state) : nil
             case "errorEncountered":
                 let error = body["error"]?.objectValue
                 guard result.routingKey == "card.errorEncountered" else { return nil }
-                return .errorEncountered(code: body["serverMessage"]?.objectValue?["code"]?.stringValue ?? "?",
-                                         state: state, kind: error?["kind"]?.stringValue ?? "?",
-                                         errorCode: error?["code"]?.numberValue?.intValue ?? -1)
+                return .errorEncountered(
+                    code: body["serverMessage"]?.objectValue?["code"]?.stringValue ?? "?",
+                    state: state, kind: error?["kind"]?.stringValue ?? "?",
+                    errorCode: error?["code"]?.numberValue?.intValue ?? -1)
             case "unsupportedPushContent":
                 return result.routingKey == "card.unsupportedPushContent" ? .unsupportedPushContent : nil
             default:
@@ -362,12 +391,27 @@ struct MutatedPayload: Sendable, CustomStringConvertible {
 
 enum MutationGen {
     static let seeds: [(type: String?, body: String)] = [
-        (nil, #"{"sender":"CPS","digitalCardId":"DC-1","tokenizedCardId":"TK-1","serverMessage":{"code":"CBP.info.tokenSuspended","text":"Card suspended","severity":"info","params":[]}}"#),
-        (nil, #"{"sender":"CPS","digitalCardID":"DC-2","serverMessages":[{"code":"CBP.info.tokenResumed"},{"code":"CBP.info.tokenDeleted","severity":"WARNING","params":[1,"x"]}],"keyType":"LUK"}"#),
-        (nil, #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1","transactionRecordType":"primary","transaction":{"id":"T-9","date":"2026-11-20T10:15:00+01:00","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50,"merchantName":"Cafe","isAuxiliaryTransaction":false}}"#),
+        (
+            nil,
+            #"{"sender":"CPS","digitalCardId":"DC-1","tokenizedCardId":"TK-1","serverMessage":{"code":"CBP.info.tokenSuspended","text":"Card suspended","severity":"info","params":[]}}"#
+        ),
+        (
+            nil,
+            #"{"sender":"CPS","digitalCardID":"DC-2","serverMessages":[{"code":"CBP.info.tokenResumed"},{"code":"CBP.info.tokenDeleted","severity":"WARNING","params":[1,"x"]}],"keyType":"LUK"}"#
+        ),
+        (
+            nil,
+            #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1","transactionRecordType":"primary","transaction":{"id":"T-9","date":"2026-11-20T10:15:00+01:00","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50,"merchantName":"Cafe","isAuxiliaryTransaction":false}}"#
+        ),
         (nil, #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-1"}"#),
-        (nil, #"{"action":"refreshWallet","aps":{"content-available":1,"alert":{"title":"t","body":"b"}},"message":"m"}"#),
-        ("DeviceInstallation", #"{"installationId":"inst-2","platform":"apns","pushChannel":"a1b2c3d4","tags":["user:42"]}"#),
+        (
+            nil,
+            #"{"action":"refreshWallet","aps":{"content-available":1,"alert":{"title":"t","body":"b"}},"message":"m"}"#
+        ),
+        (
+            "DeviceInstallation",
+            #"{"installationId":"inst-2","platform":"apns","pushChannel":"a1b2c3d4","tags":["user:42"]}"#
+        ),
         ("DeviceInstallationDeleted", #"{"installationId":"inst-1"}"#),
     ]
 
@@ -376,7 +420,8 @@ enum MutationGen {
 
     /// One edit: kind 0 deletes a run, 1 inserts a structural byte, 2 overwrites with any byte, 3 duplicates a run,
     /// 4 truncates.
-    static let edit = zip(Gen.int(in: 0...4), Gen.int(in: 0...10_000), Gen.int(in: 1...8), Gen<UInt8>.value(in: 0...255))
+    static let edit = zip(
+        Gen.int(in: 0...4), Gen.int(in: 0...10_000), Gen.int(in: 1...8), Gen<UInt8>.value(in: 0...255))
 
     static let mutatedPayload = zip(Gen.int(in: 0...(seeds.count - 1)), edit.array(of: 1...4)).map { seedIndex, edits in
         var bytes = Array(seeds[seedIndex].body.utf8)
@@ -400,16 +445,22 @@ struct EchoingPayload: Sendable, CustomStringConvertible {
     var body: JSONValue
     var type: String?
     var text: String
-    var description: String { "type \(type ?? "nil"), text \(text.debugDescription): \(String(decoding: body.encoded(), as: UTF8.self))" }
+    var description: String {
+        "type \(type ?? "nil"), text \(text.debugDescription): \(String(decoding: body.encoded(), as: UTF8.self))"
+    }
 }
 
 enum JSONGen {
     /// Characters that stress escaping: controls, quotes, backslashes, multi-byte scalars, line separators.
-    static let scalars: [Unicode.Scalar] = ["a", "Z", "0", " ", "\"", "\\", "/", "\u{0}", "\u{1}", "\u{8}", "\u{9}", "\u{A}",
-                                           "\u{C}", "\u{D}", "\u{1F}", "\u{7F}", "é", "€", "😀", "\u{2028}", "\u{FEFF}",
-                                           "\u{FFFF}", "\u{10FFFF}", ":", "-"]
-    static let numbers = ["0", "-0", "1", "-1", "12.50", "1e3", "1E+3", "-1.5e-7", "123456789012345678901234567890",
-                          "0.000001", "9007199254740993", "3.14159"]
+    static let scalars: [Unicode.Scalar] = [
+        "a", "Z", "0", " ", "\"", "\\", "/", "\u{0}", "\u{1}", "\u{8}", "\u{9}", "\u{A}",
+        "\u{C}", "\u{D}", "\u{1F}", "\u{7F}", "é", "€", "😀", "\u{2028}", "\u{FEFF}",
+        "\u{FFFF}", "\u{10FFFF}", ":", "-",
+    ]
+    static let numbers = [
+        "0", "-0", "1", "-1", "12.50", "1e3", "1E+3", "-1.5e-7", "123456789012345678901234567890",
+        "0.000001", "9007199254740993", "3.14159",
+    ]
 
     static let string = Gen.int(in: 0...(scalars.count - 1)).array(of: 0...12).map { indices in
         var text = String.UnicodeScalarView()
@@ -427,19 +478,31 @@ enum JSONGen {
 
     /// An object whose SDK keys hold random values of random types, with random key spellings.
     static let sdkObject: Generator<JSONValue, Shrink.None<JSONValue>> = Generator(run: { rng in
-        let keys = ["sender", "SENDER", "action", "Action", "digitalCardId", "digitalCardID", "transactionRecordType",
-                    "transaction", "serverMessage", "serverMessages", "tokenizedCardId", "keyType", "aps", "message",
-                    "installationId", "platform", "pushChannel", "tags"]
-        let senders: [JSONValue] = [.string("CPS"), .string("tns"), .string("Mg"), .string("other"), .null, .number(JSONNumber(1))]
-        let actions: [JSONValue] = [.string("TNS:PaymentTransactionNotification"), .string("MG:ReplenishmentNeededNotification"),
-                                    .string(""), .string("go"), .null]
+        let keys = [
+            "sender", "SENDER", "action", "Action", "digitalCardId", "digitalCardID", "transactionRecordType",
+            "transaction", "serverMessage", "serverMessages", "tokenizedCardId", "keyType", "aps", "message",
+            "installationId", "platform", "pushChannel", "tags",
+        ]
+        let senders: [JSONValue] = [
+            .string("CPS"), .string("tns"), .string("Mg"), .string("other"), .null, .number(JSONNumber(1)),
+        ]
+        let actions: [JSONValue] = [
+            .string("TNS:PaymentTransactionNotification"), .string("MG:ReplenishmentNeededNotification"),
+            .string(""), .string("go"), .null,
+        ]
         var members: [JSONObject.Member] = []
         for key in keys where Bool.random(using: &rng) {
             let value: JSONValue
             switch key.lowercased() {
             case "sender": value = senders.randomElement(using: &rng)!
-            case "action": value = Bool.random(using: &rng) ? actions.randomElement(using: &rng)! : randomValue(depth: 1, using: &rng)
-            case "digitalcardid": value = Bool.random(using: &rng) ? .string(["DC-1", "DC-2", "DC-3", "DC-9"].randomElement(using: &rng)!) : randomValue(depth: 1, using: &rng)
+            case "action":
+                value =
+                    Bool.random(using: &rng) ? actions.randomElement(using: &rng)! : randomValue(depth: 1, using: &rng)
+            case "digitalcardid":
+                value =
+                    Bool.random(using: &rng)
+                    ? .string(["DC-1", "DC-2", "DC-3", "DC-9"].randomElement(using: &rng)!)
+                    : randomValue(depth: 1, using: &rng)
             default: value = randomValue(depth: 2, using: &rng)
             }
             members.append(.init(key: key, value: value))
@@ -458,32 +521,58 @@ enum JSONGen {
         }
         switch Int.random(in: 0...5, using: &rng) {
         case 0:
-            return EchoingPayload(body: object([("action", .string(nonEmpty)), ("aps", object([("alert", value)])),
-                                                ("message", .string(text))]), type: nil, text: text)
+            return EchoingPayload(
+                body: object([
+                    ("action", .string(nonEmpty)), ("aps", object([("alert", value)])),
+                    ("message", .string(text)),
+                ]), type: nil, text: text)
         case 1:
-            return EchoingPayload(body: object([
-                ("sender", .string("CPS")), ("digitalCardId", .string(nonEmpty)), ("tokenizedCardId", .string(text)),
-                ("serverMessage", object([("code", .string(nonEmpty)), ("text", .string(text)), ("severity", value),
-                                          ("params", .array([value, .string(text)]))])),
-            ]), type: nil, text: text)
+            return EchoingPayload(
+                body: object([
+                    ("sender", .string("CPS")), ("digitalCardId", .string(nonEmpty)),
+                    ("tokenizedCardId", .string(text)),
+                    (
+                        "serverMessage",
+                        object([
+                            ("code", .string(nonEmpty)), ("text", .string(text)), ("severity", value),
+                            ("params", .array([value, .string(text)])),
+                        ])
+                    ),
+                ]), type: nil, text: text)
         case 2:
-            return EchoingPayload(body: object([("sender", .string("CPS")), ("digitalCardId", .string(text)),
-                                                (nonEmpty, value), ("nested", object([(text, value)]))]),
-                                  type: nil, text: text)
+            return EchoingPayload(
+                body: object([
+                    ("sender", .string("CPS")), ("digitalCardId", .string(text)),
+                    (nonEmpty, value), ("nested", object([(text, value)])),
+                ]),
+                type: nil, text: text)
         case 3:
-            return EchoingPayload(body: object([("installationId", .string(nonEmpty)), ("platform", .string("fcm")),
-                                                ("pushChannel", .string(nonEmpty))]),
-                                  type: "DeviceInstallation", text: text)
+            return EchoingPayload(
+                body: object([
+                    ("installationId", .string(nonEmpty)), ("platform", .string("fcm")),
+                    ("pushChannel", .string(nonEmpty)),
+                ]),
+                type: "DeviceInstallation", text: text)
         case 4:
-            return EchoingPayload(body: object([("sender", .string("TNS")), ("action", .string("TNS:PaymentTransactionNotification")),
-                                                ("digitalCardId", .string(Bool.random(using: &rng) ? "DC-1" : nonEmpty)),
-                                                ("transaction", object([("id", .string(nonEmpty)), ("date", .string("2026-11-20T10:15:00Z")),
-                                                                        ("status", .string("approved")), ("type", .string("purchase")),
-                                                                        ("currencyCode", .string("EUR")), ("amount", .number(JSONNumber(validatedLiteral: numbers.randomElement(using: &rng)!))),
-                                                                        ("merchantName", .string(text))]))]),
-                                  type: nil, text: text)
+            return EchoingPayload(
+                body: object([
+                    ("sender", .string("TNS")), ("action", .string("TNS:PaymentTransactionNotification")),
+                    ("digitalCardId", .string(Bool.random(using: &rng) ? "DC-1" : nonEmpty)),
+                    (
+                        "transaction",
+                        object([
+                            ("id", .string(nonEmpty)), ("date", .string("2026-11-20T10:15:00Z")),
+                            ("status", .string("approved")), ("type", .string("purchase")),
+                            ("currencyCode", .string("EUR")),
+                            ("amount", .number(JSONNumber(validatedLiteral: numbers.randomElement(using: &rng)!))),
+                            ("merchantName", .string(text)),
+                        ])
+                    ),
+                ]),
+                type: nil, text: text)
         default:
-            return EchoingPayload(body: object([("sender", .string(text)), ("action", .string(nonEmpty))]), type: nil, text: text)
+            return EchoingPayload(
+                body: object([("sender", .string(text)), ("action", .string(nonEmpty))]), type: nil, text: text)
         }
     })
 
@@ -499,14 +588,17 @@ enum JSONGen {
         case 1: return .bool(Bool.random(using: &rng))
         case 2: return .number(JSONNumber(validatedLiteral: numbers.randomElement(using: &rng)!))
         case 3, 4: return .string(randomString(using: &rng))
-        case 5: return .array((0..<Int.random(in: 0...4, using: &rng)).map { _ in randomValue(depth: depth - 1, using: &rng) })
+        case 5:
+            return .array(
+                (0..<Int.random(in: 0...4, using: &rng)).map { _ in randomValue(depth: depth - 1, using: &rng) })
         default: return .object(randomObject(depth: depth - 1, using: &rng))
         }
     }
 
     static func randomObject(depth: Int, using rng: inout some RandomNumberGenerator) -> JSONObject {
-        JSONObject(members: (0..<Int.random(in: 0...5, using: &rng)).map { _ in
-            JSONObject.Member(key: randomString(using: &rng), value: randomValue(depth: max(depth, 0), using: &rng))
-        })
+        JSONObject(
+            members: (0..<Int.random(in: 0...5, using: &rng)).map { _ in
+                JSONObject.Member(key: randomString(using: &rng), value: randomValue(depth: max(depth, 0), using: &rng))
+            })
     }
 }

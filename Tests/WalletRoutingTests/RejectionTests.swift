@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 @Suite("Bad input (CONTRACT.md §2, §8)")
@@ -8,7 +9,8 @@ struct RejectionTests {
     static func object(ofSize size: Int) -> [UInt8] {
         let prefix = #"{"action":"a","padding":""#
         let suffix = #""}"#
-        return Array((prefix + String(repeating: "x", count: size - prefix.utf8.count - suffix.utf8.count) + suffix).utf8)
+        return Array(
+            (prefix + String(repeating: "x", count: size - prefix.utf8.count - suffix.utf8.count) + suffix).utf8)
     }
 
     @Test func bodySizeLimitIs64KiBInclusive() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 @Suite("TNS: transaction notifications (CONTRACT.md §4)")
@@ -10,7 +11,8 @@ struct TNSTests {
         id: String, date: String = "2026-11-20T10:15:00Z", auxiliary: Bool? = nil, extra: String = ""
     ) -> String {
         let aux = auxiliary.map { #","isAuxiliaryTransaction":\#($0)"# } ?? ""
-        return #"{"id":"\#(id)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50\#(aux)\#(extra)}"#
+        return
+            #"{"id":"\#(id)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50\#(aux)\#(extra)}"#
     }
 
     static func notification(card: String = "DC-1", recordType: String? = nil, transaction: String? = nil) -> String {
@@ -44,7 +46,10 @@ struct TNSTests {
         (#"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":""}"#, "digitalCardId"),
         (#"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":null}"#, "digitalCardId"),
         (#"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":7}"#, "digitalCardId"),
-        (#"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","transactionRecordType":"x"}"#, "digitalCardId"),
+        (
+            #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","transactionRecordType":"x"}"#,
+            "digitalCardId"
+        ),
         (notification(recordType: #""""#), "transactionRecordType"),
         (notification(recordType: #""both""#), "transactionRecordType"),
         (notification(recordType: "1"), "transactionRecordType"),
@@ -70,29 +75,95 @@ struct TNSTests {
 
     /// Each malformed field of the embedded record; the reason names `transaction.<field>`.
     @Test(arguments: [
-        (#"{"date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.id"),
-        (#"{"id":"","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.id"),
-        (#"{"id":9,"date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.id"),
+        (
+            #"{"date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.id"
+        ),
+        (
+            #"{"id":"","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.id"
+        ),
+        (
+            #"{"id":9,"date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.id"
+        ),
         (#"{"id":"T","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.date"),
-        (#"{"id":"T","date":"2026-11-20 10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.date"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.date"),
-        (#"{"id":"T","date":1795169700,"status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.date"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.status"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"Approved","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.status"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"pending","type":"purchase","currencyCode":"EUR","amount":1}"#, "transaction.status"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","currencyCode":"EUR","amount":1}"#, "transaction.type"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"transfer","currencyCode":"EUR","amount":1}"#, "transaction.type"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","amount":1}"#, "transaction.currencyCode"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"eur","amount":1}"#, "transaction.currencyCode"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EURO","amount":1}"#, "transaction.currencyCode"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"E1R","amount":1}"#, "transaction.currencyCode"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR"}"#, "transaction.amount"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":"12.50"}"#, "transaction.amount"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":null}"#, "transaction.amount"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"merchantName":5}"#, "transaction.merchantName"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"terminalID":[]}"#, "transaction.terminalID"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"isAuxiliaryTransaction":"false"}"#, "transaction.isAuxiliaryTransaction"),
-        (#"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"isAuxiliaryTransaction":0}"#, "transaction.isAuxiliaryTransaction"),
+        (
+            #"{"id":"T","date":"2026-11-20 10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.date"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.date"
+        ),
+        (
+            #"{"id":"T","date":1795169700,"status":"approved","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.date"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.status"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"Approved","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.status"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"pending","type":"purchase","currencyCode":"EUR","amount":1}"#,
+            "transaction.status"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","currencyCode":"EUR","amount":1}"#,
+            "transaction.type"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"transfer","currencyCode":"EUR","amount":1}"#,
+            "transaction.type"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","amount":1}"#,
+            "transaction.currencyCode"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"eur","amount":1}"#,
+            "transaction.currencyCode"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EURO","amount":1}"#,
+            "transaction.currencyCode"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"E1R","amount":1}"#,
+            "transaction.currencyCode"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR"}"#,
+            "transaction.amount"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":"12.50"}"#,
+            "transaction.amount"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":null}"#,
+            "transaction.amount"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"merchantName":5}"#,
+            "transaction.merchantName"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"terminalID":[]}"#,
+            "transaction.terminalID"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"isAuxiliaryTransaction":"false"}"#,
+            "transaction.isAuxiliaryTransaction"
+        ),
+        (
+            #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1,"isAuxiliaryTransaction":0}"#,
+            "transaction.isAuxiliaryTransaction"
+        ),
     ])
     func malformedRecordIsRejected(_ record: String, _ field: String) throws {
         var wallet = Self.activeWallet()
@@ -112,11 +183,14 @@ struct TNSTests {
 
     @Test(arguments: ["type", "status"])
     func everyEnumeratedValueIsAccepted(_ field: String) throws {
-        let values = field == "type" ? ["purchase", "refund", "atmWithdrawal", "atmOtherService", "other"]
-                                      : ["approved", "declined", "cleared", "refunded"]
+        let values =
+            field == "type"
+            ? ["purchase", "refund", "atmWithdrawal", "atmOtherService", "other"]
+            : ["approved", "declined", "cleared", "refunded"]
         for value in values {
             var wallet = Self.activeWallet()
-            let record = #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":-1,"\#(field)":"\#(value)"}"#
+            let record =
+                #"{"id":"T","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":-1,"\#(field)":"\#(value)"}"#
             let decision = try wallet.send(Self.notification(transaction: record))
             #expect(decision.outcome == .processed, "\(field) \(value)")
         }
@@ -128,10 +202,14 @@ struct TNSTests {
     func unknownOrDeletedCardIsAnError(_ state: CardState?) throws {
         var wallet = Wallet()
         wallet.seed("DC-1", state)
-        let decision = try wallet.send(Self.notification(recordType: #""PRIMARY""#, transaction: Self.record(id: "T-1")))
+        let decision = try wallet.send(
+            Self.notification(recordType: #""PRIMARY""#, transaction: Self.record(id: "T-1")))
         let body = try #require(try decision.bodies.first)
-        #expect(body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
-                              "transactionRecordType", "error"])
+        #expect(
+            body.keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
+                "transactionRecordType", "error",
+            ])
         #expect(body.string("kind") == "transactionRecords")
         #expect(body.string("transactionRecordType") == "primary")
         #expect(body.object("error")?.string("kind") == "unknownDigitalCardID")
@@ -148,15 +226,20 @@ struct TNSTests {
     func recordIsStoredAndShown(_ state: CardState) throws {
         var wallet = Wallet()
         wallet.seed("DC-1", state)
-        let record = #"{"id":"T-9","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50,"displayAmount":"12.50","merchantName":"Cafe","merchantType":"5814","merchantPostalCode":"75001","terminalID":"TRM1","merchantID":"M1","isAuxiliaryTransaction":false,"unknown":{"x":1}}"#
+        let record =
+            #"{"id":"T-9","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50,"displayAmount":"12.50","merchantName":"Cafe","merchantType":"5814","merchantPostalCode":"75001","terminalID":"TRM1","merchantID":"M1","isAuxiliaryTransaction":false,"unknown":{"x":1}}"#
         let decision = try wallet.send(Self.notification(transaction: record))
         let body = try #require(try decision.bodies.first)
-        #expect(body.keys == ["kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
-                              "transactionRecordType", "records"])
+        #expect(
+            body.keys == [
+                "kind", "messageId", "correlationId", "sender", "processedAt", "digitalCardId",
+                "transactionRecordType", "records",
+            ])
         #expect(body.isNull("transactionRecordType"))
         #expect(decision.primaries.map(\.routingKey) == ["transactions.records"])
         #expect(decision.outcome == .processed)
-        let echoed = #"{"id":"T-9","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50,"displayAmount":"12.50","merchantName":"Cafe","merchantType":"5814","merchantPostalCode":"75001","terminalID":"TRM1","merchantID":"M1","isAuxiliaryTransaction":false}"#
+        let echoed =
+            #"{"id":"T-9","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":12.50,"displayAmount":"12.50","merchantName":"Cafe","merchantType":"5814","merchantPostalCode":"75001","terminalID":"TRM1","merchantID":"M1","isAuxiliaryTransaction":false}"#
         #expect(decision.primaries[0].text.contains(#""records":[\#(echoed)]"#))
         #expect(wallet.state.transactions(digitalCardId: "DC-1").map(\.id) == ["T-9"])
         guard case .storeTransaction(let card, let stored) = try #require(decision.effects.first) else {
@@ -170,16 +253,20 @@ struct TNSTests {
 
     @Test func absentOptionalsAreOmittedAndAuxiliaryAlwaysPresent() throws {
         var wallet = Self.activeWallet()
-        let record = #"{"id":"T-1","date":"2026-11-20T10:15:00.250+01:00","status":"refunded","type":"refund","currencyCode":"USD","amount":-3e2,"merchantName":null,"isAuxiliaryTransaction":null}"#
+        let record =
+            #"{"id":"T-1","date":"2026-11-20T10:15:00.250+01:00","status":"refunded","type":"refund","currencyCode":"USD","amount":-3e2,"merchantName":null,"isAuxiliaryTransaction":null}"#
         let decision = try wallet.send(Self.notification(transaction: record))
-        #expect(decision.primaries[0].text.contains(
-            #""records":[{"id":"T-1","date":"2026-11-20T10:15:00.250+01:00","status":"refunded","type":"refund","currencyCode":"USD","amount":-3e2,"isAuxiliaryTransaction":false}]"#))
+        #expect(
+            decision.primaries[0].text.contains(
+                #""records":[{"id":"T-1","date":"2026-11-20T10:15:00.250+01:00","status":"refunded","type":"refund","currencyCode":"USD","amount":-3e2,"isAuxiliaryTransaction":false}]"#
+            ))
     }
 
     @Test func duplicateRecordIdKeepsTheFirst() throws {
         var wallet = Self.activeWallet()
         try wallet.send(Self.notification(transaction: Self.record(id: "T-1", extra: #","merchantName":"First""#)))
-        let decision = try wallet.send(Self.notification(transaction: Self.record(id: "T-1", extra: #","merchantName":"Second""#)))
+        let decision = try wallet.send(
+            Self.notification(transaction: Self.record(id: "T-1", extra: #","merchantName":"Second""#)))
         #expect(decision.effects.isEmpty)
         #expect(decision.outcome == .processed)
         let records = try #require(try decision.bodies[0]["records"]?.arrayValue)
@@ -216,11 +303,15 @@ struct TNSTests {
     ])
     func viewFiltersByRecordType(_ recordType: String?, _ expected: [String], _ echoed: String?) throws {
         var wallet = Self.activeWallet()
-        try wallet.send(Self.notification(transaction: Self.record(id: "P1", date: "2026-11-01T00:00:00Z", auxiliary: false)))
-        try wallet.send(Self.notification(transaction: Self.record(id: "A1", date: "2026-11-02T00:00:00Z", auxiliary: true)))
+        try wallet.send(
+            Self.notification(transaction: Self.record(id: "P1", date: "2026-11-01T00:00:00Z", auxiliary: false)))
+        try wallet.send(
+            Self.notification(transaction: Self.record(id: "A1", date: "2026-11-02T00:00:00Z", auxiliary: true)))
         try wallet.send(Self.notification(transaction: Self.record(id: "P2", date: "2026-11-03T00:00:00Z")))
-        let decision = try wallet.send(Self.notification(
-            recordType: recordType, transaction: Self.record(id: "A2", date: "2026-11-04T00:00:00Z", auxiliary: true)))
+        let decision = try wallet.send(
+            Self.notification(
+                recordType: recordType,
+                transaction: Self.record(id: "A2", date: "2026-11-04T00:00:00Z", auxiliary: true)))
         #expect(try Self.recordIds(decision) == expected)
         #expect(try decision.bodies[0]["transactionRecordType"] == echoed.map(JSONValue.string) ?? .null)
         #expect(wallet.state.transactions(digitalCardId: "DC-1").count == 4)  // storage keeps everything
@@ -233,7 +324,8 @@ struct TNSTests {
         try wallet.send(Self.notification(transaction: Self.record(id: "T-old", date: "2026-11-09T12:00:00Z")))
         try wallet.send(Self.notification(transaction: Self.record(id: "T-b", date: "2026-11-10T13:00:00+01:00")))
         try wallet.send(Self.notification(transaction: Self.record(id: "T-new", date: "2026-11-10T12:00:00.001Z")))
-        let decision = try wallet.send(Self.notification(transaction: Self.record(id: "T-c", date: "2026-11-10T07:00:00-05:00")))
+        let decision = try wallet.send(
+            Self.notification(transaction: Self.record(id: "T-c", date: "2026-11-10T07:00:00-05:00")))
         #expect(try Self.recordIds(decision) == ["T-new", "T-c", "T-b", "T-a", "T-old"])
     }
 
@@ -243,9 +335,11 @@ struct TNSTests {
         try wallet.send(Self.notification(transaction: Self.record(id: "edge", date: "2026-10-11T12:00:00Z")))
         try wallet.send(Self.notification(transaction: Self.record(id: "mid", date: "2026-10-30T00:00:00Z")))
         // A newer auxiliary record does not move the window of the primary view.
-        try wallet.send(Self.notification(transaction: Self.record(id: "aux", date: "2026-12-30T00:00:00Z", auxiliary: true)))
-        let decision = try wallet.send(Self.notification(
-            recordType: #""primary""#, transaction: Self.record(id: "newest", date: "2026-11-10T12:00:00Z")))
+        try wallet.send(
+            Self.notification(transaction: Self.record(id: "aux", date: "2026-12-30T00:00:00Z", auxiliary: true)))
+        let decision = try wallet.send(
+            Self.notification(
+                recordType: #""primary""#, transaction: Self.record(id: "newest", date: "2026-11-10T12:00:00Z")))
         #expect(try Self.recordIds(decision) == ["newest", "mid", "edge"])
         let all = try wallet.send(Self.notification(transaction: "null"))
         #expect(try Self.recordIds(all) == ["aux"])
@@ -258,7 +352,8 @@ struct TNSTests {
             try wallet.send(Self.notification(transaction: Self.record(id: "T-\(day)", date: date)))
         }
         // An older record is stored but not shown.
-        let decision = try wallet.send(Self.notification(transaction: Self.record(id: "T-0", date: "2026-10-31T00:00:00Z")))
+        let decision = try wallet.send(
+            Self.notification(transaction: Self.record(id: "T-0", date: "2026-10-31T00:00:00Z")))
         #expect(try Self.recordIds(decision) == (3...12).reversed().map { "T-\($0)" })
         #expect(decision.effects.count == 1)
         #expect(wallet.state.transactions(digitalCardId: "DC-1").count == 13)
@@ -272,7 +367,8 @@ struct TNSTests {
         wallet.seed("DC-1", .active)
         try wallet.send(Self.notification(transaction: Self.record(id: "T-1", date: "2026-11-01T00:00:00Z")))
         try wallet.send(Self.notification(transaction: Self.record(id: "T-2", date: "2026-11-02T00:00:00Z")))
-        var decision = try wallet.send(Self.notification(transaction: Self.record(id: "T-3", date: "2026-11-02T12:00:00Z")))
+        var decision = try wallet.send(
+            Self.notification(transaction: Self.record(id: "T-3", date: "2026-11-02T12:00:00Z")))
         #expect(try Self.recordIds(decision) == ["T-3", "T-2"])
         decision = try wallet.send(Self.notification(transaction: Self.record(id: "T-4", date: "2026-11-03T12:00:01Z")))
         #expect(try Self.recordIds(decision) == ["T-4"])
@@ -280,7 +376,9 @@ struct TNSTests {
 
     @Test func actionAndRecordTypeValuesAreCaseInsensitive() throws {
         var wallet = Self.activeWallet()
-        let decision = try wallet.send(#"{"Sender":"tns","ACTION":"tns:paymenttransactionnotification","digitalcardid":"DC-1","TransactionRecordType":"AUXILIARY"}"#)
+        let decision = try wallet.send(
+            #"{"Sender":"tns","ACTION":"tns:paymenttransactionnotification","digitalcardid":"DC-1","TransactionRecordType":"AUXILIARY"}"#
+        )
         #expect(decision.outcome == .processed)
         #expect(try decision.bodies[0].string("transactionRecordType") == "auxiliary")
         #expect(decision.sender == "TNS")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletRouting
 
 /// 2026-11-20T10:15:00Z.
@@ -21,8 +22,9 @@ struct Wallet {
         _ json: String, type: String? = nil, messageID: String? = "m-1", correlationID: String? = nil,
         replyTo: String? = nil, traceparent: String? = nil
     ) throws -> Decision {
-        try send(bytes: Array(json.utf8), type: type, messageID: messageID, correlationID: correlationID,
-                 replyTo: replyTo, traceparent: traceparent)
+        try send(
+            bytes: Array(json.utf8), type: type, messageID: messageID, correlationID: correlationID,
+            replyTo: replyTo, traceparent: traceparent)
     }
 
     @discardableResult
@@ -39,10 +41,15 @@ struct Wallet {
     }
 
     /// Puts a card in the state directly.
-    mutating func seed(_ digitalCardId: String, _ state: CardState?, tokenizedCardId: String? = nil, keyType: KeyType = .suk) {
+    mutating func seed(
+        _ digitalCardId: String, _ state: CardState?, tokenizedCardId: String? = nil, keyType: KeyType = .suk
+    ) {
         guard let state else { return }
-        self.state.apply([.upsertCard(CardRecord(
-            digitalCardId: digitalCardId, state: state, tokenizedCardId: tokenizedCardId, keyType: keyType))])
+        self.state.apply([
+            .upsertCard(
+                CardRecord(
+                    digitalCardId: digitalCardId, state: state, tokenizedCardId: tokenizedCardId, keyType: keyType))
+        ])
     }
 }
 

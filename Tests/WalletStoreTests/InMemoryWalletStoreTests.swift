@@ -8,7 +8,8 @@ import WalletStore
         let store = InMemoryWalletStore()
         let router = NotificationRouter()
         let install = InboundMessage(
-            body: Array(#"{"sender":"CPS","digitalCardId":"DC-1","serverMessage":{"code":"CBP.info.tokenProvisioned"}}"#.utf8),
+            body: Array(
+                #"{"sender":"CPS","digitalCardId":"DC-1","serverMessage":{"code":"CBP.info.tokenProvisioned"}}"#.utf8),
             properties: InboundProperties(messageID: "m1"))
         let first = try await store.process([install], router: router, now: Date(timeIntervalSince1970: 1))
         let second = try await store.process([install], router: router, now: Date(timeIntervalSince1970: 2))

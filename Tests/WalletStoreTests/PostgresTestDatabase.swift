@@ -45,7 +45,8 @@ enum PostgresTestDatabase {
             result = .failure(error)
         }
         try await withAdminConnection { connection in
-            try await connection.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(schema) CASCADE"), logger: logger)
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \(schema) CASCADE"), logger: logger)
         }
         return try result.get()
     }

@@ -71,7 +71,8 @@ struct PostgresWalletStoreTests {
                             "DC-1", recordId: "\(name)-\(n)", date: "2026-11-20T10:\(String(format: "%02d", n)):00Z",
                             id: "\(name)-tns-\(n)"),
                         n.isMultiple(of: 2)
-                            ? Messages.suspend("DC-1", id: "\(name)-cps-\(n)") : Messages.resume("DC-1", id: "\(name)-cps-\(n)"),
+                            ? Messages.suspend("DC-1", id: "\(name)-cps-\(n)")
+                            : Messages.resume("DC-1", id: "\(name)-cps-\(n)"),
                     ]
                 }
             }
@@ -150,8 +151,8 @@ struct PostgresWalletStoreTests {
             let versions = try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
                 var versions: [Int] = []
                 for try await row in try await connection.query(
-                    "SELECT version FROM wallet_schema_migrations ORDER BY version", logger: PostgresTestDatabase.logger)
-                {
+                    "SELECT version FROM wallet_schema_migrations ORDER BY version", logger: PostgresTestDatabase.logger
+                ) {
                     versions.append(try row.decode(Int.self))
                 }
                 return versions
@@ -218,13 +219,16 @@ struct PostgresWalletStoreTests {
                     "SELECT digital_card_id, record_id, instant, stored_sequence, is_auxiliary FROM transactions",
                     logger: logger)
                 {
-                    let (card, id, instant, sequence, auxiliary) = try row.decode((String, String, Double, Int, Bool).self)
+                    let (card, id, instant, sequence, auxiliary) = try row.decode(
+                        (String, String, Double, Int, Bool).self)
                     stored.append((card, id, instant, sequence, auxiliary))
                 }
                 func expected(_ key: HistoryKey, limit: Int) -> [String] {
-                    stored.filter { $0.card == key.digitalCardId && (key.auxiliary == nil || $0.auxiliary == key.auxiliary) }
-                        .sorted { ($0.instant, $0.sequence) > ($1.instant, $1.sequence) }
-                        .prefix(limit).map(\.id)
+                    stored.filter {
+                        $0.card == key.digitalCardId && (key.auxiliary == nil || $0.auxiliary == key.auxiliary)
+                    }
+                    .sorted { ($0.instant, $0.sequence) > ($1.instant, $1.sequence) }
+                    .prefix(limit).map(\.id)
                 }
                 let requests: [(key: HistoryKey, limit: Int)] = [
                     (HistoryKey(digitalCardId: "DC-HEAVY", auxiliary: true), 10),
@@ -282,7 +286,9 @@ struct PostgresWalletStoreTests {
                 try await newer.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             }
             #expect(error?.kind == .permanent)
-            #expect(error?.message.contains("newer than this build (unknown migrations: 99, not compatible with it)") == true)
+            #expect(
+                error?.message.contains("newer than this build (unknown migrations: 99, not compatible with it)")
+                    == true)
             await newer.close()
         }
     }
@@ -360,7 +366,8 @@ struct PostgresWalletStoreTests {
         let schema = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         try await PostgresTestDatabase.withAdminConnection { connection in
             for statement in [
-                "CREATE ROLE \(role) LOGIN PASSWORD '\(password)'", "GRANT CREATE ON DATABASE \(admin.database) TO \(role)",
+                "CREATE ROLE \(role) LOGIN PASSWORD '\(password)'",
+                "GRANT CREATE ON DATABASE \(admin.database) TO \(role)",
             ] {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: PostgresTestDatabase.logger)
             }
@@ -385,7 +392,8 @@ struct PostgresWalletStoreTests {
             var refusal: StoreError?
             for _ in 0..<5 {
                 do {
-                    _ = try await store.process([Messages.install("DC-2", id: "m2")], router: NotificationRouter(), now: Date())
+                    _ = try await store.process(
+                        [Messages.install("DC-2", id: "m2")], router: NotificationRouter(), now: Date())
                     Issue.record("processed with a rotated password")
                     break
                 } catch {
@@ -397,7 +405,9 @@ struct PostgresWalletStoreTests {
                 }
             }
             #expect(refusal?.kind == .transient, "\(String(describing: refusal))")
-            #expect(refusal?.message.contains("refused after the worker had logged in") == true, "\(String(describing: refusal))")
+            #expect(
+                refusal?.message.contains("refused after the worker had logged in") == true,
+                "\(String(describing: refusal))")
             #expect(refusal?.message.contains(password) == false)
             await #expect(throws: StoreError.self) { try await store.checkAvailable() }
 
@@ -459,9 +469,11 @@ struct PostgresWalletStoreTests {
                 // Another replica holding the card (its batch stuck mid-transaction).
                 try await connection.query("BEGIN", logger: PostgresTestDatabase.logger)
                 try await connection.query(
-                    "SELECT 1 FROM cards WHERE digital_card_id = 'DC-1' FOR UPDATE", logger: PostgresTestDatabase.logger)
+                    "SELECT 1 FROM cards WHERE digital_card_id = 'DC-1' FOR UPDATE", logger: PostgresTestDatabase.logger
+                )
                 let error = await #expect(throws: StoreError.self) {
-                    try await store.process([Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
+                    try await store.process(
+                        [Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
                 }
                 #expect(error?.kind == .transient)
                 #expect(error?.message.contains("statement timeout (SQLSTATE 57014)") == true)
@@ -486,7 +498,8 @@ struct PostgresWalletStoreTests {
                 try await admin.query("BEGIN", logger: logger)
                 try await admin.query("SELECT 1 FROM cards WHERE digital_card_id = 'DC-1' FOR UPDATE", logger: logger)
                 let batch = Task {
-                    try await store.process([Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
+                    try await store.process(
+                        [Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
                 }
                 // The store's backend waits on our lock; end it as a server shutdown or an administrator would.
                 var terminated = false
@@ -555,7 +568,8 @@ struct PostgresWalletStoreTests {
                 try await store.read { _ in try await Task.sleep(for: .seconds(30)) }
             }
             #expect(error?.kind == .transient)
-            #expect(error?.message.contains("did not answer within 1.4 seconds") == true, "\(String(describing: error))")
+            #expect(
+                error?.message.contains("did not answer within 1.4 seconds") == true, "\(String(describing: error))")
             #expect(clock.now - start < .seconds(5))
             // The pool replaces the closed connection.
             let decisions = try await store.process(
@@ -700,7 +714,8 @@ struct PostgresWalletStoreTests {
     @Test(arguments: [
         ("40001", StoreError.Kind.transient), ("40P01", .transient), ("23505", .transient), ("57014", .transient),
         ("53300", .transient), ("53100", .transient), ("57P01", .transient), ("57P03", .transient),
-        ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient), ("25006", .transient),
+        ("08006", .transient), ("58030", .transient), ("25P03", .transient), ("55P03", .transient),
+        ("25006", .transient),
         ("28P01", .permanent), ("28000", .permanent), ("3D000", .permanent), ("42P01", .permanent),
         ("42703", .permanent), ("42501", .permanent), ("XX000", .permanent),
         ("22021", .refusedInput), ("22P05", .refusedInput), ("22P02", .refusedInput), ("22001", .refusedInput),

@@ -29,12 +29,14 @@ import WalletRouting
             let store = try await Self.withUmask(mask) {
                 let store = try SQLiteWalletStore(configuration: .init(path: path))
                 // A committed batch: the WAL and the shared-memory index exist from here until the last close.
-                _ = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+                _ = try await store.process(
+                    [Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
                 return store
             }
             for file in [path, path + "-wal", path + "-shm"] {
                 let mode = try #require(Self.mode(file), "\(file) does not exist")
-                #expect(mode == 0o600, "\(URL(fileURLWithPath: file).lastPathComponent) has mode \(String(mode, radix: 8))")
+                #expect(
+                    mode == 0o600, "\(URL(fileURLWithPath: file).lastPathComponent) has mode \(String(mode, radix: 8))")
             }
             await store.close()
         }
@@ -53,7 +55,9 @@ import WalletRouting
                 #expect(Self.mode(file) == 0o600, "\(file)")
             }
             #expect(store.permissionWarnings.count == 3)
-            #expect(store.permissionWarnings.first?.contains("wallet.sqlite was readable by other users (mode 644)") == true)
+            #expect(
+                store.permissionWarnings.first?.contains("wallet.sqlite was readable by other users (mode 644)") == true
+            )
             // Still the same data.
             let harness = StoreHarness(store: store, path: path)
             #expect(try await harness.card("DC-1") != nil)

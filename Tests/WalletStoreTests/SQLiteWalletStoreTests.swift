@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 import WalletRouting
 
 @testable import WalletStore
@@ -45,7 +45,8 @@ import WalletRouting
                 Messages.ignored(id: "m3"),
             ]
             let store = try Self.open(path)
-            let first = try await store.process(messages, router: NotificationRouter(), now: Date(timeIntervalSince1970: 1_000))
+            let first = try await store.process(
+                messages, router: NotificationRouter(), now: Date(timeIntervalSince1970: 1_000))
             await store.close()
 
             let reopened = try Self.open(path)
@@ -53,7 +54,8 @@ import WalletRouting
             #expect(try await harness.card("DC-1")?.state == .suspended)
             #expect(try await harness.card("DC-1")?.keyType == .luk)
 
-            let replay = try await reopened.process(messages, router: NotificationRouter(), now: Date(timeIntervalSince1970: 9_000))
+            let replay = try await reopened.process(
+                messages, router: NotificationRouter(), now: Date(timeIntervalSince1970: 9_000))
             #expect(replay.map(\.isReplay) == [true, true, true])
             for (original, replayed) in zip(first, replay) {
                 // Byte for byte: exchange, routing key, body, every property; and the labels.
@@ -80,9 +82,12 @@ import WalletRouting
             let other = try Self.otherConnection(path)
             try await other.read { db in
                 #expect(try String.fetchOne(db, sql: "PRAGMA journal_mode") == "wal")
-                #expect(try String.fetchOne(db, sql: "SELECT state FROM cards WHERE digital_card_id = 'DC-1'") == "active")
+                #expect(
+                    try String.fetchOne(db, sql: "SELECT state FROM cards WHERE digital_card_id = 'DC-1'") == "active")
                 let blob = try Data.fetchOne(db, sql: "SELECT results FROM processed_messages WHERE message_id = 'm1'")
-                let recorded = try blob.map { data in try data.withUnsafeBytes { try RecordedResultsEncoding.decode($0) } }
+                let recorded = try blob.map { data in
+                    try data.withUnsafeBytes { try RecordedResultsEncoding.decode($0) }
+                }
                 #expect(recorded?.count == 2)
                 // newestTransactions reads each kind as one range of the index, in order: no temporary B-tree to
                 // sort, and neither kind walks the other's records.
@@ -130,7 +135,8 @@ import WalletRouting
             try other.close()
             // Nothing was applied or recorded: the retry routes the message afresh.
             #expect(try await StoreHarness(store: store, path: path).card("DC-1") == nil)
-            let retry = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            let retry = try await store.process(
+                [Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
             #expect(retry.map(\.isReplay) == [false])
             await store.close()
         }
@@ -148,7 +154,8 @@ import WalletRouting
 
             let clock = ContinuousClock()
             let start = clock.now
-            let replay = try await store.dryRun([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            let replay = try await store.dryRun(
+                [Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
             let fresh = try await store.dryRun(
                 [Messages.tns("DC-1", recordId: "T-1", id: "m2")], router: NotificationRouter(), now: Date())
             // Well under the 5 s busy timeout it waited for before (generous: a loaded runner stalls for seconds).
@@ -188,7 +195,8 @@ import WalletRouting
             #expect(try await harness.card("DC-1") == nil)
             #expect(try await harness.card("DC-2") == nil)
             #expect(try await harness.transactions("DC-1").isEmpty)
-            let again = try await store.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+            let again = try await store.process(
+                [Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
             #expect(again.map(\.isReplay) == [false])
             await store.close()
         }
@@ -281,13 +289,16 @@ import WalletRouting
                 case 0: return Messages.install(card, id: id)
                 case 1: return Messages.suspend(card, id: id)
                 case 2: return Messages.resume(card, id: id)
-                case 3 where random.next(below: 4) == 0: return Messages.cps(card, code: "CBP.info.tokenDeleted", id: id)
+                case 3 where random.next(below: 4) == 0:
+                    return Messages.cps(card, code: "CBP.info.tokenDeleted", id: id)
                 case 4: return Messages.mg(card, id: id)
                 default:
                     // Few distinct dates and record ids: ties between instants and repeated ids are common.
                     let hour = String(format: "%02d", 8 + random.next(below: 4))
                     let minute = ["00", "30"][random.next(below: 2)]
-                    let recordType = ["", #","transactionRecordType":"primary""#, #","transactionRecordType":"auxiliary""#][
+                    let recordType = [
+                        "", #","transactionRecordType":"primary""#, #","transactionRecordType":"auxiliary""#,
+                    ][
                         random.next(below: 3)]
                     let auxiliary = random.next(below: 3) == 0
                     return Messages.message(
@@ -373,7 +384,8 @@ import WalletRouting
                             messageID: "m1/0", correlationID: "c-1", type: "cardEvent", traceparent: "tp-1")),
                 ])
             // The reply_to copy is made for the delivery replayed (an identical copy of its primary), not read back.
-            let withoutReplyTo = try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
+            let withoutReplyTo = try await store.process(
+                [Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             #expect(withoutReplyTo[0].decision.results == [m1.results[0]])
             // The retention sweep still finds v1's records by their time.
             #expect(try await store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 101)) == 1)
@@ -406,7 +418,9 @@ import WalletRouting
             let path = directory.appendingPathComponent("wallet.sqlite").path
             await (try Self.open(path)).close()
             let other = try Self.otherConnection(path)
-            try await other.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-future')") }
+            try await other.write {
+                try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-future')")
+            }
             try other.close()
 
             let error = #expect(throws: StoreError.self) { try Self.open(path) }

@@ -63,14 +63,18 @@ struct SchemaMigrationTests {
             let path = directory.appendingPathComponent("wallet.sqlite").path
             _ = try await WalletStores.migrate(.sqlite(path: path))
             let other = try DatabaseQueue(path: path)
-            try await other.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-future')") }
+            try await other.write {
+                try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99-future')")
+            }
             try other.close()
 
             let newer = try SQLiteWalletStore.schemaStatus(path: path)
             #expect(newer.unknown == ["v99-future"])
             let refused = #expect(throws: StoreError.self) { try Self.requireCurrent(sqlite: path) }
             #expect(refused?.message.contains("run a newer worker") == true)
-            let notMigrated = await #expect(throws: StoreError.self) { try await WalletStores.migrate(.sqlite(path: path)) }
+            let notMigrated = await #expect(throws: StoreError.self) {
+                try await WalletStores.migrate(.sqlite(path: path))
+            }
             #expect(notMigrated?.message.contains("newer than this build") == true)
         }
     }
@@ -87,7 +91,9 @@ struct SchemaMigrationTests {
             }
             await refused.close()
             #expect(error?.kind == .permanent)
-            #expect(error?.message.contains("none (this build's migrations: v1, v2)") == true, "\(String(describing: error))")
+            #expect(
+                error?.message.contains("none (this build's migrations: v1, v2)") == true,
+                "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate --store postgres://") == true)
             #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
             #expect(error?.message.contains(":***@") == true)

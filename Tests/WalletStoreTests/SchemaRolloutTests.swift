@@ -67,7 +67,8 @@ struct SchemaRolloutTests {
                 return try await WalletStores.migrate(.postgres(location), statementTimeout: statementTimeout)
             }()
             // Four writers, each a batch of TNS records for its cards after the other, until the build is over.
-            let results = try await withThrowingTaskGroup(of: (batches: Int, slowest: Duration, errors: [String]).self) {
+            let results = try await withThrowingTaskGroup(of: (batches: Int, slowest: Duration, errors: [String]).self)
+            {
                 group in
                 for writer in 0..<4 {
                     group.addTask {
@@ -137,7 +138,8 @@ struct SchemaRolloutTests {
             configuration.poolSize = 1
             configuration.schemaMode = .migrateWithoutIndexBuilds
             let store = try PostgresWalletStore(configuration: configuration)
-            let decisions = try await store.process([Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
+            let decisions = try await store.process(
+                [Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
             #expect(decisions[0].decision.outcome == .processed)
             await store.close()
             let status = try await WalletStores.schemaStatus(.postgres(location))
@@ -170,7 +172,8 @@ struct SchemaRolloutTests {
             configuration.poolSize = 1
             configuration.schemaMode = .requireCurrent
             let store = try PostgresWalletStore(configuration: configuration)
-            let decisions = try await store.process([Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
+            let decisions = try await store.process(
+                [Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
             #expect(decisions[0].decision.outcome == .processed)
             await store.close()
             let status = try await WalletStores.schemaStatus(.postgres(location))
@@ -201,7 +204,8 @@ struct SchemaRolloutTests {
             }
             try newer.close()
             let store = try WalletStores.open(.sqlite(path: path), schemaMode: .requireCurrent)
-            let decisions = try await store.process([Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
+            let decisions = try await store.process(
+                [Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
             #expect(decisions[0].decision.outcome == .processed)
             await store.close()
             let started = try WalletStores.open(.sqlite(path: path), schemaMode: .migrateWithoutIndexBuilds)
@@ -232,7 +236,8 @@ struct SchemaRolloutTests {
             try SQLiteSchema.migrator.migrate(old, upTo: "v2")
             try old.close()
             let store = try WalletStores.open(.sqlite(path: path), schemaMode: .migrateWithoutIndexBuilds)
-            let decisions = try await store.process([Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
+            let decisions = try await store.process(
+                [Messages.install("DC-1", id: "m1")], router: Self.router, now: Date())
             #expect(decisions[0].decision.outcome == .processed)
             await store.close()
             let started = try SQLiteWalletStore.schemaStatus(path: path)

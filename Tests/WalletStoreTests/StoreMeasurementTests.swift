@@ -20,7 +20,8 @@ struct StoreMeasurementTests {
             print(
                 "store measurement: memory \(Self.format(memory)) µs/msg, sqlite \(Self.format(sqlite)) µs/msg "
                     + "(\(Int(1e6 / sqlite)) msg/s), "
-                    + "store share \(Self.format(sqlite - memory)) µs/msg (wall clock, 20,000 messages, batches of 200)")
+                    + "store share \(Self.format(sqlite - memory)) µs/msg (wall clock, 20,000 messages, batches of 200)"
+            )
         }
         guard PostgresTestDatabase.url != nil else { return }
         try await PostgresTestDatabase.withSchema { location in
@@ -29,7 +30,8 @@ struct StoreMeasurementTests {
             await store.close()
             print(
                 "store measurement: postgres \(Self.format(postgres)) µs/msg (\(Int(1e6 / postgres)) msg/s), "
-                    + "store share \(Self.format(postgres - memory)) µs/msg (wall clock, 20,000 messages, batches of 200)")
+                    + "store share \(Self.format(postgres - memory)) µs/msg (wall clock, 20,000 messages, batches of 200)"
+            )
         }
     }
 

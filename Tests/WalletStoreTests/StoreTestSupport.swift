@@ -28,7 +28,8 @@ struct StoreHarness: Sendable {
         switch store {
         case let store as InMemoryWalletStore: store.state.card(digitalCardId)
         case let store as SQLiteWalletStore: try await store.read { try $0.card(digitalCardId) }
-        case let store as PostgresWalletStore: try await store.read { try await $0.cards([digitalCardId], lock: false)[digitalCardId] }
+        case let store as PostgresWalletStore:
+            try await store.read { try await $0.cards([digitalCardId], lock: false)[digitalCardId] }
         default: fatalError("unexpected store \(type(of: store))")
         }
     }
@@ -45,7 +46,9 @@ struct StoreHarness: Sendable {
             }
         case let store as PostgresWalletStore:
             try await store.read {
-                try await $0.histories([(key: HistoryKey(digitalCardId: digitalCardId, auxiliary: auxiliary), limit: limit)])[0] ?? []
+                try await $0.histories([
+                    (key: HistoryKey(digitalCardId: digitalCardId, auxiliary: auxiliary), limit: limit)
+                ])[0] ?? []
             }
         default: fatalError("unexpected store \(type(of: store))")
         }

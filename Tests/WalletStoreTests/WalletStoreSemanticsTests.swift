@@ -21,7 +21,9 @@ import WalletRouting
                         digitalCardId: "DC-1", state: .active, tokenizedCardId: "TK-1", keyType: .luk,
                         paymentKeys: PaymentKeyInfo(numberOfPaymentsLeft: 10, expiresAt: now + 7 * 86_400)))
 
-            try await store.process([Messages.cps("DC-1", code: "CBP.info.tokenSuspended", id: "m3", tokenizedCardId: "TK-2")])
+            try await store.process([
+                Messages.cps("DC-1", code: "CBP.info.tokenSuspended", id: "m3", tokenizedCardId: "TK-2")
+            ])
             let suspended = try #require(try await store.card("DC-1"))
             #expect(suspended.state == .suspended)
             #expect(suspended.tokenizedCardId == "TK-2")
@@ -118,8 +120,10 @@ import WalletRouting
             let suspend = Messages.cps(
                 "DC-1", code: "CBP.info.tokenSuspended", id: "m-suspend", replyTo: "amq.rabbitmq.reply-to")
             let first = try await store.process(
-                [Messages.install("DC-1", id: "m-install"), suspend,
-                 Messages.tns("DC-1", recordId: "T-1", id: "m-tns")], at: 1_790_000_000)
+                [
+                    Messages.install("DC-1", id: "m-install"), suspend,
+                    Messages.tns("DC-1", recordId: "T-1", id: "m-tns"),
+                ], at: 1_790_000_000)
             try await store.process([Messages.resume("DC-1", id: "m-resume")], at: 1_790_000_100)
 
             // Redelivered later, with another body even: the recorded results come back verbatim.
@@ -154,7 +158,8 @@ import WalletRouting
             ])
             #expect(elsewhere[0].isReplay)
             #expect(elsewhere[0].decision.results.map(\.exchange) == primaries.flatMap { [$0.exchange, ""] })
-            #expect(elsewhere[0].decision.results.filter { $0.exchange.isEmpty }.map(\.routingKey)
+            #expect(
+                elsewhere[0].decision.results.filter { $0.exchange.isEmpty }.map(\.routingKey)
                     == Array(repeating: "requester-b", count: primaries.count))
             #expect(elsewhere[0].decision.results.filter { !$0.exchange.isEmpty } == primaries)
 
@@ -206,7 +211,9 @@ import WalletRouting
             #expect(first[1].decision.results.isEmpty)
 
             // The fixed message comes back from the dead-letter queue with the same id: routed afresh.
-            let second = try await store.process([Messages.install("DC-1", id: "m-bad"), Messages.ignored(id: "m-ignored")])
+            let second = try await store.process([
+                Messages.install("DC-1", id: "m-bad"), Messages.ignored(id: "m-ignored"),
+            ])
             #expect(second.map(\.isReplay) == [false, true])
             #expect(second[0].decision.outcome == .processed)
             #expect(second[1].decision == Self.recorded(first[1].decision))
@@ -223,8 +230,10 @@ import WalletRouting
             try await store.process([Messages.suspend("DC-1", id: "m3")], at: 2_000)
             try await store.process([Messages.ignored(id: "m4")], at: 3_000)
 
-            #expect(try await store.store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 2_000)) == 2)
-            #expect(try await store.store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 2_000)) == 0)
+            #expect(
+                try await store.store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 2_000)) == 2)
+            #expect(
+                try await store.store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 2_000)) == 0)
 
             let after = try await store.process(
                 [Messages.install("DC-1", id: "m1"), Messages.suspend("DC-1", id: "m3"), Messages.ignored(id: "m4")],
@@ -232,7 +241,8 @@ import WalletRouting
             #expect(after.map(\.isReplay) == [false, true, true])
             // m1 was routed afresh: the card is suspended, so installing it again is an error (and no change).
             #expect(after[0].decision.results.first?.routingKey == "card.errorEncountered")
-            #expect(try await store.store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 10_000)) == 3)
+            #expect(
+                try await store.store.expireProcessedMessages(recordedBefore: Date(timeIntervalSince1970: 10_000)) == 3)
         }
     }
 

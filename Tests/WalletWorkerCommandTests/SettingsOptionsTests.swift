@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Testing
 import WalletWorker
+
 @testable import wallet_worker
 
 /// Issue 26: the options of `wallet-worker run` are the settings table's, one for one, with its help; and giving
@@ -15,9 +16,11 @@ struct SettingsOptionsTests {
     static func optionFlags(_ help: String) -> Set<String> {
         let expression = try! NSRegularExpression(pattern: #"^\s+(--[a-z][a-z0-9-]*)"#, options: .anchorsMatchLines)
         let range = NSRange(help.startIndex..., in: help)
-        return Set(expression.matches(in: help, range: range).compactMap {
-            Range($0.range(at: 1), in: help).map { String(help[$0]) }
-        }).subtracting(["--help", "--version"])
+        return Set(
+            expression.matches(in: help, range: range).compactMap {
+                Range($0.range(at: 1), in: help).map { String(help[$0]) }
+            }
+        ).subtracting(["--help", "--version"])
     }
 
     static func oneLine(_ text: String) -> String {

@@ -26,27 +26,29 @@ struct CardStateChain {
         guard let state = Self.state(event["state"]) else { return "event with state \(event["state"] ?? "?")" }
         let previous: String
         if name == "errorEncountered" {
-            let refused: Set<String> = switch known {
-            case "requestInstallCard"?: ["suspended", "deleted"]
-            case "requestSuspendCard"?, "requestResumeCard"?: ["absent", "deleted"]
-            case "requestDeleteCard"?: ["absent"]
-            case "requestReplenishKeys"?: ["absent", "suspended", "deleted"]
-            default: []
-            }
+            let refused: Set<String> =
+                switch known {
+                case "requestInstallCard"?: ["suspended", "deleted"]
+                case "requestSuspendCard"?, "requestResumeCard"?: ["absent", "deleted"]
+                case "requestDeleteCard"?: ["absent"]
+                case "requestReplenishKeys"?: ["absent", "suspended", "deleted"]
+                default: []
+                }
             guard refused.contains(state) else { return "\(known ?? "informational") refused on a card \(state)" }
             previous = state
         } else {
             guard let before = Self.state(event["previousState"]) else { return "event without a previous state" }
             let changed = event["changed"] as? Bool ?? false
-            let legal: Set<[String]> = switch known {
-            case "requestInstallCard"?: [["absent", "active"], ["active", "active"]]
-            case "requestSuspendCard"?: [["active", "suspended"], ["suspended", "suspended"]]
-            case "requestResumeCard"?: [["suspended", "active"], ["active", "active"]]
-            case "requestDeleteCard"?: [["active", "deleted"], ["suspended", "deleted"], ["deleted", "deleted"]]
-            case "requestReplenishKeys"?: [["active", "active"]]
-            case nil: [[before, before]]
-            default: []
-            }
+            let legal: Set<[String]> =
+                switch known {
+                case "requestInstallCard"?: [["absent", "active"], ["active", "active"]]
+                case "requestSuspendCard"?: [["active", "suspended"], ["suspended", "suspended"]]
+                case "requestResumeCard"?: [["suspended", "active"], ["active", "active"]]
+                case "requestDeleteCard"?: [["active", "deleted"], ["suspended", "deleted"], ["deleted", "deleted"]]
+                case "requestReplenishKeys"?: [["active", "active"]]
+                case nil: [[before, before]]
+                default: []
+                }
             guard legal.contains([before, state]), changed == (before != state) else {
                 return "\(known ?? "informational") went \(before) -> \(state) (changed: \(changed))"
             }

@@ -32,9 +32,12 @@ extension Resilience {
     /// checks relaxed) this test failed, the worker getting 404 on the work queue at every reconnect for the 40 s it
     /// was watched. A worker that crashed or gave up fails "the same process goes on"; one that never noticed the
     /// loss, "at least one reconnect".
-    @Suite("Cluster node loss", .timeLimit(.minutes(4)),
-           .enabled(if: PrivateRabbitCluster.haproxyInstalled,
-                    "haproxy is not installed (scripts/lib/prerequisites.sh installs it; scripts/rabbitmq-cluster.sh needs it)"))
+    @Suite(
+        "Cluster node loss", .timeLimit(.minutes(4)),
+        .enabled(
+            if: PrivateRabbitCluster.haproxyInstalled,
+            "haproxy is not installed (scripts/lib/prerequisites.sh installs it; scripts/rabbitmq-cluster.sh needs it)")
+    )
     struct ClusterNodeLoss {
         static let port = 5860
         /// Notifications in the stream, and its pace (chunks of `chunk` every `pause`: at most 2,000 a second,
@@ -48,7 +51,9 @@ extension Resilience {
         /// How long after the kill the worker must process again (a new leader is elected in seconds; measured: under 1 s).
         static let resumeBound: Duration = .seconds(30)
 
-        @Test("the work queue's leader node (the worker's node) is SIGKILLed during a stream of 10,000 notifications: the same worker resumes within 30 s and nothing is lost")
+        @Test(
+            "the work queue's leader node (the worker's node) is SIGKILLed during a stream of 10,000 notifications: the same worker resumes within 30 s and nothing is lost"
+        )
         func workerSurvivesTheLossOfABrokerNode() async throws {
             let cluster = PrivateRabbitCluster(port: Self.port)
             defer { cluster.destroy() }
@@ -62,45 +67,61 @@ extension Resilience {
 
             // The worker's topology, all quorum, through HAProxy (so on node 1, like the worker).
             let declare = try WorkerProcess(
-                ["declare"] + topology.flags + ["--queue-type", "quorum", "--retry-delay", "200ms", "--log-format", "json"],
+                ["declare"] + topology.flags + [
+                    "--queue-type", "quorum", "--retry-delay", "200ms", "--log-format", "json",
+                ],
                 amqpURL: cluster.url, label: "cluster-declare")
-            defer { declare.kill(); declare.process.removeLog() }
+            defer {
+                declare.kill()
+                declare.process.removeLog()
+            }
             let declared = await declare.waitForExit(timeout: .seconds(60))
-            try #require(declared?.exit == .exited(0), "wallet-worker declare: \(String(describing: declared))\n\(declare.logTail())")
+            try #require(
+                declared?.exit == .exited(0),
+                "wallet-worker declare: \(String(describing: declared))\n\(declare.logTail())")
 
             // Every queue the worker declared (the work queue, the retry queue(s), the dead-letter queue) is quorum,
             // with a member on each node.
             let queues = try await cluster.quorumQueues(asking: 3)
             let workerQueues = queues.filter { $0.key.hasPrefix(topology.prefix + ".") }
-            try #require(workerQueues[topology.work] != nil && workerQueues[topology.retry] != nil
-                         && workerQueues[topology.deadLetterQueue] != nil, "queues declared: \(queues)")
+            try #require(
+                workerQueues[topology.work] != nil && workerQueues[topology.retry] != nil
+                    && workerQueues[topology.deadLetterQueue] != nil, "queues declared: \(queues)")
             for (queue, info) in workerQueues {
                 try #require(info.type == "quorum", "\(queue) is not a quorum queue: \(info)")
                 #expect(info.members == 3, "\(queue) has not a member on every node: \(info)")
             }
-            let leader = try #require(queues[topology.work].flatMap { cluster.nodeNumber(ofNodeNamed: $0.leader) },
-                                      "no leader for \(topology.work): \(queues)")
+            let leader = try #require(
+                queues[topology.work].flatMap { cluster.nodeNumber(ofNodeNamed: $0.leader) },
+                "no leader for \(topology.work): \(queues)")
             // Publish, capture and watch through a node that stays up.
             let survivor = leader == 3 ? 2 : 3
             let connection = try await TestBroker.connect(purpose: "cluster publisher", url: cluster.nodeURL(survivor))
             defer { Task { await connection.close(timeout: .seconds(2)) } }
             let channel = try await connection.openChannel()
             // Quorum too: the captured results must survive the node loss wherever the capture queue's leader is.
-            _ = try await channel.declareQueue(topology.capture, durable: true, arguments: ["x-queue-type": .string("quorum")])
+            _ = try await channel.declareQueue(
+                topology.capture, durable: true, arguments: ["x-queue-type": .string("quorum")])
             for exchange in topology.resultExchanges {
                 try await channel.bindQueue(topology.capture, exchange: exchange, routingKey: "#")
             }
 
             let worker = try WorkerProcess(
-                workerRunArguments(topology, store: "sqlite:\(database)", prefetch: Self.prefetch,
-                                   extra: ["--queue-type", "quorum"]),
+                workerRunArguments(
+                    topology, store: "sqlite:\(database)", prefetch: Self.prefetch,
+                    extra: ["--queue-type", "quorum"]),
                 amqpURL: cluster.url, label: "cluster-worker")
-            defer { worker.kill(); worker.process.removeLog() }
+            defer {
+                worker.kill()
+                worker.process.removeLog()
+            }
             let port = try await worker.operationsPort()
             try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
             let workerNodes = try await cluster.workerConsumeNodes(asking: survivor)
-            #expect(workerNodes == [leader],
-                    "the worker's consume connection is on node(s) \(workerNodes), the work queue's leader is node \(leader): the kill does not take the worker's node")
+            #expect(
+                workerNodes == [leader],
+                "the worker's consume connection is on node(s) \(workerNodes), the work queue's leader is node \(leader): the kill does not take the worker's node"
+            )
 
             // The stream: paced, confirmed chunks, going on while the node is killed. How many results a message has
             // does not depend on the order of processing: the messages in flight at the kill are redelivered after
@@ -140,17 +161,22 @@ extension Resilience {
                 try worker.metric(port: port, "wallet_messages_total") >= Double(Self.killAfter)
             }
             let publishedAtKill = published.withLock { $0 }
-            try #require(publishedAtKill < Self.messageCount,
-                         "the stream was over before the kill (\(publishedAtKill) published): no node loss under load was tested")
+            try #require(
+                publishedAtKill < Self.messageCount,
+                "the stream was over before the kill (\(publishedAtKill) published): no node loss under load was tested"
+            )
 
             // Kill the leader; then watch the worker every 50 ms.
             let killed = clock.now
             try await cluster.kill(node: leader)
             let processedAtKill = try worker.metric(port: port, "wallet_messages_total")
-            var notReadyAfter: Duration?, resumedAfter: Duration?, readyAgainAfter: Duration?
+            var notReadyAfter: Duration?
+            var resumedAfter: Duration?
+            var readyAgainAfter: Duration?
             // What it does not do within the bound is checked (and reported) below.
             try? await eventually(
-                "the worker to resume and be ready again", within: Self.resumeBound + .seconds(10), every: .milliseconds(50)
+                "the worker to resume and be ready again", within: Self.resumeBound + .seconds(10),
+                every: .milliseconds(50)
             ) {
                 let ready = (try? httpGet(port: port, path: "/readyz"))?.status
                 let processed = (try? worker.metric(port: port, "wallet_messages_total")) ?? 0
@@ -161,12 +187,15 @@ extension Resilience {
                 return (resumedAfter != nil && readyAgainAfter != nil) || !worker.isRunning
             }
             let seconds = { (value: Duration?) in
-                value.map { String(format: "%.2f s", Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18) }
+                value.map {
+                    String(format: "%.2f s", Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18)
+                }
                     ?? "never"
             }
             let reconnects = (try? worker.metric(port: port, "wallet_reconnects_total")) ?? -1
             let skipped = (try? worker.metric(port: port, "wallet_topology_skipped_queues_total")) ?? -1
-            print("""
+            print(
+                """
                 cluster node loss: cluster started in \(seconds(startTime)); node \(leader) (work queue leader, the worker's \
                 node) SIGKILLed after \(Int(processedAtKill)) finished, \(publishedAtKill) of \(Self.messageCount) published; \
                 /readyz not 200 after \(seconds(notReadyAfter)); processing resumed after \(seconds(resumedAfter)); \
@@ -174,7 +203,10 @@ extension Resilience {
                 declarations \(Int(skipped))
                 """)
             try #require(worker.isRunning, "the worker ended after the node loss\n\(worker.logTail(80))")
-            let resumed = try #require(resumedAfter, "the worker did not process again within \(Self.resumeBound + .seconds(10)) of the node loss\n\(worker.logTail(80))")
+            let resumed = try #require(
+                resumedAfter,
+                "the worker did not process again within \(Self.resumeBound + .seconds(10)) of the node loss\n\(worker.logTail(80))"
+            )
             #expect(resumed < Self.resumeBound, "processing resumed only \(seconds(resumed)) after the node loss")
             #expect(readyAgainAfter != nil, "/readyz did not answer 200 again after the node loss")
             #expect(reconnects >= 1, "the worker did not reconnect: it was not on the node that was killed")
@@ -184,27 +216,41 @@ extension Resilience {
             try streamed.get()
             let confirmWait = longestConfirmWait.withLock { $0 }
             // Not finishing is reported below with what the cluster and the worker say.
-            let finished = (try? await eventually("the work queue drained and every result captured", within: .seconds(90), every: .milliseconds(200)) {
-                let ready = try await readyCount(topology.work, on: connection)
-                let results = try await readyCount(topology.capture, on: connection)
-                return ready == 0 && results >= totalResults
-            }) != nil
+            let finished =
+                (try? await eventually(
+                    "the work queue drained and every result captured", within: .seconds(90), every: .milliseconds(200)
+                ) {
+                    let ready = try await readyCount(topology.work, on: connection)
+                    let results = try await readyCount(topology.capture, on: connection)
+                    return ready == 0 && results >= totalResults
+                }) != nil
             if !finished {
                 // What the cluster and the worker say, then on to the accounting (which names what is missing).
-                let broker = (try? await cluster.ctl(survivor, [
-                    "list_queues", "name", "type", "leader", "messages_ready", "messages_unacknowledged", "consumers",
-                ]))?.joined(separator: "\n") ?? "(rabbitmqctl failed)"
-                let metrics = (try? httpGet(port: port, path: "/metrics"))?.body.split(separator: "\n")
-                    .filter { !$0.hasPrefix("#") && ($0.contains("messages_total") || $0.contains("confirms")
-                        || $0.contains("reconnects") || $0.contains("redeliveries") || $0.contains("dead_letters")) }
+                let broker =
+                    (try? await cluster.ctl(
+                        survivor,
+                        [
+                            "list_queues", "name", "type", "leader", "messages_ready", "messages_unacknowledged",
+                            "consumers",
+                        ]))?.joined(separator: "\n") ?? "(rabbitmqctl failed)"
+                let metrics =
+                    (try? httpGet(port: port, path: "/metrics"))?.body.split(separator: "\n")
+                    .filter {
+                        !$0.hasPrefix("#")
+                            && ($0.contains("messages_total") || $0.contains("confirms")
+                                || $0.contains("reconnects") || $0.contains("redeliveries")
+                                || $0.contains("dead_letters"))
+                    }
                     .joined(separator: "\n") ?? "(no metrics)"
-                Issue.record("the worker did not finish after the node loss\n\(broker)\n\(metrics)\n\(worker.logTail(80))")
+                Issue.record(
+                    "the worker did not finish after the node loss\n\(broker)\n\(metrics)\n\(worker.logTail(80))")
             }
             let queuesAfter = try await cluster.quorumQueues(asking: survivor)
             let newLeader = queuesAfter[topology.work].flatMap { cluster.nodeNumber(ofNodeNamed: $0.leader) }
             #expect(newLeader != nil && newLeader != leader, "the work queue has no new leader: \(queuesAfter)")
             let redeliveries = (try? worker.metric(port: port, "wallet_redeliveries_total")) ?? -1
-            print("""
+            print(
+                """
                 cluster node loss: the work queue's new leader is node \(newLeader.map(String.init) ?? "?"); longest \
                 confirm wait of a \(Self.chunk)-message chunk \(seconds(confirmWait)); redeliveries \(Int(redeliveries))
                 """)
@@ -218,14 +264,19 @@ extension Resilience {
             }
             let results = try await MessageCapture.drain(topology.capture, on: connection)
             let accounting = ResultAccounting(results: results, inbound: inbound)
-            #expect(accounting.incomplete.isEmpty,
-                    "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))")
+            #expect(
+                accounting.incomplete.isEmpty,
+                "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))"
+            )
             #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
-            #expect(accounting.differingDuplicates.isEmpty,
-                    "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
+            #expect(
+                accounting.differingDuplicates.isEmpty,
+                "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
             let errors = results.filter { $0.routingKey == "card.errorEncountered" }
             #expect(errors.isEmpty, "a CPS message failed: \(errors.prefix(2).map(\.text))")
-            print("cluster node loss: \(results.count) results for \(totalResults) expected (\(accounting.identicalDuplicates) identical duplicates)")
+            print(
+                "cluster node loss: \(results.count) results for \(totalResults) expected (\(accounting.identicalDuplicates) identical duplicates)"
+            )
             // Stopping three nodes takes seconds: awaited here, so the blocking `destroy()` of the `defer` (for the
             // paths that throw) finds nothing left to stop and does not hold a thread of the shared pool meanwhile.
             _ = try? await cluster.run(["stop"], timeout: .seconds(120))
@@ -244,7 +295,8 @@ struct PrivateRabbitCluster {
 
     init(port: Int) {
         self.port = port
-        dataDirectory = FileManager.default.temporaryDirectory
+        dataDirectory =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("wnw-cluster-\(port)-\(UUID().uuidString.prefix(8))").path
     }
 
@@ -261,7 +313,7 @@ struct PrivateRabbitCluster {
     /// 1-3 for `wallet-cluster-<port>@localhost`.
     func nodeNumber(ofNodeNamed name: String) -> Int? {
         guard let start = name.range(of: "wallet-cluster-"), let at = name.firstIndex(of: "@"),
-              let nodePort = Int(name[start.upperBound..<at])
+            let nodePort = Int(name[start.upperBound..<at])
         else { return nil }
         return (1...3).first { self.nodePort($0) == nodePort }
     }

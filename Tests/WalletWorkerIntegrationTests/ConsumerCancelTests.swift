@@ -8,9 +8,12 @@ import WalletWorker
 @Suite struct ConsumerCancelTests {
     @Test(.timeLimit(.minutes(2)))
     func aDeletedWorkQueueIsDeclaredAgainAndConsumed() async throws {
-        try await withWorkerEnvironment("consumer-cancel", configure: {
-            $0.reconnectBackoff.initial = .milliseconds(50)
-        }) { environment in
+        try await withWorkerEnvironment(
+            "consumer-cancel",
+            configure: {
+                $0.reconnectBackoff.initial = .milliseconds(50)
+            }
+        ) { environment in
             let capture = try await environment.resultCapture()
             let worker = try await environment.startWorker()
             let before = reconnects(worker)

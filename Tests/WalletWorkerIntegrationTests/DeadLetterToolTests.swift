@@ -17,13 +17,18 @@ extension Resilience {
             try await walletWorkerCommand(arguments + topology.flags, input: input)
         }
 
-        @Test("list shows why each message was dead-lettered and takes nothing; replay --reason brings back the store failures, which the worker then processes; show prints one whole; purge asks first")
+        @Test(
+            "list shows why each message was dead-lettered and takes nothing; replay --reason brings back the store failures, which the worker then processes; show prints one whole; purge asks first"
+        )
         func operatorFindsReplaysAndPurges() async throws {
             let database = temporarySQLitePath("dead-letter-tool")
             defer { removeSQLite(database) }
             try await withResilienceTopology("dlt") { topology, connection, channel in
                 let worker = try await startOneAttemptWorker(topology, database: database, label: "dlt-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 try await channel.enableConfirms()
 
                 // Four whose results cannot be routed (a transient failure), then three bad ones once they can.
@@ -54,7 +59,10 @@ extension Resilience {
                 #expect(listed.count == 7, "\(list.output)")
                 let storeListed = listed.filter { ($0["reason"] as? String)?.contains("NO_ROUTE") == true }
                 #expect(Set(storeListed.compactMap { $0["messageId"] as? String }) == Set(storeFailures.map(\.id)))
-                #expect(storeListed.allSatisfy { $0["sender"] as? String == "MG" && $0["deadLetteredBy"] as? String == "worker" })
+                #expect(
+                    storeListed.allSatisfy {
+                        $0["sender"] as? String == "MG" && $0["deadLetteredBy"] as? String == "worker"
+                    })
                 let badListed = listed.filter { ($0["reason"] as? String)?.contains("body is not JSON") == true }
                 #expect(badListed.count == 3, "\(list.output)")
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 7, "list took messages")
@@ -87,10 +95,12 @@ extension Resilience {
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 3)
                 let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let accounting = ResultAccounting(results: results, inbound: storeFailures)
-                #expect(accounting.incomplete.isEmpty, "replayed messages without their results: \(accounting.incomplete)")
+                #expect(
+                    accounting.incomplete.isEmpty, "replayed messages without their results: \(accounting.incomplete)")
 
                 // purge asks; "no" deletes nothing; --yes deletes the matching ones.
-                let refused = try await command(["dead-letters", "purge", "--reason", "not JSON"], topology, input: "no\n")
+                let refused = try await command(
+                    ["dead-letters", "purge", "--reason", "not JSON"], topology, input: "no\n")
                 #expect(refused.exit == .exited(1), "\(refused.output)")
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 3)
                 let purged = try await command(["dead-letters", "purge", "--reason", "not json", "--yes"], topology)

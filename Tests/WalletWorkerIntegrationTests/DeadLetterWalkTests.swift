@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension Resilience {
@@ -26,7 +26,11 @@ extension Resilience {
             /// Published by the second broker user, with its `user_id`.
             var foreignUser: Bool
             var messageID: String { message.properties.messageID ?? "" }
-            var reason: String? { message.properties.headers?["x-worker-error"].flatMap { if case .string(let text) = $0 { text } else { nil } } }
+            var reason: String? {
+                message.properties.headers?["x-worker-error"].flatMap {
+                    if case .string(let text) = $0 { text } else { nil }
+                }
+            }
         }
 
         static var secondUserURL: String? {
@@ -164,7 +168,9 @@ extension Resilience {
             _ deliveries: [CapturedMessage], _ planned: [Planned], deadLetterQueue: String, source: String
         ) -> [String] {
             var found: [String] = []
-            if deliveries.count != planned.count { found.append("\(deliveries.count) messages, \(planned.count) expected") }
+            if deliveries.count != planned.count {
+                found.append("\(deliveries.count) messages, \(planned.count) expected")
+            }
             for (delivery, planned) in zip(deliveries, planned) {
                 let id = planned.messageID
                 guard delivery.properties.messageID == id else {
@@ -172,7 +178,9 @@ extension Resilience {
                     continue
                 }
                 if delivery.body != planned.message.body { found.append("\(id): body differs") }
-                if delivery.routingKey != planned.message.routingKey { found.append("\(id): routing key \(delivery.routingKey)") }
+                if delivery.routingKey != planned.message.routingKey {
+                    found.append("\(id): routing key \(delivery.routingKey)")
+                }
                 var properties = delivery.properties
                 var expected = planned.message.properties
                 let deaths = properties.headers?["x-death"]
@@ -182,7 +190,8 @@ extension Resilience {
                 let expectedHeaders = (expected.headers?.entries ?? []).filter { !isBrokerBookkeeping($0.key) }
                 if headers.count != expectedHeaders.count
                     || Dictionary(headers.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
-                        != Dictionary(expectedHeaders.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+                        != Dictionary(
+                            expectedHeaders.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
                 {
                     found.append("\(id): headers differ: \(headers.map(\.key)) vs \(expectedHeaders.map(\.key))")
                 }
@@ -193,8 +202,12 @@ extension Resilience {
                 }
                 // RabbitMQ 3.10's quorum queues deliver a message the loop moved with x-delivery-count 1; a return
                 // (what every look did before) adds one each time, and RabbitMQ 4.x drops a message past 20.
-                if let returns = delivery.properties.headers?["x-delivery-count"], returns != .int64(1), returns != .int32(1) {
-                    found.append("\(id): returned to the queue (x-delivery-count \(String(describing: delivery.properties.headers?["x-delivery-count"])))")
+                if let returns = delivery.properties.headers?["x-delivery-count"], returns != .int64(1),
+                    returns != .int32(1)
+                {
+                    found.append(
+                        "\(id): returned to the queue (x-delivery-count \(String(describing: delivery.properties.headers?["x-delivery-count"])))"
+                    )
                 }
                 guard case .array(let entries)? = deaths else {
                     found.append("\(id): no x-death")
@@ -204,7 +217,8 @@ extension Resilience {
                     guard case .table(let table) = entry, table["queue"] != .string(deadLetterQueue) else { return nil }
                     return table
                 }
-                if others.count != 1 || others.first?["queue"] != .string(source) || others.first?["reason"] != .string("rejected")
+                if others.count != 1 || others.first?["queue"] != .string(source)
+                    || others.first?["reason"] != .string("rejected")
                     || others.first?["count"] != .int64(1)
                 {
                     found.append("\(id): x-death \(others)")
@@ -215,7 +229,8 @@ extension Resilience {
         }
 
         static func isBrokerBookkeeping(_ key: String) -> Bool {
-            key == "x-death" || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-") || key == "x-delivery-count"
+            key == "x-death" || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
+                || key == "x-delivery-count"
         }
 
         func command(
@@ -233,67 +248,84 @@ extension Resilience {
         /// Both by default; `DEAD_LETTER_WALK_QUEUE_TYPES=classic` runs one (e.g. against an older `wallet-worker`
         /// through `WALLET_WORKER_EXECUTABLE`, whose quorum runs would only time out).
         static var queueTypes: [String] {
-            ProcessInfo.processInfo.environment["DEAD_LETTER_WALK_QUEUE_TYPES"].map { $0.split(separator: ",").map(String.init) }
+            ProcessInfo.processInfo.environment["DEAD_LETTER_WALK_QUEUE_TYPES"].map {
+                $0.split(separator: ",").map(String.init)
+            }
                 ?? ["classic", "quorum"]
         }
 
-        @Test("25 looks at 20,000 dead letters leave every one in place, byte for byte, in order on a classic queue", arguments: queueTypes)
+        @Test(
+            "25 looks at 20,000 dead letters leave every one in place, byte for byte, in order on a classic queue",
+            arguments: queueTypes)
         func looksLeaveEverythingInPlace(queueType: String) async throws {
             let count = 20_000
             try await withResilienceTopology("dlw-\(queueType)", declareFlags: ["--queue-type", queueType]) {
                 topology, connection, channel in
-              try await Self.withFillCleanedUp(topology) {
-                let planned = Self.plan(count, fillExchange: "\(topology.prefix).fill", foreignUser: Self.secondUserURL != nil)
-                let source = try await Self.fill(planned, topology: topology, connection: connection, channel: channel)
-                let storeFailures = planned.filter { $0.reason == Self.storeFailure }.count
-                let flags: [String] = []  // the default --max-body-bytes (65536): bodies over 128 KiB are not read
-                func command(_ arguments: [String], _ topology: ResilienceTopology) async throws -> (exit: ChildExit, output: String) {
-                    try await self.command(arguments, topology, queueType: queueType)
-                }
-                for run in 0..<25 {
-                    switch run % 3 {
-                    case 0:
-                        let list = try await command(["dead-letters", "list", "--json"] + flags, topology)
-                        #expect(list.exit == .exited(0), "run \(run): \(list.output.suffix(2_000))")
-                        let lines = jsonObjects(list.output)
-                        #expect(lines.count == count, "run \(run): listed \(lines.count)")
-                        #expect(list.output.contains("listed \(count) of \(count) dead letters"), "\(list.output.suffix(1_000))")
-                        if run == 0 {
-                            let unread = lines.filter { $0["bodyRead"] as? Bool == false }
-                            #expect(unread.count == planned.filter { $0.message.body.count > 131_072 }.count)
-                            #expect(lines.filter { $0["missing"] != nil }.count == count / 1_000 * 2)
+                try await Self.withFillCleanedUp(topology) {
+                    let planned = Self.plan(
+                        count, fillExchange: "\(topology.prefix).fill", foreignUser: Self.secondUserURL != nil)
+                    let source = try await Self.fill(
+                        planned, topology: topology, connection: connection, channel: channel)
+                    let storeFailures = planned.filter { $0.reason == Self.storeFailure }.count
+                    let flags: [String] = []  // the default --max-body-bytes (65536): bodies over 128 KiB are not read
+                    func command(_ arguments: [String], _ topology: ResilienceTopology) async throws -> (
+                        exit: ChildExit, output: String
+                    ) {
+                        try await self.command(arguments, topology, queueType: queueType)
+                    }
+                    for run in 0..<25 {
+                        switch run % 3 {
+                        case 0:
+                            let list = try await command(["dead-letters", "list", "--json"] + flags, topology)
+                            #expect(list.exit == .exited(0), "run \(run): \(list.output.suffix(2_000))")
+                            let lines = jsonObjects(list.output)
+                            #expect(lines.count == count, "run \(run): listed \(lines.count)")
+                            #expect(
+                                list.output.contains("listed \(count) of \(count) dead letters"),
+                                "\(list.output.suffix(1_000))")
+                            if run == 0 {
+                                let unread = lines.filter { $0["bodyRead"] as? Bool == false }
+                                #expect(unread.count == planned.filter { $0.message.body.count > 131_072 }.count)
+                                #expect(lines.filter { $0["missing"] != nil }.count == count / 1_000 * 2)
+                            }
+                        case 1:
+                            let show = try await command(
+                                ["dead-letters", "show", "--message-id", "dl-1001"] + flags, topology)
+                            #expect(show.exit == .exited(0), "run \(run): \(show.output.suffix(2_000))")
+                            let shown = jsonObjects(show.output)
+                            let headers = shown.first?["headers"] as? [String: Any]
+                            #expect(shown.count == 1 && (headers?["filler"] as? String)?.count == 130_800, "run \(run)")
+                        default:
+                            let dry = try await command(
+                                ["dead-letters", "replay", "--dry-run", "--json", "--reason", "store unavailable"]
+                                    + flags, topology)
+                            #expect(dry.exit == .exited(0), "run \(run): \(dry.output.suffix(2_000))")
+                            #expect(jsonObjects(dry.output).count == storeFailures, "run \(run)")
                         }
-                    case 1:
-                        let show = try await command(["dead-letters", "show", "--message-id", "dl-1001"] + flags, topology)
-                        #expect(show.exit == .exited(0), "run \(run): \(show.output.suffix(2_000))")
-                        let shown = jsonObjects(show.output)
-                        let headers = shown.first?["headers"] as? [String: Any]
-                        #expect(shown.count == 1 && (headers?["filler"] as? String)?.count == 130_800, "run \(run)")
-                    default:
-                        let dry = try await command(
-                            ["dead-letters", "replay", "--dry-run", "--json", "--reason", "store unavailable"] + flags, topology)
-                        #expect(dry.exit == .exited(0), "run \(run): \(dry.output.suffix(2_000))")
-                        #expect(jsonObjects(dry.output).count == storeFailures, "run \(run)")
+                        // The last rejections' moves may still be under way in the broker when the command ends.
+                        var held = 0
+                        try await eventually(
+                            "\(count) dead letters after run \(run), \(held) held", within: .seconds(10)
+                        ) {
+                            held = try await readyCount(topology.deadLetterQueue, on: connection)
+                            return held == count
+                        }
                     }
-                    // The last rejections' moves may still be under way in the broker when the command ends.
-                    var held = 0
-                    try await eventually("\(count) dead letters after run \(run), \(held) held", within: .seconds(10)) {
-                        held = try await readyCount(topology.deadLetterQueue, on: connection)
-                        return held == count
+                    var held = try await Self.drainWhole(topology.deadLetterQueue, expected: count)
+                    if queueType == "quorum" {
+                        // RabbitMQ 3.10's quorum queues dead-letter the messages of a window in no particular order
+                        // (measured: even one nack at a time), so a look keeps every message whole but not their
+                        // order there (docs/operations.md: Runbook, dead letters). Compared by message id.
+                        let position = Dictionary(uniqueKeysWithValues: planned.enumerated().map { ($1.messageID, $0) })
+                        held.sort {
+                            (position[$0.properties.messageID ?? ""] ?? -1)
+                                < (position[$1.properties.messageID ?? ""] ?? -1)
+                        }
                     }
+                    let differences = Self.differences(
+                        held, planned, deadLetterQueue: topology.deadLetterQueue, source: source)
+                    #expect(differences.isEmpty, "\(differences.prefix(10))")
                 }
-                var held = try await Self.drainWhole(topology.deadLetterQueue, expected: count)
-                if queueType == "quorum" {
-                    // RabbitMQ 3.10's quorum queues dead-letter the messages of a window in no particular order
-                    // (measured: even one nack at a time), so a look keeps every message whole but not their
-                    // order there (docs/operations.md: Runbook, dead letters). Compared by message id.
-                    let position = Dictionary(uniqueKeysWithValues: planned.enumerated().map { ($1.messageID, $0) })
-                    held.sort { (position[$0.properties.messageID ?? ""] ?? -1) < (position[$1.properties.messageID ?? ""] ?? -1) }
-                }
-                let differences = Self.differences(
-                    held, planned, deadLetterQueue: topology.deadLetterQueue, source: source)
-                #expect(differences.isEmpty, "\(differences.prefix(10))")
-              }
             }
         }
 
@@ -306,72 +338,98 @@ extension Resilience {
         func killedReplayResumes() async throws {
             let count = 3_000
             try await withResilienceTopology("dlw-kill") { topology, connection, channel in
-              try await Self.withFillCleanedUp(topology) {
-                let planned = Self.plan(count, fillExchange: "\(topology.prefix).fill", foreignUser: Self.secondUserURL != nil)
+                try await Self.withFillCleanedUp(topology) {
+                    let planned = Self.plan(
+                        count, fillExchange: "\(topology.prefix).fill", foreignUser: Self.secondUserURL != nil
+                    )
                     .map { planned -> Planned in
                         // Foreign users on store failures too, so that they are replayed.
                         var planned = planned
                         if planned.messageID.hasSuffix("03") || planned.messageID.hasSuffix("06"),
-                           Self.secondUserURL != nil, planned.reason == Self.storeFailure
+                            Self.secondUserURL != nil, planned.reason == Self.storeFailure
                         {
                             planned.message.properties.userID = "wallet-backend"
                             planned.foreignUser = true
                         }
                         return planned
                     }
-                let source = try await Self.fill(planned, topology: topology, connection: connection, channel: channel)
-                let truncated = Set(planned.filter { $0.message.properties.headers?["x-worker-dropped-headers"] != nil }.map(\.messageID))
-                // Not a truncated one (refused without --force), nor a body over the tool's read limit (never replayed).
-                let matching = planned.filter {
-                    $0.reason == Self.storeFailure && !truncated.contains($0.messageID) && $0.message.body.count <= 131_072
+                    let source = try await Self.fill(
+                        planned, topology: topology, connection: connection, channel: channel)
+                    let truncated = Set(
+                        planned.filter { $0.message.properties.headers?["x-worker-dropped-headers"] != nil }.map(
+                            \.messageID))
+                    // Not a truncated one (refused without --force), nor a body over the tool's read limit (never replayed).
+                    let matching = planned.filter {
+                        $0.reason == Self.storeFailure && !truncated.contains($0.messageID)
+                            && $0.message.body.count <= 131_072
+                    }
+                    let matchingIDs = Set(matching.map(\.messageID))
+
+                    // Without a filter it asks; "no" replays nothing.
+                    let refused = try await command(["dead-letters", "replay"], topology, input: "no\n")
+                    #expect(refused.exit == .exited(1), "\(refused.output)")
+                    #expect(try await readyCount(topology.work, on: connection) == 0)
+
+                    // A replay, SIGKILLed once a few hundred replays reached the work queue (no worker consumes it).
+                    let replay = try ChildProcess(
+                        executable: try WorkerProcess.executablePath,
+                        arguments: ["dead-letters", "replay", "--reason", "store unavailable"] + topology.flags,
+                        environment: ["AMQP_URL": TestBroker.urlText], label: "replay-killed")
+                    defer {
+                        replay.kill()
+                        replay.removeLog()
+                    }
+                    try await eventually(
+                        "300 replayed messages in the work queue, or the replay to end", within: .seconds(60)
+                    ) {
+                        try await readyCount(topology.work, on: connection) >= 300 || !replay.isRunning
+                    }
+                    replay.kill()
+                    let replayedBeforeKill = try await readyCount(topology.work, on: connection)
+                    #expect(
+                        replayedBeforeKill < matching.count,
+                        "the kill came after the replay ended: \(replay.log.suffix(500))")
+
+                    let again = try await command(
+                        ["dead-letters", "replay", "--reason", "store unavailable"], topology)
+                    #expect(
+                        again.exit == .exited(1),
+                        "truncated dead letters are refused, and say so: \(again.output.suffix(1_000))")
+                    #expect(
+                        again.output.contains("not replayed") && again.output.contains("--force"),
+                        "\(again.output.suffix(1_000))")
+
+                    let replayed = try await MessageCapture.drain(topology.work, on: connection, quiet: .seconds(1))
+                    var seen: [String: Int] = [:]
+                    for delivery in replayed { seen[delivery.properties.messageID ?? "", default: 0] += 1 }
+                    #expect(Set(seen.keys) == matchingIDs, "replayed \(seen.count) of \(matchingIDs.count)")
+                    let twice = seen.filter { $0.value > 1 }
+                    #expect(
+                        twice.count <= 1 && twice.values.allSatisfy { $0 == 2 }, "replayed more than once: \(twice)")
+                    let foreign = replayed.filter {
+                        $0.properties.headers?["x-original-user-id"] == .string("wallet-backend")
+                    }
+                    if Self.secondUserURL != nil {
+                        #expect(!foreign.isEmpty && foreign.allSatisfy { $0.properties.userID == nil })
+                    }
+                    #expect(
+                        replayed.allSatisfy {
+                            $0.properties.headers?["x-worker-error"] == nil && $0.properties.headers?["x-death"] == nil
+                        })
+
+                    // Every other message once, in its cyclic order (an interrupted run leaves the queue rotated).
+                    let rest = planned.filter { !matchingIDs.contains($0.messageID) }
+                    let held = try await Self.drainWhole(topology.deadLetterQueue, expected: rest.count)
+                    let ids = held.map { $0.properties.messageID ?? "marker" }
+                    #expect(
+                        ids.count == rest.count && !ids.contains("marker"), "\(ids.count) held, \(rest.count) expected")
+                    if let first = ids.first, let start = rest.firstIndex(where: { $0.messageID == first }) {
+                        let rotated = Array(rest[start...] + rest[..<start])
+                        let differences = Self.differences(
+                            held, rotated, deadLetterQueue: topology.deadLetterQueue, source: source)
+                        #expect(differences.isEmpty, "\(differences.prefix(10))")
+                    }
                 }
-                let matchingIDs = Set(matching.map(\.messageID))
-
-                // Without a filter it asks; "no" replays nothing.
-                let refused = try await command(["dead-letters", "replay"], topology, input: "no\n")
-                #expect(refused.exit == .exited(1), "\(refused.output)")
-                #expect(try await readyCount(topology.work, on: connection) == 0)
-
-                // A replay, SIGKILLed once a few hundred replays reached the work queue (no worker consumes it).
-                let replay = try ChildProcess(
-                    executable: try WorkerProcess.executablePath,
-                    arguments: ["dead-letters", "replay", "--reason", "store unavailable"] + topology.flags,
-                    environment: ["AMQP_URL": TestBroker.urlText], label: "replay-killed")
-                defer { replay.kill(); replay.removeLog() }
-                try await eventually("300 replayed messages in the work queue, or the replay to end", within: .seconds(60)) {
-                    try await readyCount(topology.work, on: connection) >= 300 || !replay.isRunning
-                }
-                replay.kill()
-                let replayedBeforeKill = try await readyCount(topology.work, on: connection)
-                #expect(replayedBeforeKill < matching.count, "the kill came after the replay ended: \(replay.log.suffix(500))")
-
-                let again = try await command(["dead-letters", "replay", "--reason", "store unavailable"], topology)
-                #expect(again.exit == .exited(1), "truncated dead letters are refused, and say so: \(again.output.suffix(1_000))")
-                #expect(again.output.contains("not replayed") && again.output.contains("--force"), "\(again.output.suffix(1_000))")
-
-                let replayed = try await MessageCapture.drain(topology.work, on: connection, quiet: .seconds(1))
-                var seen: [String: Int] = [:]
-                for delivery in replayed { seen[delivery.properties.messageID ?? "", default: 0] += 1 }
-                #expect(Set(seen.keys) == matchingIDs, "replayed \(seen.count) of \(matchingIDs.count)")
-                let twice = seen.filter { $0.value > 1 }
-                #expect(twice.count <= 1 && twice.values.allSatisfy { $0 == 2 }, "replayed more than once: \(twice)")
-                let foreign = replayed.filter { $0.properties.headers?["x-original-user-id"] == .string("wallet-backend") }
-                if Self.secondUserURL != nil {
-                    #expect(!foreign.isEmpty && foreign.allSatisfy { $0.properties.userID == nil })
-                }
-                #expect(replayed.allSatisfy { $0.properties.headers?["x-worker-error"] == nil && $0.properties.headers?["x-death"] == nil })
-
-                // Every other message once, in its cyclic order (an interrupted run leaves the queue rotated).
-                let rest = planned.filter { !matchingIDs.contains($0.messageID) }
-                let held = try await Self.drainWhole(topology.deadLetterQueue, expected: rest.count)
-                let ids = held.map { $0.properties.messageID ?? "marker" }
-                #expect(ids.count == rest.count && !ids.contains("marker"), "\(ids.count) held, \(rest.count) expected")
-                if let first = ids.first, let start = rest.firstIndex(where: { $0.messageID == first }) {
-                    let rotated = Array(rest[start...] + rest[..<start])
-                    let differences = Self.differences(held, rotated, deadLetterQueue: topology.deadLetterQueue, source: source)
-                    #expect(differences.isEmpty, "\(differences.prefix(10))")
-                }
-              }
             }
         }
 
@@ -384,23 +442,29 @@ extension Resilience {
                 return
             }
             try await withResilienceTopology("dlw-rss") { topology, connection, channel in
-              try await Self.withFillCleanedUp(topology) {
-                let planned = Self.plan(1_500, fillExchange: "\(topology.prefix).fill", foreignUser: false, bodyBytes: 65_536)
-                _ = try await Self.fill(planned, topology: topology, connection: connection, channel: channel)
-                let list = try ChildProcess(
-                    executable: "/usr/bin/time",
-                    arguments: ["-f", "maxrss=%MKiB", try WorkerProcess.executablePath, "dead-letters", "list", "--json"]
-                        + topology.flags,
-                    environment: ["AMQP_URL": TestBroker.urlText], label: "list-rss")
-                defer { list.kill(); list.removeLog() }
-                let exit = await list.waitForExit(timeout: .seconds(120))
-                #expect(exit?.exit == .exited(0), "\(list.log.suffix(1_000))")
-                let line = list.log.split(separator: "\n").last { $0.hasPrefix("maxrss=") }
-                let kibibytes = line.flatMap { Int($0.dropFirst("maxrss=".count).dropLast("KiB".count)) }
-                let peak = try #require(kibibytes, "\(list.log.suffix(500))")
-                #expect(peak < 64 * 1_024, "peak resident size \(peak) KiB")
-                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 1_500)
-              }
+                try await Self.withFillCleanedUp(topology) {
+                    let planned = Self.plan(
+                        1_500, fillExchange: "\(topology.prefix).fill", foreignUser: false, bodyBytes: 65_536)
+                    _ = try await Self.fill(planned, topology: topology, connection: connection, channel: channel)
+                    let list = try ChildProcess(
+                        executable: "/usr/bin/time",
+                        arguments: [
+                            "-f", "maxrss=%MKiB", try WorkerProcess.executablePath, "dead-letters", "list", "--json",
+                        ]
+                            + topology.flags,
+                        environment: ["AMQP_URL": TestBroker.urlText], label: "list-rss")
+                    defer {
+                        list.kill()
+                        list.removeLog()
+                    }
+                    let exit = await list.waitForExit(timeout: .seconds(120))
+                    #expect(exit?.exit == .exited(0), "\(list.log.suffix(1_000))")
+                    let line = list.log.split(separator: "\n").last { $0.hasPrefix("maxrss=") }
+                    let kibibytes = line.flatMap { Int($0.dropFirst("maxrss=".count).dropLast("KiB".count)) }
+                    let peak = try #require(kibibytes, "\(list.log.suffix(500))")
+                    #expect(peak < 64 * 1_024, "peak resident size \(peak) KiB")
+                    #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 1_500)
+                }
             }
         }
     }

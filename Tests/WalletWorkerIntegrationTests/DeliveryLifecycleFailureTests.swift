@@ -3,8 +3,8 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
-import Testing
 import TestSupport
+import Testing
 import WalletStore
 import WalletWorker
 
@@ -13,14 +13,19 @@ struct DeliveryLifecycleFailureTests {
     /// Defect 2: the worker slept the requeue delay before acknowledging the deliveries whose retry copies or dead
     /// letters were already confirmed; a shutdown whose grace period ended the sleep acknowledged nothing, so such a
     /// message was redelivered and also sat in the dead-letter queue.
-    @Test("a stop during the requeue delay: the message whose dead letter was confirmed is acknowledged, not left beside its dead letter")
+    @Test(
+        "a stop during the requeue delay: the message whose dead letter was confirmed is acknowledged, not left beside its dead letter"
+    )
     func stopDuringTheRequeueDelay() async throws {
-        try await withWorkerEnvironment("requeue-delay-stop", configure: {
-            // The retry queue this test deletes must stay deleted.
-            $0.declaresTopology = false
-            $0.shutdownGracePeriod = .milliseconds(300)
-            $0.retryAttempts = 5
-        }) { environment in
+        try await withWorkerEnvironment(
+            "requeue-delay-stop",
+            configure: {
+                // The retry queue this test deletes must stay deleted.
+                $0.declaresTopology = false
+                $0.shutdownGracePeriod = .milliseconds(300)
+                $0.retryAttempts = 5
+            }
+        ) { environment in
             let deadLetters = try await environment.deadLetterReader()
             // Nothing is bound to the result exchanges: every result comes back unroutable, a transient failure. And
             // with no retry queue, retry copies come back too: those deliveries are requeued after a delay.
@@ -37,7 +42,8 @@ struct DeliveryLifecycleFailureTests {
             try await worker.stop()
 
             let inQueue = try await environment.messageCount(environment.topology.workQueue)
-            #expect(inQueue == 1, "only the message with attempts left goes back; the dead-lettered one was acknowledged")
+            #expect(
+                inQueue == 1, "only the message with attempts left goes back; the dead-lettered one was acknowledged")
             try await Task.sleep(for: .milliseconds(200))
             #expect(deadLetters.count == 1)
         }
@@ -48,7 +54,9 @@ struct DeliveryLifecycleFailureTests {
     /// valid notifications as poison. Now they are given back at half the timeout and the pipeline pauses.
     @Test(
         "held for a store outage past half the broker's consumer timeout: given back before it, the pipeline pauses, and resumes when the store answers; nothing is dead-lettered, no session fails",
-        .enabled(if: ReplicaDatabase.isConfigured, "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
+        .enabled(
+            if: ReplicaDatabase.isConfigured,
+            "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
     func heldDeliveriesAreGivenBackBeforeTheConsumerTimeout() async throws {
         // A node of its own: a 6 s consumer timeout, checked every second, would break every other test's consumers.
         let node = PrivateRabbitNode(port: 5772, consumerTimeout: .seconds(6))
@@ -58,20 +66,24 @@ struct DeliveryLifecycleFailureTests {
             let relay = try database.relay()
             defer { relay.close() }
             let store = try database.store(through: relay)
-            try await withWorkerEnvironment("consumer-timeout", brokerURL: node.url, configure: {
-                $0.store = store
-                $0.consumerTimeout = .seconds(6)
-                // The store's deadlines must be far under the consumer timeout (seconds against 30 minutes by
-                // default): a batch is given back only once the store has answered that it is out.
-                $0.storeStatementTimeout = .seconds(1)
-                $0.retryAttempts = 2
-                $0.retryDelay = .milliseconds(200)
-            }) { environment in
+            try await withWorkerEnvironment(
+                "consumer-timeout", brokerURL: node.url,
+                configure: {
+                    $0.store = store
+                    $0.consumerTimeout = .seconds(6)
+                    // The store's deadlines must be far under the consumer timeout (seconds against 30 minutes by
+                    // default): a batch is given back only once the store has answered that it is out.
+                    $0.storeStatementTimeout = .seconds(1)
+                    $0.retryAttempts = 2
+                    $0.retryDelay = .milliseconds(200)
+                }
+            ) { environment in
                 try await environment.declareTopology()
                 let capture = try await environment.resultCapture()
                 let deadLetters = try await environment.deadLetterReader()
                 let worker = try await environment.startWorker()
-                try await environment.publish(InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
+                try await environment.publish(
+                    InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
                 _ = try await capture.results.waitFor(1, within: .seconds(10), "the first result, store up")
 
                 relay.refuse()
@@ -88,7 +100,9 @@ struct DeliveryLifecycleFailureTests {
                 // worker (a session failing would reconnect).
                 try await Task.sleep(for: .seconds(12))
                 #expect(try await environment.messageCount(environment.topology.workQueue) == 5)
-                #expect(worker.metric("wallet_reconnects_total") == 0, "a session failed: the broker timed the consumer out")
+                #expect(
+                    worker.metric("wallet_reconnects_total") == 0, "a session failed: the broker timed the consumer out"
+                )
                 #expect(deadLetters.count == 0)
 
                 relay.accept()

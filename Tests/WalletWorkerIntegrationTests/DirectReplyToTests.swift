@@ -32,8 +32,9 @@ struct DirectReplyToTests {
             #expect(copies[0].properties.messageID == "drt-1/0")
             #expect(copies[0].properties.correlationID == "rpc-1")
             #expect(copies[0].exchange.isEmpty, "a copy goes through the default exchange")
-            #expect(copies[0].routingKey.hasPrefix("amq.rabbitmq.reply-to."),
-                    "the copy's routing key is the name the broker gave the requester: \(copies[0].routingKey)")
+            #expect(
+                copies[0].routingKey.hasPrefix("amq.rabbitmq.reply-to."),
+                "the copy's routing key is the name the broker gave the requester: \(copies[0].routingKey)")
             #expect(try await environment.messageCount(environment.topology.workQueue) == 0)
             // RabbitMQ 3.10 returns a mandatory publish to a direct reply-to name even when it delivers it: the
             // copy goes without `mandatory`, so a delivered copy is not counted as unroutable.

@@ -3,8 +3,8 @@ import AMQPTransport
 import BrokerTestSupport
 import Foundation
 import Testing
-import WalletRouting
 import WalletOperatorTools
+import WalletRouting
 import WalletWorker
 
 /// One line of a `Tests/WalletRoutingTests/Golden/*.jsonl` file.
@@ -37,14 +37,15 @@ enum GoldenBrokerCorpus {
             for (number, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() {
                 if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { continue }
                 guard let object = (try? JSONParser.parse(Array(line)))?.objectValue,
-                      let name = object["name"]?.stringValue,
-                      let steps = object["steps"]?.arrayValue?.compactMap(\.objectValue), !steps.isEmpty
+                    let name = object["name"]?.stringValue,
+                    let steps = object["steps"]?.arrayValue?.compactMap(\.objectValue), !steps.isEmpty
                 else {
                     problems.append("\(file) line \(number + 1): not a case with a name and steps")
                     continue
                 }
-                cases.append(GoldenBrokerCase(
-                    file: file, name: name, contract: object["contract"]?.stringValue ?? "", steps: steps))
+                cases.append(
+                    GoldenBrokerCase(
+                        file: file, name: name, contract: object["contract"]?.stringValue ?? "", steps: steps))
             }
         }
         return (cases, files, problems)
@@ -70,10 +71,11 @@ struct GoldenBrokerTests {
     @Test("the corpus is found and every line is a case")
     func corpusIsComplete() {
         let loaded = GoldenBrokerCorpus.loaded
-        #expect(Set(loaded.files).isSuperset(of: [
-            "actions.jsonl", "cps.jsonl", "envelope.jsonl", "installations.jsonl", "mg.jsonl", "rejected.jsonl",
-            "tns.jsonl",
-        ]), "golden files under \(GoldenBrokerCorpus.directory.path): \(loaded.files)")
+        #expect(
+            Set(loaded.files).isSuperset(of: [
+                "actions.jsonl", "cps.jsonl", "envelope.jsonl", "installations.jsonl", "mg.jsonl", "rejected.jsonl",
+                "tns.jsonl",
+            ]), "golden files under \(GoldenBrokerCorpus.directory.path): \(loaded.files)")
         #expect(loaded.problems.isEmpty, "\(loaded.problems)")
         #expect(loaded.cases.count >= 200, "only \(loaded.cases.count) golden cases loaded")
         let names = loaded.cases.map(\.name)
@@ -87,7 +89,9 @@ struct GoldenBrokerTests {
         }
     }
 
-    private static func prepare(_ golden: GoldenBrokerCase, prefix: String) throws -> (steps: [PreparedStep], replyQueues: [String: String]) {
+    private static func prepare(_ golden: GoldenBrokerCase, prefix: String) throws -> (
+        steps: [PreparedStep], replyQueues: [String: String]
+    ) {
         var replyQueues: [String: String] = [:]
         var steps: [PreparedStep] = []
         for (index, step) in golden.steps.enumerated() {
@@ -154,17 +158,22 @@ struct GoldenBrokerTests {
             }
 
             // A sentinel processed after every step: once its result is in, nothing more can come for the steps.
-            let sentinel = InboundSpec(json: #"{"action":"golden.sentinel"}"#, messageID: "\(environment.prefix).sentinel")
+            let sentinel = InboundSpec(
+                json: #"{"action":"golden.sentinel"}"#, messageID: "\(environment.prefix).sentinel")
             try await environment.publish(sentinel)
             let all = try await capture.results.waitFor(primaryEnd + 1, "the sentinel after \(golden.name)")
             try await Task.sleep(for: .milliseconds(30))
             let finalPrimaries = capture.results.messages
-            if finalPrimaries.count != primaryEnd + 1 || all[primaryEnd].properties.messageID != "\(environment.prefix).sentinel/0" {
-                differences.append("results: expected \(primaryEnd) then the sentinel's, got \(finalPrimaries.count): "
-                    + finalPrimaries.map(\.summary).joined(separator: "\n  "))
+            if finalPrimaries.count != primaryEnd + 1
+                || all[primaryEnd].properties.messageID != "\(environment.prefix).sentinel/0"
+            {
+                differences.append(
+                    "results: expected \(primaryEnd) then the sentinel's, got \(finalPrimaries.count): "
+                        + finalPrimaries.map(\.summary).joined(separator: "\n  "))
             }
             for (name, end) in replyEnds where capture.replies[name]?.count != end {
-                differences.append("reply queue for \(name): expected \(end) copies, got \(capture.replies[name]?.count ?? -1)")
+                differences.append(
+                    "reply queue for \(name): expected \(end) copies, got \(capture.replies[name]?.count ?? -1)")
             }
             // Copies of results of steps that route said published none to this queue.
             for (_, queue) in replyNames where replyEnds[queue] == nil {
@@ -173,8 +182,9 @@ struct GoldenBrokerTests {
                 }
             }
             if deadLetters.count != deadEnd {
-                differences.append("dead-letter queue: expected \(deadEnd), got \(deadLetters.count): "
-                    + deadLetters.messages.map(\.summary).joined(separator: "\n  "))
+                differences.append(
+                    "dead-letter queue: expected \(deadEnd), got \(deadLetters.count): "
+                        + deadLetters.messages.map(\.summary).joined(separator: "\n  "))
             }
 
             // Compare step by step.
@@ -202,20 +212,28 @@ struct GoldenBrokerTests {
                     let queue = result.routingKey
                     let cursor = replyCursor[queue, default: 0]
                     replyCursor[queue] = cursor + 1
-                    guard let copies = capture.replies[queue]?.messages, cursor < copies.count, let primary = lastPrimary
+                    guard let copies = capture.replies[queue]?.messages, cursor < copies.count,
+                        let primary = lastPrimary
                     else {
-                        differences.append("\(tag): reply_to copy \(cursor) on \(queue) missing (or no primary before it)")
+                        differences.append(
+                            "\(tag): reply_to copy \(cursor) on \(queue) missing (or no primary before it)")
                         continue
                     }
                     let copy = copies[cursor]
                     if copy.exchange != "" || copy.routingKey != queue {
-                        differences.append("\(tag): copy published to '\(copy.exchange)' '\(copy.routingKey)', expected the default exchange, key \(queue)")
+                        differences.append(
+                            "\(tag): copy published to '\(copy.exchange)' '\(copy.routingKey)', expected the default exchange, key \(queue)"
+                        )
                     }
                     if copy.body != primary.body {
-                        differences.append("\(tag): reply_to copy body differs from its primary:\n    copy:    \(copy.text)\n    primary: \(primary.text)")
+                        differences.append(
+                            "\(tag): reply_to copy body differs from its primary:\n    copy:    \(copy.text)\n    primary: \(primary.text)"
+                        )
                     }
                     if copy.properties != primary.properties {
-                        differences.append("\(tag): reply_to copy properties \(copy.properties) differ from the primary's \(primary.properties)")
+                        differences.append(
+                            "\(tag): reply_to copy properties \(copy.properties) differ from the primary's \(primary.properties)"
+                        )
                     }
                 }
                 if route.disposition == "deadLetter" {
@@ -225,8 +243,11 @@ struct GoldenBrokerTests {
                         deadMessages[deadCursor], step: step, reason: route.reason,
                         stepTag: "\(golden.name)#\(index)", topology: topology
                     ).map { "\(tag) dead letter: \($0)" }
-                    if !brokerPrimaries.contains(where: { $0.properties.type == "rejected" && $0.exchange == topology.resultExchanges.events }) {
-                        differences.append("\(tag): dead-lettered but no `rejected` result on \(topology.resultExchanges.events)")
+                    if !brokerPrimaries.contains(where: {
+                        $0.properties.type == "rejected" && $0.exchange == topology.resultExchanges.events
+                    }) {
+                        differences.append(
+                            "\(tag): dead-lettered but no `rejected` result on \(topology.resultExchanges.events)")
                     }
                 } else if route.disposition != "acknowledge" {
                     differences.append("\(tag): route disposition \(route.disposition)")
@@ -238,13 +259,16 @@ struct GoldenBrokerTests {
             let work = try await environment.messageCount(topology.workQueue)
             let retry = try await environment.messageCount(topology.retryQueue)
             if work != 0 || retry != 0 {
-                differences.append("after the case: \(work) messages left in the work queue, \(retry) in the retry queue")
+                differences.append(
+                    "after the case: \(work) messages left in the work queue, \(retry) in the retry queue")
             }
 
             if !differences.isEmpty {
-                Issue.record(Comment(rawValue:
-                    "golden case \(golden.name) (\(golden.file)): \(golden.contract)\n"
-                        + differences.map { "- " + $0 }.joined(separator: "\n")))
+                Issue.record(
+                    Comment(
+                        rawValue:
+                            "golden case \(golden.name) (\(golden.file)): \(golden.contract)\n"
+                            + differences.map { "- " + $0 }.joined(separator: "\n")))
             }
         }
     }
@@ -282,7 +306,8 @@ struct GoldenBrokerTests {
         var differences: [String] = []
         let original = InboundSpec(step.message, headers: [("x-golden-step", .string(stepTag))]).amqpProperties
         if dead.body != step.message.body {
-            differences.append("body differs from the original (\(dead.body.count) vs \(step.message.body.count) bytes)")
+            differences.append(
+                "body differs from the original (\(dead.body.count) vs \(step.message.body.count) bytes)")
         }
         var withoutHeaders = dead.properties
         withoutHeaders.headers = nil
@@ -292,10 +317,12 @@ struct GoldenBrokerTests {
             differences.append("properties \(withoutHeaders) differ from the original's \(originalWithoutHeaders)")
         }
         for (key, value) in original.headers?.entries ?? [] where dead.properties.headers?[key] != value {
-            differences.append("original header \(key) = \(value) not kept (got \(String(describing: dead.properties.headers?[key])))")
+            differences.append(
+                "original header \(key) = \(value) not kept (got \(String(describing: dead.properties.headers?[key])))")
         }
         if dead.stringHeader("x-worker-error") != reason {
-            differences.append("x-worker-error \(dead.stringHeader("x-worker-error") ?? "missing"), route's reason \(reason ?? "nil")")
+            differences.append(
+                "x-worker-error \(dead.stringHeader("x-worker-error") ?? "missing"), route's reason \(reason ?? "nil")")
         }
         if dead.exchange != topology.deadLetterExchange {
             differences.append("arrived through '\(dead.exchange)', expected \(topology.deadLetterExchange)")

@@ -14,7 +14,8 @@ struct HelpAndReadmeTests {
 
     /// A command's `--help`, on one line (the help wraps at the terminal's width).
     static func help(_ executable: String, _ arguments: [String]) async throws -> String {
-        let (exit, output) = try await runExecutable(executable, arguments + ["--help"], environment: ["COLUMNS": "300"])
+        let (exit, output) = try await runExecutable(
+            executable, arguments + ["--help"], environment: ["COLUMNS": "300"])
         #expect(exit == .exited(0), "\(executable) \(arguments) --help: \(exit)\n\(output)")
         return output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
     }
@@ -22,15 +23,17 @@ struct HelpAndReadmeTests {
     static func matches(_ pattern: String, in text: String, group: Int = 0) -> Set<String> {
         let expression = try! NSRegularExpression(pattern: pattern)
         let range = NSRange(text.startIndex..., in: text)
-        return Set(expression.matches(in: text, range: range).compactMap {
-            Range($0.range(at: group), in: text).map { String(text[$0]) }
-        })
+        return Set(
+            expression.matches(in: text, range: range).compactMap {
+                Range($0.range(at: group), in: text).map { String(text[$0]) }
+            })
     }
 
     /// The flags and variables of the README table that follows `header` (up to the first line that is not a row).
     static func table(after header: String) -> (flags: Set<String>, variables: Set<String>) {
         guard let start = readme.range(of: header) else { return ([], []) }
-        var flags = Set<String>(), variables = Set<String>()
+        var flags = Set<String>()
+        var variables = Set<String>()
         for line in readme[start.upperBound...].split(separator: "\n", omittingEmptySubsequences: false).dropFirst(2) {
             guard line.hasPrefix("|") else { break }
             let cells = line.split(separator: "|", omittingEmptySubsequences: false)
@@ -43,7 +46,9 @@ struct HelpAndReadmeTests {
 
     static let ignoredFlags: Set<String> = ["--help", "--version"]
 
-    @Test("every option and variable of run --help is in the README's configuration table, and every one there is in run --help")
+    @Test(
+        "every option and variable of run --help is in the README's configuration table, and every one there is in run --help"
+    )
     func runHelpAndReadmeAgree() async throws {
         let help = try await Self.help("wallet-worker", ["run"])
         let helpFlags = Self.matches(#"(?<![\w-])--[a-z][a-z0-9-]*"#, in: help).subtracting(Self.ignoredFlags)
@@ -51,11 +56,19 @@ struct HelpAndReadmeTests {
             .union(Self.matches(#"OTEL_[A-Z_]+"#, in: help))
         let table = Self.table(after: "| flag | environment variable | default | meaning |")
         #expect(!table.flags.isEmpty && !helpFlags.isEmpty)
-        #expect(helpFlags.subtracting(table.flags).isEmpty, "in run --help, not in the README: \(helpFlags.subtracting(table.flags).sorted())")
-        #expect(table.flags.subtracting(helpFlags).isEmpty, "in the README, not in run --help: \(table.flags.subtracting(helpFlags).sorted())")
+        #expect(
+            helpFlags.subtracting(table.flags).isEmpty,
+            "in run --help, not in the README: \(helpFlags.subtracting(table.flags).sorted())")
+        #expect(
+            table.flags.subtracting(helpFlags).isEmpty,
+            "in the README, not in run --help: \(table.flags.subtracting(helpFlags).sorted())")
         let documented = table.variables.union(Self.matches(#"`(OTEL_[A-Z_]+)`"#, in: Self.readme, group: 1))
-        #expect(helpVariables.subtracting(documented).isEmpty, "variables of run --help not in the README: \(helpVariables.subtracting(documented).sorted())")
-        #expect(table.variables.subtracting(helpVariables).isEmpty, "variables of the README's table not in run --help: \(table.variables.subtracting(helpVariables).sorted())")
+        #expect(
+            helpVariables.subtracting(documented).isEmpty,
+            "variables of run --help not in the README: \(helpVariables.subtracting(documented).sorted())")
+        #expect(
+            table.variables.subtracting(helpVariables).isEmpty,
+            "variables of the README's table not in run --help: \(table.variables.subtracting(helpVariables).sorted())")
         #expect(help.contains("_FILE"), "run --help does not explain the _FILE convention")
     }
 
@@ -64,11 +77,14 @@ struct HelpAndReadmeTests {
     func readmeTableIsGenerated() async throws {
         let (exit, output) = try await runExecutable("wallet-worker", ["settings", "--markdown"])
         #expect(exit == .exited(0), "settings --markdown: \(exit)\n\(output)")
-        let begin = "<!-- settings:begin -->\n", end = "<!-- settings:end -->\n"
+        let begin = "<!-- settings:begin -->\n"
+        let end = "<!-- settings:end -->\n"
         let start = try #require(Self.readme.range(of: begin), "README.md has no \(begin)")
         let stop = try #require(Self.readme.range(of: end, range: start.upperBound..<Self.readme.endIndex))
-        #expect(String(Self.readme[start.upperBound..<stop.lowerBound]) == output,
-                "README.md's table differs from wallet-worker settings --markdown: run scripts/check-settings-table.sh --write")
+        #expect(
+            String(Self.readme[start.upperBound..<stop.lowerBound]) == output,
+            "README.md's table differs from wallet-worker settings --markdown: run scripts/check-settings-table.sh --write"
+        )
     }
 
     @Test("wallet-notify --help answers with its usage, and its options and variables are the README's")
@@ -77,7 +93,9 @@ struct HelpAndReadmeTests {
         let helpFlags = Self.matches(#"(?<![\w-])--[a-z][a-z0-9-]*"#, in: help).subtracting(Self.ignoredFlags)
         let helpVariables = Self.matches(#"\(env ([A-Z][A-Z0-9_]+)"#, in: help, group: 1)
         let table = Self.table(after: "| `wallet-notify` flag | environment variable | default | meaning |")
-        #expect(!helpFlags.isEmpty && helpFlags == table.flags, "help \(helpFlags.sorted()), README \(table.flags.sorted())")
+        #expect(
+            !helpFlags.isEmpty && helpFlags == table.flags, "help \(helpFlags.sorted()), README \(table.flags.sorted())"
+        )
         #expect(helpVariables == table.variables, "help \(helpVariables.sorted()), README \(table.variables.sorted())")
     }
 

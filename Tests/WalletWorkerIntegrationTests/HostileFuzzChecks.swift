@@ -23,17 +23,24 @@ struct HostileFuzzTests {
     @Test("random hostile messages mixed with valid ones: no session restart, each one answered or dead-lettered once")
     func hostileMessages() async throws {
         let settings = HostileFuzzSettings.current
-        print("hostile-fuzz: seed=\(settings.seed) count=\(settings.count) max-body-bytes=\(HostileFuzzSettings.maximumBodyBytes)"
-              + (settings.excluded.isEmpty ? "" : " excluded=\(settings.excluded.sorted().joined(separator: ","))"))
-        try await withWorkerEnvironment("hostile-fuzz", configure: {
-            $0.routing.maximumBodyBytes = HostileFuzzSettings.maximumBodyBytes
-            // A retried message (none is expected here) comes back before the run ends.
-            $0.retryDelay = .milliseconds(200)
-        }) { environment in
+        print(
+            "hostile-fuzz: seed=\(settings.seed) count=\(settings.count) max-body-bytes=\(HostileFuzzSettings.maximumBodyBytes)"
+                + (settings.excluded.isEmpty ? "" : " excluded=\(settings.excluded.sorted().joined(separator: ","))"))
+        try await withWorkerEnvironment(
+            "hostile-fuzz",
+            configure: {
+                $0.routing.maximumBodyBytes = HostileFuzzSettings.maximumBodyBytes
+                // A retried message (none is expected here) comes back before the run ends.
+                $0.retryDelay = .milliseconds(200)
+            }
+        ) { environment in
             try await environment.declareTopology()
             let unknown = settings.excluded.subtracting(HostileFuzzSettings.exclusionClasses)
-        try #require(unknown.isEmpty, "HOSTILE_FUZZ_EXCLUDE names unknown classes \(unknown.sorted()); known: \(HostileFuzzSettings.exclusionClasses.sorted())")
-        let run = try await HostileFuzzRun.start(environment, settings: settings)
+            try #require(
+                unknown.isEmpty,
+                "HOSTILE_FUZZ_EXCLUDE names unknown classes \(unknown.sorted()); known: \(HostileFuzzSettings.exclusionClasses.sorted())"
+            )
+            let run = try await HostileFuzzRun.start(environment, settings: settings)
             try await run.publishRounds()
             try await run.checkAfterStopping()
         }
@@ -56,11 +63,13 @@ struct HostileFuzzSettings: Sendable {
         let count = environment["HOSTILE_FUZZ_COUNT"].flatMap { Int($0) } ?? 2_000
         let seedText = environment["HOSTILE_FUZZ_SEED"]?.trimmingCharacters(in: .whitespaces) ?? ""
         let seed: UInt64 =
-            if seedText.lowercased().hasPrefix("0x") { UInt64(seedText.dropFirst(2), radix: 16) ?? 0 }
-            else { UInt64(seedText) ?? UInt64.random(in: 0...UInt64.max) }
-        let excluded = Set((environment["HOSTILE_FUZZ_EXCLUDE"] ?? "").split(separator: ",").map {
-            $0.trimmingCharacters(in: .whitespaces)
-        }.filter { !$0.isEmpty })
+            if seedText.lowercased().hasPrefix("0x") { UInt64(seedText.dropFirst(2), radix: 16) ?? 0 } else {
+                UInt64(seedText) ?? UInt64.random(in: 0...UInt64.max)
+            }
+        let excluded = Set(
+            (environment["HOSTILE_FUZZ_EXCLUDE"] ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }.filter { !$0.isEmpty })
         return HostileFuzzSettings(count: max(count, 1), seed: seed, excluded: excluded)
     }()
 
@@ -90,9 +99,11 @@ final class HostileFuzzRun: @unchecked Sendable {
     private var stoppedEarly = false
     private let started = ContinuousClock.now
 
-    private init(environment: WorkerEnvironment, settings: HostileFuzzSettings, worker: RunningWorker,
-                 results: QueueCapture<FuzzResult>, deadLetters: QueueCapture<FuzzDeadLetter>,
-                 publisher: FuzzPublisher, generator: HostileGenerator) {
+    private init(
+        environment: WorkerEnvironment, settings: HostileFuzzSettings, worker: RunningWorker,
+        results: QueueCapture<FuzzResult>, deadLetters: QueueCapture<FuzzDeadLetter>,
+        publisher: FuzzPublisher, generator: HostileGenerator
+    ) {
         self.environment = environment
         self.settings = settings
         self.worker = worker
@@ -176,11 +187,17 @@ final class HostileFuzzRun: @unchecked Sendable {
             // that is no array of strings, another user's `user_id`): it closes the channel, and the message
             // never reaches the worker. Only hostile messages that may be refused are sent in rounds of their own.
             guard let hostile = batch.first(where: \.mayBeRefused), batch.count == 2 else {
-                fail("round \(index): publishing failed: \(error); the round: \(batch.map(\.description)); in full: \(String(describing: batch.map(\.outbound)).prefix(4_000))")
+                fail(
+                    "round \(index): publishing failed: \(error); the round: \(batch.map(\.description)); in full: \(String(describing: batch.map(\.outbound)).prefix(4_000))"
+                )
                 return false
             }
             refusedByBroker.append((hostile.seq, "\(error)"))
-            messages += batch.map { var message = $0; message.refused = true; return message }
+            messages += batch.map {
+                var message = $0
+                message.refused = true
+                return message
+            }
             await publisher.close()
             publisher = try await FuzzPublisher.connect()
             return true
@@ -192,15 +209,17 @@ final class HostileFuzzRun: @unchecked Sendable {
         var scanned = resultCursor
         do {
             try await eventually(
-                "the probe's result \(probeResultID)", within: publishedAt + .seconds(10) - ContinuousClock.now, every: .microseconds(200)
+                "the probe's result \(probeResultID)", within: publishedAt + .seconds(10) - ContinuousClock.now,
+                every: .microseconds(200)
             ) {
                 if let failure = results.failure ?? deadLetters.failure { throw BrokerTestError(failure) }
                 (found, scanned) = results.firstIndex(from: scanned) { $0.messageID == probeResultID }
                 return found != nil
             }
         } catch is NotEventually {
-            fail("round \(index): the probe after this message was not processed within 10 s "
-                 + "(reconnects \(worker.metric("wallet_reconnects_total"))): \(batch.map(\.description))")
+            fail(
+                "round \(index): the probe after this message was not processed within 10 s "
+                    + "(reconnects \(worker.metric("wallet_reconnects_total"))): \(batch.map(\.description))")
             return false
         } catch let failure as BrokerTestError {
             fail("a capture consumer failed: \(failure); last round: \(batch.map(\.description))")
@@ -213,7 +232,8 @@ final class HostileFuzzRun: @unchecked Sendable {
         // Recorded, and the run goes on: the worker recovers, and the other rounds still tell what else breaks.
         let reconnects = worker.metric("wallet_reconnects_total") - reconnectsBefore
         if reconnects > 0 {
-            problems.append("round \(index): \(Int(reconnects)) session restarts on this round: \(batch.map(\.description))")
+            problems.append(
+                "round \(index): \(Int(reconnects)) session restarts on this round: \(batch.map(\.description))")
         }
         guard worker.health.isLive else {
             fail("round \(index): the worker died on this round: \(batch.map(\.description))")
@@ -263,19 +283,30 @@ final class HostileFuzzRun: @unchecked Sendable {
         let expired = allDeadLetters.count { $0.brokerReason == "expired" }
         let accountedFor = metrics.messages + metrics.deadLettersWithoutOutcome + Double(expired)
         #expect(reconnects == 0, "a session restarted \(Int(reconnects)) times [HOSTILE_FUZZ_SEED=\(settings.seed)]")
-        #expect(workLeft == 0 && retryLeft == 0,
-                "left after a graceful stop: \(workLeft) in the work queue, \(retryLeft) in the retry queue [HOSTILE_FUZZ_SEED=\(settings.seed)]")
-        #expect(accountedFor == Double(published.count),
-                "messages counted by outcome \(metrics.messages) + other dead letters \(metrics.deadLettersWithoutOutcome) + expired \(expired) != published \(published.count) [HOSTILE_FUZZ_SEED=\(settings.seed)]")
-        #expect(metrics.deadLetters == Double(allDeadLetters.count - expired),
-                "the worker counted \(metrics.deadLetters) dead letters, the dead-letter queue holds \(allDeadLetters.count - expired) it caused [HOSTILE_FUZZ_SEED=\(settings.seed)]")
-        #expect(metrics.rejected == Double(allResults.count { $0.kind == "rejected" }),
-                "rejected outcomes \(metrics.rejected) != rejected results [HOSTILE_FUZZ_SEED=\(settings.seed)]")
-        #expect(metrics.retries == 0 && metrics.delayedRequeues == 0,
-                "retries \(metrics.retries), delayed requeues \(metrics.delayedRequeues): a publish failed [HOSTILE_FUZZ_SEED=\(settings.seed)]")
+        #expect(
+            workLeft == 0 && retryLeft == 0,
+            "left after a graceful stop: \(workLeft) in the work queue, \(retryLeft) in the retry queue [HOSTILE_FUZZ_SEED=\(settings.seed)]"
+        )
+        #expect(
+            accountedFor == Double(published.count),
+            "messages counted by outcome \(metrics.messages) + other dead letters \(metrics.deadLettersWithoutOutcome) + expired \(expired) != published \(published.count) [HOSTILE_FUZZ_SEED=\(settings.seed)]"
+        )
+        #expect(
+            metrics.deadLetters == Double(allDeadLetters.count - expired),
+            "the worker counted \(metrics.deadLetters) dead letters, the dead-letter queue holds \(allDeadLetters.count - expired) it caused [HOSTILE_FUZZ_SEED=\(settings.seed)]"
+        )
+        #expect(
+            metrics.rejected == Double(allResults.count { $0.kind == "rejected" }),
+            "rejected outcomes \(metrics.rejected) != rejected results [HOSTILE_FUZZ_SEED=\(settings.seed)]")
+        #expect(
+            metrics.retries == 0 && metrics.delayedRequeues == 0,
+            "retries \(metrics.retries), delayed requeues \(metrics.delayedRequeues): a publish failed [HOSTILE_FUZZ_SEED=\(settings.seed)]"
+        )
 
         let latencies = probeLatencies.sorted()
-        let p50 = latencies.percentile(0.50), p99 = latencies.percentile(0.99), maximum = latencies.last ?? .zero
+        let p50 = latencies.percentile(0.50)
+        let p99 = latencies.percentile(0.99)
+        let maximum = latencies.last ?? .zero
         // Not vacuous: the run must have taken each of the paths it claims to check.
         let hostileCount = published.count { $0.role == .hostile }
         if hostileCount >= 300 {
@@ -285,7 +316,9 @@ final class HostileFuzzRun: @unchecked Sendable {
                 (.results, "processed with results"),
                 (.ignored, "ignored (no result, no dead letter)"),
             ] {
-                #expect((report.outcomes[outcome] ?? 0) > 0, "no hostile message was \(what) [HOSTILE_FUZZ_SEED=\(settings.seed)]")
+                #expect(
+                    (report.outcomes[outcome] ?? 0) > 0,
+                    "no hostile message was \(what) [HOSTILE_FUZZ_SEED=\(settings.seed)]")
             }
             #expect(metrics.replays > 0, "no duplicate id was replayed [HOSTILE_FUZZ_SEED=\(settings.seed)]")
         }
@@ -295,15 +328,19 @@ final class HostileFuzzRun: @unchecked Sendable {
         for problem in problems.prefix(20) { fail(problem) }
         if problems.count > 20 { fail("\(problems.count - 20) more problems") }
 
-        print(report.summary(
-            settings: settings, published: published.count, hostile: hostileCount, refused: refusedByBroker,
-            time: publishingTime, p50: p50, p99: p99, maximum: maximum, deadLetters: allDeadLetters, metrics: metrics,
-            reconnects: reconnects))
+        print(
+            report.summary(
+                settings: settings, published: published.count, hostile: hostileCount, refused: refusedByBroker,
+                time: publishingTime, p50: p50, p99: p99, maximum: maximum, deadLetters: allDeadLetters,
+                metrics: metrics,
+                reconnects: reconnects))
     }
 
     /// Per message: at most one dead letter, with a reason; a rejected result means exactly one dead letter; the
     /// results of a round belong to its messages; valid messages and probes got their result and no dead letter.
-    private func checkEachMessage(_ allResults: [FuzzResult], _ allDeadLetters: [FuzzDeadLetter], report: inout FuzzReport) {
+    private func checkEachMessage(
+        _ allResults: [FuzzResult], _ allDeadLetters: [FuzzDeadLetter], report: inout FuzzReport
+    ) {
         var bySeq: [Int64: Int] = [:]
         var headerlessByID: [[UInt8]: Int64] = [:]
         for message in messages {
@@ -327,11 +364,13 @@ final class HostileFuzzRun: @unchecked Sendable {
         for round in rounds {
             let roundMessages = round.seqs.map { messages[bySeq[$0]!] }
             var resultsOf: [Int64: [FuzzResult]] = [:]
-            let ownIDs = Dictionary(roundMessages.compactMap { m in m.idText.map { ($0, m.seq) } }, uniquingKeysWith: { a, _ in a })
+            let ownIDs = Dictionary(
+                roundMessages.compactMap { m in m.idText.map { ($0, m.seq) } }, uniquingKeysWith: { a, _ in a })
             let hostile = roundMessages.first { $0.role == .hostile }!
             for result in allResults[round.results] {
                 // Valid messages and probes have fresh ids; anything else in the round is the hostile message's.
-                let owner = result.messageID.flatMap { ownIDs[$0.resultBase] }
+                let owner =
+                    result.messageID.flatMap { ownIDs[$0.resultBase] }
                     .flatMap { seq in roundMessages.first { $0.seq == seq && $0.role != .hostile }?.seq } ?? hostile.seq
                 resultsOf[owner, default: []].append(result)
             }
@@ -343,7 +382,9 @@ final class HostileFuzzRun: @unchecked Sendable {
         }
     }
 
-    private func check(_ message: FuzzMessage, results: [FuzzResult], letters: [FuzzDeadLetter], report: inout FuzzReport) {
+    private func check(
+        _ message: FuzzMessage, results: [FuzzResult], letters: [FuzzDeadLetter], report: inout FuzzReport
+    ) {
         let rejected = results.filter { $0.kind == "rejected" }
         switch message.role {
         case .valid, .probe:
@@ -363,7 +404,9 @@ final class HostileFuzzRun: @unchecked Sendable {
             problems.append("\(rejected.count) rejected results: \(message.description)")
         }
         if !rejected.isEmpty, letters.count != 1 {
-            problems.append("a rejected result (\(rejected[0].reason ?? "")) and \(letters.count) dead letters: \(message.description)")
+            problems.append(
+                "a rejected result (\(rejected[0].reason ?? "")) and \(letters.count) dead letters: \(message.description)"
+            )
         }
         for letter in letters where (letter.workerError ?? "").isEmpty && letter.brokerReason == nil {
             problems.append("a dead letter without a reason (no x-worker-error, no x-death): \(message.description)")
@@ -377,8 +420,11 @@ final class HostileFuzzRun: @unchecked Sendable {
 
         // Bad input gets a `rejected` result, unless its id was processed before: then the recorded results are
         // replayed, whatever the body (CONTRACT.md §10).
-        if FuzzMessage.badBodyKinds.contains(message.bodyKind), rejected.isEmpty, !message.traits.contains("duplicate id") {
-            problems.append("bad input not rejected (results \(results), \(letters.count) dead letters): \(message.description)")
+        if FuzzMessage.badBodyKinds.contains(message.bodyKind), rejected.isEmpty,
+            !message.traits.contains("duplicate id")
+        {
+            problems.append(
+                "bad input not rejected (results \(results), \(letters.count) dead letters): \(message.description)")
         }
 
         let outcome: FuzzOutcome
@@ -486,27 +532,40 @@ struct FuzzReport {
         }
     }
 
-    func summary(settings: HostileFuzzSettings, published: Int, hostile: Int, refused: [(seq: Int64, error: String)],
-                 time: Duration, p50: Duration, p99: Duration, maximum: Duration, deadLetters: [FuzzDeadLetter],
-                 metrics: FuzzMetrics, reconnects: Double) -> String {
+    func summary(
+        settings: HostileFuzzSettings, published: Int, hostile: Int, refused: [(seq: Int64, error: String)],
+        time: Duration, p50: Duration, p99: Duration, maximum: Duration, deadLetters: [FuzzDeadLetter],
+        metrics: FuzzMetrics, reconnects: Double
+    ) -> String {
         var lines = ["hostile-fuzz: summary (seed \(settings.seed))"]
-        lines.append("  \(hostile) hostile messages, \(published) published in all (valid and probes included), "
-                     + "\(refused.count) refused by the broker on publish, in \(time.formatted2)")
+        lines.append(
+            "  \(hostile) hostile messages, \(published) published in all (valid and probes included), "
+                + "\(refused.count) refused by the broker on publish, in \(time.formatted2)")
         lines.append("  probe latency: p50 \(p50.formatted2), p99 \(p99.formatted2), max \(maximum.formatted2)")
         lines.append("  session restarts (wallet_reconnects_total): \(Int(reconnects))")
-        lines.append("  hostile outcomes: " + outcomes.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
+        lines.append(
+            "  hostile outcomes: "
+                + outcomes.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
         let worker = deadLetters.count { $0.brokerReason == nil }
         let broker = deadLetters.count { $0.brokerReason == "rejected" }
         let expired = deadLetters.count { $0.brokerReason == "expired" }
         let dropped = deadLetters.count { $0.droppedHeaders != nil }
-        lines.append("  dead letters: \(deadLetters.count) = \(worker) by the worker (x-worker-error; \(dropped) with headers dropped to fit a frame) "
-                     + "+ \(broker) by the broker (x-death rejected) + \(expired) expired on the work queue")
-        lines.append("  worker dead-letter metric by reason: " + metrics.deadLettersByReason.map { "\($0.0) \(Int($0.1))" }.joined(separator: ", "))
-        lines.append("  replays \(Int(metrics.replays)), retries \(Int(metrics.retries)), delayed requeues \(Int(metrics.delayedRequeues)), "
-                     + "reply copies skipped \(Int(metrics.skippedReplyCopies)) / lost \(Int(metrics.lostReplyCopies)) / unroutable \(Int(metrics.unroutableReplyCopies))")
+        lines.append(
+            "  dead letters: \(deadLetters.count) = \(worker) by the worker (x-worker-error; \(dropped) with headers dropped to fit a frame) "
+                + "+ \(broker) by the broker (x-death rejected) + \(expired) expired on the work queue")
+        lines.append(
+            "  worker dead-letter metric by reason: "
+                + metrics.deadLettersByReason.map { "\($0.0) \(Int($0.1))" }.joined(separator: ", "))
+        lines.append(
+            "  replays \(Int(metrics.replays)), retries \(Int(metrics.retries)), delayed requeues \(Int(metrics.delayedRequeues)), "
+                + "reply copies skipped \(Int(metrics.skippedReplyCopies)) / lost \(Int(metrics.lostReplyCopies)) / unroutable \(Int(metrics.unroutableReplyCopies))"
+        )
         lines.append("  by body kind:")
         for (kind, counts) in byBody.sorted(by: { $0.key < $1.key }) {
-            lines.append("    \(kind): " + counts.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", "))
+            lines.append(
+                "    \(kind): "
+                    + counts.sorted { $0.key < $1.key }.map { "\($0.key.rawValue) \($0.value)" }.joined(separator: ", ")
+            )
         }
         lines.append("  reasons (rejected results and dead letters):")
         for (reason, count) in reasons.sorted(by: { $0.value > $1.value }).prefix(25) {

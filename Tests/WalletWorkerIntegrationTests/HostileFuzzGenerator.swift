@@ -33,7 +33,8 @@ struct FuzzMessage: Sendable {
     var description: String {
         let body = outbound.body
         let preview = String(decoding: body.prefix(80), as: UTF8.self).replacing("\n", with: " ")
-        return "#\(seq) body=\(bodyKind) (\(body.count) bytes: \(preview.debugDescription)) " + traits.joined(separator: " ")
+        return "#\(seq) body=\(bodyKind) (\(body.count) bytes: \(preview.debugDescription)) "
+            + traits.joined(separator: " ")
     }
 }
 
@@ -79,8 +80,9 @@ struct HostileGenerator {
             messageID: id)
         return FuzzMessage(
             seq: seq, role: role,
-            outbound: AMQPOutboundMessage(exchange: exchange, routingKey: "wallet.notification", body: Array(body.utf8),
-                                          properties: properties, mandatory: true),
+            outbound: AMQPOutboundMessage(
+                exchange: exchange, routingKey: "wallet.notification", body: Array(body.utf8),
+                properties: properties, mandatory: true),
             idBytes: Array(id.utf8), carriesSeq: true, bodyKind: "\(role)", traits: [])
     }
 
@@ -96,11 +98,14 @@ struct HostileGenerator {
 
         let idBytes = messageID(&properties, traits: &traits)
         if chance(35) {
-            shortString(&properties, .correlationID, \.correlationID, traits: &traits, numeric: true,
-                        utf8Only: excluded.contains("non-utf8-correlation-id"))
+            shortString(
+                &properties, .correlationID, \.correlationID, traits: &traits, numeric: true,
+                utf8Only: excluded.contains("non-utf8-correlation-id"))
         }
         if chance(35) { replyTo(&properties, traits: &traits) }
-        if properties.type == nil, chance(20) { shortString(&properties, .type, \.type, traits: &traits, numeric: false) }
+        if properties.type == nil, chance(20) {
+            shortString(&properties, .type, \.type, traits: &traits, numeric: false)
+        }
         if chance(10) { shortString(&properties, .contentType, \.contentType, traits: &traits, numeric: false) }
         if chance(5) { shortString(&properties, .contentEncoding, \.contentEncoding, traits: &traits, numeric: false) }
         if chance(5) { shortString(&properties, .appID, \.appID, traits: &traits, numeric: false) }
@@ -126,11 +131,14 @@ struct HostileGenerator {
         // Refused on publish: the channel closes and is reopened (sent in a round of their own).
         if chance(1) {
             switch int(0...2) {
-            case 0: properties.expiration = pick(["-1", "abc", "", "1.5", "99999999999999999999"])
+            case 0:
+                properties.expiration = pick(["-1", "abc", "", "1.5", "99999999999999999999"])
                 traits.append("refusable expiration=\(properties.expiration!.debugDescription)")
-            case 1: properties.userID = "someone-else-\(int(0...999))"
+            case 1:
+                properties.userID = "someone-else-\(int(0...999))"
                 traits.append("refusable user_id=\(properties.userID!)")
-            default: properties.headers = (properties.headers ?? [:])
+            default:
+                properties.headers = (properties.headers ?? [:])
                 properties.headers!["CC"] = pick([.string("not-an-array"), .int32(7), .table(["a": .void])])
                 traits.append("refusable CC header")
             }
@@ -146,7 +154,9 @@ struct HostileGenerator {
         }
         // The test's own key: dead letters keep it. Left out now and then when the id alone identifies the message.
         let uniqueID = idBytes.map { id in !earlierIDs.contains(id) } ?? false
-        let carriesSeq = !(uniqueID && idBytes.map { String(validating: $0, as: UTF8.self) != nil && !$0.isEmpty } == true && chance(30))
+        let carriesSeq =
+            !(uniqueID && idBytes.map { String(validating: $0, as: UTF8.self) != nil && !$0.isEmpty } == true
+            && chance(30))
         if carriesSeq { headers.append((Self.seqHeader, .int64(seq))) }
         if let existing = properties.headers { headers = existing.entries + headers }
         properties.headers = headers.isEmpty ? nil : AMQPTable(headers)
@@ -158,8 +168,8 @@ struct HostileGenerator {
         let room = AMQPConnectionConfiguration.defaultFrameMax - (brokerMayDeadLetter ? 4_096 : 0)
         var shrunk = 0
         while properties.encodingProblem(frameMax: room) != nil, var entries = properties.headers?.entries,
-              let largest = entries.indices.filter({ entries[$0].key != Self.seqHeader })
-                  .max(by: { entries[$0].value.encodedByteCount < entries[$1].value.encodedByteCount })
+            let largest = entries.indices.filter({ entries[$0].key != Self.seqHeader })
+                .max(by: { entries[$0].value.encodedByteCount < entries[$1].value.encodedByteCount })
         {
             entries.remove(at: largest)
             properties.headers = AMQPTable(entries)
@@ -169,19 +179,24 @@ struct HostileGenerator {
         if let size = properties.contentHeaderSize, size > 16_384 { traits.append("content header \(size) bytes") }
 
         let routingKey = chance(10) ? hostileRoutingKey() : "wallet.notification"
-        if routingKey != "wallet.notification" { traits.append("routing_key=\(routingKey.prefix(40).debugDescription)") }
+        if routingKey != "wallet.notification" {
+            traits.append("routing_key=\(routingKey.prefix(40).debugDescription)")
+        }
         if body.count > 3 * limit { body = Array(body.prefix(3 * limit)) }
         if let idBytes { earlierIDs.append(idBytes) }
         return FuzzMessage(
             seq: seq, role: .hostile,
-            outbound: AMQPOutboundMessage(exchange: exchange, routingKey: routingKey, body: body,
-                                          properties: properties, mandatory: true),
+            outbound: AMQPOutboundMessage(
+                exchange: exchange, routingKey: routingKey, body: body,
+                properties: properties, mandatory: true),
             idBytes: idBytes, carriesSeq: carriesSeq, bodyKind: bodyKind, traits: traits, mayBeRefused: mayBeRefused)
     }
 
     // MARK: Bodies
 
-    private mutating func hostileBody(_ properties: inout AMQPMessageProperties, traits: inout [String]) -> (String, [UInt8]) {
+    private mutating func hostileBody(_ properties: inout AMQPMessageProperties, traits: inout [String]) -> (
+        String, [UInt8]
+    ) {
         switch int(0...99) {
         case 0..<12:
             // Never a JSON object by chance (`{}` is one): the first byte is no `{` and no whitespace.
@@ -205,7 +220,12 @@ struct HostileGenerator {
         case 36..<44:
             return ("tns", Array(tns().utf8))
         case 44..<49:
-            return ("mg", Array(#"{"sender":\#(senderSpelling("MG")),"action":\#(pick([#""MG:ReplenishmentNeededNotification""#, #""mg:replenishmentneedednotification""#, "1", "null", jsonString(unicodeText(maximumScalars: 40))])),"digitalCardId":\#(cardID())}"#.utf8))
+            return (
+                "mg",
+                Array(
+                    #"{"sender":\#(senderSpelling("MG")),"action":\#(pick([#""MG:ReplenishmentNeededNotification""#, #""mg:replenishmentneedednotification""#, "1", "null", jsonString(unicodeText(maximumScalars: 40))])),"digitalCardId":\#(cardID())}"#
+                        .utf8)
+            )
         case 49..<60:
             return ("action", Array(action().utf8))
         case 60..<66:
@@ -215,11 +235,19 @@ struct HostileGenerator {
         case 66..<72:
             return ("deep-nesting", deepJSON())
         case 72..<77:
-            return ("huge-numbers", Array(#"{"action":"numbers","values":[\#((0..<int(1...20)).map { _ in hugeNumber() }.joined(separator: ","))],"n":\#(hugeNumber())}"#.utf8))
+            return (
+                "huge-numbers",
+                Array(
+                    #"{"action":"numbers","values":[\#((0..<int(1...20)).map { _ in hugeNumber() }.joined(separator: ","))],"n":\#(hugeNumber())}"#
+                        .utf8)
+            )
         case 77..<83:
             return ("bad-json", badJSON())
         case 83..<87:
-            return ("not-an-object", Array(pick(["[]", #""text""#, "1e999", "null", "true", "[{\"action\":\"x\"}]", "-0", " "]).utf8))
+            return (
+                "not-an-object",
+                Array(pick(["[]", #""text""#, "1e999", "null", "true", "[{\"action\":\"x\"}]", "-0", " "]).utf8)
+            )
         case 87..<90:
             return ("empty", [])
         case 90..<95:
@@ -230,12 +258,16 @@ struct HostileGenerator {
     }
 
     private mutating func senderSpelling(_ sender: String) -> String {
-        pick(["\"\(sender)\"", "\"\(sender.lowercased())\"", "\" \(sender)\"", "\"\(sender)\\u0000\"", "null", "42", "[\"\(sender)\"]"])
+        pick([
+            "\"\(sender)\"", "\"\(sender.lowercased())\"", "\" \(sender)\"", "\"\(sender)\\u0000\"", "null", "42",
+            "[\"\(sender)\"]",
+        ])
     }
 
     private mutating func cardID() -> String {
         pick([
-            #""DC-1""#, #""DC-\#(int(0...20))""#, "null", #""""#, "7", "{}", jsonString(unicodeText(maximumScalars: 30)),
+            #""DC-1""#, #""DC-\#(int(0...20))""#, "null", #""""#, "7", "{}",
+            jsonString(unicodeText(maximumScalars: 30)),
             jsonString(String(repeating: "C", count: int(200...3_000))), #""DC-\u0000""#, #""\ud800""#,
         ])
     }
@@ -250,22 +282,30 @@ struct HostileGenerator {
             let severity = generator.pick([#""info""#, #""ERROR""#, "null", "3", Self.jsonString("\u{0}")])
             let codeJSON = generator.chance(90) ? Self.jsonString(code) : generator.pick(["null", "1", "[]"])
             let text = Self.jsonString(generator.unicodeText(maximumScalars: 60))
-            return #"{"code":\#(codeJSON),"text":\#(text),"severity":\#(severity),"params":\#(generator.randomJSON(depth: 4))}"#
+            return
+                #"{"code":\#(codeJSON),"text":\#(text),"severity":\#(severity),"params":\#(generator.randomJSON(depth: 4))}"#
         }
         let messages: String
         switch int(0...3) {
         case 0: messages = #""serverMessage":\#(message(&self))"#
-        case 1: messages = #""serverMessages":[\#((0..<int(0...40)).map { _ in message(&self) }.joined(separator: ","))]"#
+        case 1:
+            messages = #""serverMessages":[\#((0..<int(0...40)).map { _ in message(&self) }.joined(separator: ","))]"#
         case 2: messages = #""serverMessages":\#(pick(["[]", "{}", "\"x\"", "null", "[1,2]"]))"#
         default: messages = #""serverMessage":\#(message(&self)),"serverMessages":[\#(message(&self))]"#
         }
-        return #"{"sender":\#(senderSpelling("CPS")),"digitalCardId":\#(cardID()),"tokenizedCardId":\#(pick(["null", #""TK""#, jsonString(unicodeText(maximumScalars: 10))])),"keyType":\#(pick([#""LUK""#, #""suk""#, "0"])),\#(messages)}"#
+        return
+            #"{"sender":\#(senderSpelling("CPS")),"digitalCardId":\#(cardID()),"tokenizedCardId":\#(pick(["null", #""TK""#, jsonString(unicodeText(maximumScalars: 10))])),"keyType":\#(pick([#""LUK""#, #""suk""#, "0"])),\#(messages)}"#
     }
 
     private mutating func tns() -> String {
-        let transaction = #"{"id":\#(pick([#""T-\#(int(0...9))""#, "1", "null", jsonString(unicodeText(maximumScalars: 20))])),"date":\#(pick([#""2026-11-20T10:15:00Z""#, #""2026-02-30T25:61:61+99:99""#, #""9999999-01-01T00:00:00.123456789012345678Z""#, #""""#, "0"])),"status":\#(pick([#""approved""#, #""APPROVED""#, "null"])),"type":\#(pick([#""purchase""#, #""refund""#, #""other""#, "[]"])),"currencyCode":\#(pick([#""EUR""#, #""eur""#, #""€€€""#, "978"])),"amount":\#(hugeNumber()),"displayAmount":\#(jsonString(unicodeText(maximumScalars: 20))),"merchantName":\#(jsonString(unicodeText(maximumScalars: 80))),"isAuxiliaryTransaction":\#(pick(["false", "true", "1", "null"]))}"#
-        let recordType = pick(["", #","transactionRecordType":"primary""#, #","transactionRecordType":"AUXILIARY""#, #","transactionRecordType":"""#, #","transactionRecordType":7"#])
-        return #"{"sender":\#(senderSpelling("TNS")),"action":\#(pick([#""TNS:PaymentTransactionNotification""#, #""TNS:x""#, "null"])),"digitalCardId":\#(cardID())\#(recordType)\#(chance(70) ? #","transaction":\#(transaction)"# : "")}"#
+        let transaction =
+            #"{"id":\#(pick([#""T-\#(int(0...9))""#, "1", "null", jsonString(unicodeText(maximumScalars: 20))])),"date":\#(pick([#""2026-11-20T10:15:00Z""#, #""2026-02-30T25:61:61+99:99""#, #""9999999-01-01T00:00:00.123456789012345678Z""#, #""""#, "0"])),"status":\#(pick([#""approved""#, #""APPROVED""#, "null"])),"type":\#(pick([#""purchase""#, #""refund""#, #""other""#, "[]"])),"currencyCode":\#(pick([#""EUR""#, #""eur""#, #""€€€""#, "978"])),"amount":\#(hugeNumber()),"displayAmount":\#(jsonString(unicodeText(maximumScalars: 20))),"merchantName":\#(jsonString(unicodeText(maximumScalars: 80))),"isAuxiliaryTransaction":\#(pick(["false", "true", "1", "null"]))}"#
+        let recordType = pick([
+            "", #","transactionRecordType":"primary""#, #","transactionRecordType":"AUXILIARY""#,
+            #","transactionRecordType":"""#, #","transactionRecordType":7"#,
+        ])
+        return
+            #"{"sender":\#(senderSpelling("TNS")),"action":\#(pick([#""TNS:PaymentTransactionNotification""#, #""TNS:x""#, "null"])),"digitalCardId":\#(cardID())\#(recordType)\#(chance(70) ? #","transaction":\#(transaction)"# : "")}"#
     }
 
     private mutating func action() -> String {
@@ -288,7 +328,8 @@ struct HostileGenerator {
 
     private mutating func installation() -> String {
         let id = pick([
-            jsonString("inst-\(int(0...50))"), jsonString(String(repeating: "i", count: int(250...260))), "null", "\"\"", "5",
+            jsonString("inst-\(int(0...50))"), jsonString(String(repeating: "i", count: int(250...260))), "null",
+            "\"\"", "5",
             jsonString(unicodeText(maximumScalars: 260)),
         ])
         let platform = pick([#""apns""#, #""FCM""#, #""wns""#, "null", "1"])
@@ -296,7 +337,8 @@ struct HostileGenerator {
             #""0a1B2c""#, #""abc""#, #""zz""#, "\"\"", jsonString(String(repeating: "ab", count: int(1...1_500))), "[]",
         ])
         let tags = pick([
-            #"["user:42"]"#, "[]", "[1,2]", "\"tag\"", "[" + (0..<int(55...65)).map { "\"t\($0)\"" }.joined(separator: ",") + "]",
+            #"["user:42"]"#, "[]", "[1,2]", "\"tag\"",
+            "[" + (0..<int(55...65)).map { "\"t\($0)\"" }.joined(separator: ",") + "]",
             "[" + jsonString(String(repeating: "t", count: int(118...122))) + "]", #"["bad tag!"]"#,
         ])
         return #"{"installationId":\#(id),"platform":\#(platform),"pushChannel":\#(token),"tags":\#(tags)}"#
@@ -334,13 +376,18 @@ struct HostileGenerator {
         case 8: return Array(#"{"action":""#.utf8) + [0xC0, 0xAF, 0xED, 0xA0, 0x80, 0xF8] + Array(#""}"#.utf8)
         default:
             // Duplicate and differently cased keys.
-            return Array(#"{"sender":"CPS","SENDER":"TNS","Sender":"MG","action":"a","ACTION":null,"action":"b","digitalCardID":"DC-1","digitalCardId":null}"#.utf8)
+            return Array(
+                #"{"sender":"CPS","SENDER":"TNS","Sender":"MG","action":"a","ACTION":null,"action":"b","digitalCardID":"DC-1","digitalCardId":null}"#
+                    .utf8)
         }
     }
 
     private mutating func unicodeKeys() -> String {
-        let members = (0..<int(1...30)).map { _ in "\(jsonString(unicodeText(maximumScalars: 12))):\(randomJSON(depth: 2))" }
-        return "{" + (members + [#""action":\#(jsonString(unicodeText(maximumScalars: 20)))"#]).joined(separator: ",") + "}"
+        let members = (0..<int(1...30)).map { _ in
+            "\(jsonString(unicodeText(maximumScalars: 12))):\(randomJSON(depth: 2))"
+        }
+        return "{" + (members + [#""action":\#(jsonString(unicodeText(maximumScalars: 20)))"#]).joined(separator: ",")
+            + "}"
     }
 
     /// A random JSON value (valid JSON) of bounded depth.
@@ -353,7 +400,10 @@ struct HostileGenerator {
         case 5: return "\(int(-1_000...1_000))"
         case 6: return "[" + (0..<int(0...4)).map { _ in randomJSON(depth: depth - 1) }.joined(separator: ",") + "]"
         default:
-            return "{" + (0..<int(0...4)).map { _ in "\(jsonString(unicodeText(maximumScalars: 8))):\(randomJSON(depth: depth - 1))" }.joined(separator: ",") + "}"
+            return "{"
+                + (0..<int(0...4)).map { _ in
+                    "\(jsonString(unicodeText(maximumScalars: 8))):\(randomJSON(depth: depth - 1))"
+                }.joined(separator: ",") + "}"
         }
     }
 
@@ -374,7 +424,10 @@ struct HostileGenerator {
         case 62..<75: id = unique + invalidUTF8(int(1...(255 - unique.count)))
         case 75..<80: id = Array(unique + Array(unicodeText(maximumScalars: 60).utf8.prefix(255 - unique.count)))
         default:
-            guard let earlier = earlierIDs.isEmpty ? nil : pick(earlierIDs) else { id = unique; break }
+            guard let earlier = earlierIDs.isEmpty ? nil : pick(earlierIDs) else {
+                id = unique
+                break
+            }
             id = earlier
             traits.append("duplicate id")
         }
@@ -399,7 +452,11 @@ struct HostileGenerator {
         case 2: value = Array(asciiText(255).utf8)
         case 3: value = invalidUTF8(int(1...255))
         case 4: value = Array(unicodeText(maximumScalars: 60).utf8.prefix(255))
-        default: value = numeric ? Array("\(next())".utf8) : Array(pick(["DeviceInstallation", "deviceinstallation", "rejected", "application/json"]).utf8)
+        default:
+            value =
+                numeric
+                ? Array("\(next())".utf8)
+                : Array(pick(["DeviceInstallation", "deviceinstallation", "rejected", "application/json"]).utf8)
         }
         set(&properties, field, keyPath, value)
         traits.append("\(field)=\(describe(value))")
@@ -411,7 +468,10 @@ struct HostileGenerator {
         let value: [UInt8]
         switch int(0...7) {
         case 0: value = Array("\(prefix)g2gCZA==.AAAAAA==".utf8)
-        case 1: value = Array((prefix + Data(bytes(int(1...60))).base64EncodedString() + "." + Data(bytes(16)).base64EncodedString()).utf8.prefix(255))
+        case 1:
+            value = Array(
+                (prefix + Data(bytes(int(1...60))).base64EncodedString() + "." + Data(bytes(16)).base64EncodedString())
+                    .utf8.prefix(255))
         case 2:
             // A well-formed pid (NEW_PID_EXT) of a node the broker does not know: RabbitMQ closes the publisher (541).
             let node = Array("reply\(int(0...999))@host\(int(0...999))".utf8)
@@ -421,7 +481,9 @@ struct HostileGenerator {
         case 4: value = Array(asciiText(255).utf8)
         case 5 where excluded.contains("non-utf8-reply-to"): value = Array(asciiText(int(1...255)).utf8)
         case 5: value = invalidUTF8(int(1...255))
-        case 6: value = Array(pick(["", "amq.gen-nonexistent", "amq.rabbitmq.reply-to.", "amq.rabbitmq.reply-to..", "."]).utf8)
+        case 6:
+            value = Array(
+                pick(["", "amq.gen-nonexistent", "amq.rabbitmq.reply-to.", "amq.rabbitmq.reply-to..", "."]).utf8)
         default: value = Array(asciiText(int(1...40)).utf8)
         }
         set(&properties, .replyTo, \.replyTo, value)
@@ -437,7 +499,9 @@ struct HostileGenerator {
     }
 
     private mutating func hostileRoutingKey() -> String {
-        pick(["", "#", "*.*", ".", "..", "a.b.c.d.e.f.g.h", asciiText(int(1...255)), String(repeating: "a.", count: 127)])
+        pick([
+            "", "#", "*.*", ".", "..", "a.b.c.d.e.f.g.h", asciiText(int(1...255)), String(repeating: "a.", count: 127),
+        ])
     }
 
     // MARK: Headers
@@ -459,7 +523,8 @@ struct HostileGenerator {
         if chance(12) {
             let value: AMQPFieldValue = pick([
                 .int64(.max), .int64(.min), .int64(-1), .uint64(.max), .int32(.min), .int32(.max), .int8(-128),
-                .uint8(255), .string("3"), .string(""), .bytes([0xFF]), .double(-.greatestFiniteMagnitude), .float(-0.0),
+                .uint8(255), .string("3"), .string(""), .bytes([0xFF]), .double(-.greatestFiniteMagnitude),
+                .float(-0.0),
                 .decimal(scale: 255, value: .max), .table(["x-retry-count": .int64(1)]), .array([.int64(.max)]),
                 .void, .bool(true), .timestamp(.max),
             ])
@@ -493,8 +558,11 @@ struct HostileGenerator {
         }
         if chance(4) {
             // Headers the broker and the worker write themselves, forged.
-            let key = pick([excluded.contains("forged-x-death") ? "x-first-death-queue" : "x-death", "x-worker-error", "x-worker-dropped-headers", "x-original-expiration",
-                            "x-first-death-reason", "x-worker-last-error", "x-original-user-id"])
+            let key = pick([
+                excluded.contains("forged-x-death") ? "x-first-death-queue" : "x-death", "x-worker-error",
+                "x-worker-dropped-headers", "x-original-expiration",
+                "x-first-death-reason", "x-worker-last-error", "x-original-user-id",
+            ])
             let value: AMQPFieldValue = pick([
                 .string("forged"), .array([.string("x")]), .array([]), .int64(-1), .bytes([0xFF, 0xFE]),
                 .array([.table(["queue": .string("elsewhere"), "reason": .string("rejected"), "count": .int64(.max)])]),
@@ -538,12 +606,21 @@ struct HostileGenerator {
         case 8: return .uint64(pick([.min, .max, next()]))
         // No NaN or infinity: Erlang has neither, and RabbitMQ closes the publishing connection (541) on them.
         case 9:
-            let value = pick([-0.0, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, Float(bitPattern: UInt32(truncatingIfNeeded: next()))])
+            let value = pick([
+                -0.0, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -.greatestFiniteMagnitude,
+                Float(bitPattern: UInt32(truncatingIfNeeded: next())),
+            ])
             return .float(value.isFinite ? value : 1.5)
         case 10:
-            let value = pick([-0.0, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, Double(bitPattern: next())])
+            let value = pick([
+                -0.0, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -.greatestFiniteMagnitude,
+                Double(bitPattern: next()),
+            ])
             return .double(value.isFinite ? value : 1.5)
-        case 11: return .decimal(scale: pick([0, 2, 255, UInt8(truncatingIfNeeded: next())]), value: pick([0, .max, UInt32(truncatingIfNeeded: next())]))
+        case 11:
+            return .decimal(
+                scale: pick([0, 2, 255, UInt8(truncatingIfNeeded: next())]),
+                value: pick([0, .max, UInt32(truncatingIfNeeded: next())]))
         case 12: return .string(chance(50) ? unicodeText(maximumScalars: 40) : asciiText(int(0...300)))
         case 13: return .bytes(bytes(int(0...300)))
         case 14: return .timestamp(pick([0, .max, UInt64(Int64.max), next()]))
@@ -551,7 +628,10 @@ struct HostileGenerator {
         case 16: return .string("")
         case 17: return .array((0..<int(0...6)).map { _ in fieldValue(depth: depth - 1, budget: &budget) })
         default:
-            return .table(AMQPTable((0..<int(0...6)).map { _ in (key: headerKey(), value: fieldValue(depth: depth - 1, budget: &budget)) }))
+            return .table(
+                AMQPTable(
+                    (0..<int(0...6)).map { _ in (key: headerKey(), value: fieldValue(depth: depth - 1, budget: &budget))
+                    }))
         }
     }
 
@@ -559,7 +639,9 @@ struct HostileGenerator {
     private mutating func deepFieldValue(depth: Int) -> AMQPFieldValue {
         var value: AMQPFieldValue = .string("bottom")
         for level in 0..<depth {
-            value = chance(50) ? .array([value, .int8(Int8(truncatingIfNeeded: level))]) : .table([level % 7 == 0 ? "" : "n": value])
+            value =
+                chance(50)
+                ? .array([value, .int8(Int8(truncatingIfNeeded: level))]) : .table([level % 7 == 0 ? "" : "n": value])
         }
         return value
     }
@@ -570,7 +652,9 @@ struct HostileGenerator {
     private mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &random) }
     private mutating func next() -> UInt64 { random.next() }
     private mutating func pick<T>(_ options: [T]) -> T { options[int(0...(options.count - 1))] }
-    private mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+    private mutating func bytes(_ count: Int) -> [UInt8] {
+        (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    }
 
     /// Mostly short, sometimes up to `maximum`.
     private mutating func biasedLength(maximum: Int) -> Int {
@@ -598,7 +682,8 @@ struct HostileGenerator {
         let pool: [Unicode.Scalar] = [
             "\u{0}", "\u{1}", "\u{1F}", "\u{7F}", "\u{85}", "\u{A0}", "\u{AD}", "\u{300}", "\u{200B}", "\u{200D}",
             "\u{202E}", "\u{2028}", "\u{2029}", "\u{FEFF}", "\u{FFFD}", "\u{FFFF}", "\u{10FFFF}", "\u{1F600}",
-            "\u{1F469}", "é", "ß", "İ", "ı", "ǅ", "\"", "\\", "/", ".", "#", "*", "a", "Z", "0", " ", "ö", "中", "\u{E000}",
+            "\u{1F469}", "é", "ß", "İ", "ı", "ǅ", "\"", "\\", "/", ".", "#", "*", "a", "Z", "0", " ", "ö", "中",
+            "\u{E000}",
         ]
         var text = String.UnicodeScalarView()
         for _ in 0..<int(0...maximumScalars) { text.append(pick(pool)) }
@@ -631,7 +716,8 @@ struct HostileGenerator {
 extension AMQPMessageProperties {
     /// The smallest frame the content header fits, nil when a short string is over 255 bytes.
     fileprivate var contentHeaderSize: Int? {
-        var low = 0, high = 1 << 24
+        var low = 0
+        var high = 1 << 24
         guard encodingProblem(frameMax: high) == nil else { return nil }
         while low < high {
             let middle = (low + high) / 2

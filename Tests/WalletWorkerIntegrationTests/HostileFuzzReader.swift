@@ -36,7 +36,8 @@ struct FuzzDeadLetter: Sendable, CustomStringConvertible {
     init(_ delivery: AMQPDelivery, workQueue: String) {
         let headers = delivery.properties.headers
         if case .int64(let value)? = headers?[HostileGenerator.seqHeader] { seq = value }
-        messageID = delivery.properties.undecodedStrings[.messageID] ?? delivery.properties.messageID.map { Array($0.utf8) }
+        messageID =
+            delivery.properties.undecodedStrings[.messageID] ?? delivery.properties.messageID.map { Array($0.utf8) }
         workerError = headers?["x-worker-error"].flatMap(\.fuzzText)
         droppedHeaders = headers?["x-worker-dropped-headers"].flatMap(\.fuzzText)
         if case .array(let deaths)? = headers?["x-death"] {

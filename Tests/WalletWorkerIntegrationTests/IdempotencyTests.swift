@@ -30,7 +30,8 @@ extension CapturedMessage {
 
 /// Publishes a sentinel action and waits for its result: afterwards no earlier message can still publish
 /// (one consumer processes in queue order). Returns the results that arrived before the sentinel's.
-func resultsBeforeSentinel(_ environment: WorkerEnvironment, _ capture: ResultCapture) async throws -> [CapturedMessage] {
+func resultsBeforeSentinel(_ environment: WorkerEnvironment, _ capture: ResultCapture) async throws -> [CapturedMessage]
+{
     let id = "\(environment.prefix).sentinel.\(UInt32.random(in: 0...UInt32.max))"
     try await environment.publish(InboundSpec(json: #"{"action":"sentinel"}"#, messageID: id))
     var before: [CapturedMessage] = []
@@ -56,9 +57,12 @@ enum IdempotencyStore: String, CaseIterable, Sendable, CustomTestStringConvertib
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let path = directory.appendingPathComponent("wallet.sqlite").path
-        try await withWorkerEnvironment("\(purpose)-\(rawValue)", configure: {
-            $0.store = self == .memory ? .memory : .sqlite(path: path)
-        }) { environment in
+        try await withWorkerEnvironment(
+            "\(purpose)-\(rawValue)",
+            configure: {
+                $0.store = self == .memory ? .memory : .sqlite(path: path)
+            }
+        ) { environment in
             try await body(environment)
             if self == .sqlite {
                 #expect(FileManager.default.fileExists(atPath: path), "the SQLite store file \(path) was never created")
@@ -69,7 +73,9 @@ enum IdempotencyStore: String, CaseIterable, Sendable, CustomTestStringConvertib
 
 @Suite("Idempotency through the broker (CONTRACT.md §10)")
 struct IdempotencyTests {
-    @Test("same message_id in separate batches: applied once, recorded results republished byte for byte", arguments: IdempotencyStore.allCases)
+    @Test(
+        "same message_id in separate batches: applied once, recorded results republished byte for byte",
+        arguments: IdempotencyStore.allCases)
     func separateBatches(store: IdempotencyStore) async throws {
         try await store.withEnvironment("idem-separate") { environment in
             _ = try await environment.startWorker()
@@ -77,30 +83,40 @@ struct IdempotencyTests {
             try await environment.publish(InboundSpec(json: Bodies.install("DC-1"), messageID: "install-1"))
             try await capture.results.waitFor(2, "install")
 
-            try await environment.publish(InboundSpec(
-                json: Bodies.tns("DC-1", record: "T-1", date: "2026-11-20T10:00:00Z"), messageID: "tns-1"))
+            try await environment.publish(
+                InboundSpec(
+                    json: Bodies.tns("DC-1", record: "T-1", date: "2026-11-20T10:00:00Z"), messageID: "tns-1"))
             let first = try await capture.results.waitFor(3, "first TNS")[2]
             // Redelivered with the same id, whatever its body: the recorded result again, nothing applied.
-            try await environment.publish(InboundSpec(
-                json: Bodies.tns("DC-1", record: "T-NOT-STORED", date: "2026-11-20T11:00:00Z"), messageID: "tns-1"))
+            try await environment.publish(
+                InboundSpec(
+                    json: Bodies.tns("DC-1", record: "T-NOT-STORED", date: "2026-11-20T11:00:00Z"), messageID: "tns-1"))
             let replay = try await capture.results.waitFor(4, "TNS replay")[3]
-            try await environment.publish(InboundSpec(
-                json: Bodies.tns("DC-1", record: "T-2", date: "2026-11-20T12:00:00Z"), messageID: "tns-2"))
+            try await environment.publish(
+                InboundSpec(
+                    json: Bodies.tns("DC-1", record: "T-2", date: "2026-11-20T12:00:00Z"), messageID: "tns-2"))
             let later = try await capture.results.waitFor(5, "second TNS")[4]
 
             #expect(first.properties.messageID == "tns-1/0")
             #expect(first.recordIDs == ["T-1"], "first TNS result: \(first.text)")
-            #expect(replay.body == first.body, "the replay must repeat the recorded bytes (processedAt included):\n  first:  \(first.text)\n  replay: \(replay.text)")
-            #expect(replay.properties == first.properties, "replay properties \(replay.properties) vs \(first.properties)")
+            #expect(
+                replay.body == first.body,
+                "the replay must repeat the recorded bytes (processedAt included):\n  first:  \(first.text)\n  replay: \(replay.text)"
+            )
+            #expect(
+                replay.properties == first.properties, "replay properties \(replay.properties) vs \(first.properties)")
             #expect(replay.routingKey == first.routingKey && replay.exchange == first.exchange)
-            #expect(later.recordIDs == ["T-2", "T-1"],
-                    "T-1 stored once and the replayed body's T-NOT-STORED never stored; got \(later.text)")
+            #expect(
+                later.recordIDs == ["T-2", "T-1"],
+                "T-1 stored once and the replayed body's T-NOT-STORED never stored; got \(later.text)")
             let extra = try await resultsBeforeSentinel(environment, capture)
             #expect(extra.count == 5, "unexpected results: \(extra.dropFirst(5).map(\.summary))")
         }
     }
 
-    @Test("same message_id back to back (one batch): the second is a replay of the first", arguments: IdempotencyStore.allCases)
+    @Test(
+        "same message_id back to back (one batch): the second is a replay of the first",
+        arguments: IdempotencyStore.allCases)
     func backToBack(store: IdempotencyStore) async throws {
         try await store.withEnvironment("idem-back-to-back") { environment in
             try await environment.declareTopology()
@@ -115,26 +131,34 @@ struct IdempotencyTests {
             _ = try await environment.startWorker()
             let results = try await capture.results.waitFor(6, "install, then suspend twice")
             let (event, completed) = (results[2], results[3])
-            #expect(event.string("event") == "serverMessage" && event.string("previousState") == "active"
-                        && event.string("state") == "suspended", "first suspend: \(event.text)")
+            #expect(
+                event.string("event") == "serverMessage" && event.string("previousState") == "active"
+                    && event.string("state") == "suspended", "first suspend: \(event.text)")
             #expect(completed.string("event") == "completed" && completed.string("state") == "suspended")
-            #expect(results[2].properties.messageID == "suspend-7/0" && results[3].properties.messageID == "suspend-7/1")
+            #expect(
+                results[2].properties.messageID == "suspend-7/0" && results[3].properties.messageID == "suspend-7/1")
             for offset in 0..<2 {
-                let original = results[2 + offset], replay = results[4 + offset]
-                #expect(replay.body == original.body, "replay \(offset) differs:\n  first:  \(original.text)\n  replay: \(replay.text)")
+                let original = results[2 + offset]
+                let replay = results[4 + offset]
+                #expect(
+                    replay.body == original.body,
+                    "replay \(offset) differs:\n  first:  \(original.text)\n  replay: \(replay.text)")
                 #expect(replay.properties == original.properties)
                 #expect(replay.routingKey == original.routingKey)
             }
             try await environment.publish(InboundSpec(json: Bodies.resume("DC-7"), messageID: "resume-7"))
             let resumed = try await capture.results.waitFor(8, "resume")[6]
-            #expect(resumed.string("previousState") == "suspended" && resumed.string("state") == "active",
-                    "the card must still be suspended, not deleted: \(resumed.text)")
+            #expect(
+                resumed.string("previousState") == "suspended" && resumed.string("state") == "active",
+                "the card must still be suspended, not deleted: \(resumed.text)")
             let all = try await resultsBeforeSentinel(environment, capture)
             #expect(all.count == 8, "unexpected results: \(all.dropFirst(8).map(\.summary))")
         }
     }
 
-    @Test("without message_id a message is processed every time, and its results carry no message_id", arguments: IdempotencyStore.allCases)
+    @Test(
+        "without message_id a message is processed every time, and its results carry no message_id",
+        arguments: IdempotencyStore.allCases)
     func noMessageID(store: IdempotencyStore) async throws {
         try await store.withEnvironment("idem-no-id") { environment in
             _ = try await environment.startWorker()
@@ -143,12 +167,16 @@ struct IdempotencyTests {
             try await capture.results.waitFor(2, "first install")
             try await environment.publish(InboundSpec(json: Bodies.install("DC-3")))
             let results = try await capture.results.waitFor(4, "second install")
-            #expect(results[0].isNull("previousState") && results[0].json?["changed"]?.boolValue == true,
-                    "first install: \(results[0].text)")
-            #expect(results[2].string("previousState") == "active" && results[2].json?["changed"]?.boolValue == false,
-                    "the second install is evaluated against the installed card: \(results[2].text)")
+            #expect(
+                results[0].isNull("previousState") && results[0].json?["changed"]?.boolValue == true,
+                "first install: \(results[0].text)")
+            #expect(
+                results[2].string("previousState") == "active" && results[2].json?["changed"]?.boolValue == false,
+                "the second install is evaluated against the installed card: \(results[2].text)")
             for result in results {
-                #expect(result.properties.messageID == nil, "no inbound message_id, yet result id \(result.properties.messageID ?? "")")
+                #expect(
+                    result.properties.messageID == nil,
+                    "no inbound message_id, yet result id \(result.properties.messageID ?? "")")
                 #expect(result.isNull("messageId"))
             }
             let all = try await resultsBeforeSentinel(environment, capture)
@@ -156,7 +184,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("a rejected message's id is not recorded: republished, it is evaluated afresh", arguments: IdempotencyStore.allCases)
+    @Test(
+        "a rejected message's id is not recorded: republished, it is evaluated afresh",
+        arguments: IdempotencyStore.allCases)
     func rejectedNotRecorded(store: IdempotencyStore) async throws {
         try await store.withEnvironment("idem-rejected") { environment in
             _ = try await environment.startWorker()
@@ -173,8 +203,10 @@ struct IdempotencyTests {
             // Fixed and replayed under the same id: processed normally.
             try await environment.publish(InboundSpec(json: #"{"action":"fixed"}"#, messageID: "bad-1"))
             let fixed = try await capture.results.waitFor(3, "fixed message")[2]
-            #expect(fixed.properties.type == "actionTriggered" && fixed.exchange == environment.topology.resultExchanges.actions,
-                    "the fixed message must be routed afresh: \(fixed.summary)")
+            #expect(
+                fixed.properties.type == "actionTriggered"
+                    && fixed.exchange == environment.topology.resultExchanges.actions,
+                "the fixed message must be routed afresh: \(fixed.summary)")
             #expect(fixed.properties.messageID == "bad-1/0")
             let all = try await resultsBeforeSentinel(environment, capture)
             #expect(all.count == 3)
@@ -182,7 +214,9 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("an ignored message's id is recorded: the same id later publishes nothing", arguments: IdempotencyStore.allCases)
+    @Test(
+        "an ignored message's id is recorded: the same id later publishes nothing", arguments: IdempotencyStore.allCases
+    )
     func ignoredRecorded(store: IdempotencyStore) async throws {
         try await store.withEnvironment("idem-ignored") { environment in
             _ = try await environment.startWorker()
@@ -200,17 +234,22 @@ struct IdempotencyTests {
             let capture = try await environment.resultCapture()
             let first = try await environment.startWorker()
             try await environment.publish(InboundSpec(json: Bodies.install("DC-9"), messageID: "install-9"))
-            try await environment.publish(InboundSpec(
-                json: Bodies.tns("DC-9", record: "T-9", date: "2026-11-20T10:00:00Z"), messageID: "tns-9"))
+            try await environment.publish(
+                InboundSpec(
+                    json: Bodies.tns("DC-9", record: "T-9", date: "2026-11-20T10:00:00Z"), messageID: "tns-9"))
             let before = try await capture.results.waitFor(3, "install and TNS")
             try await first.stop()
             _ = try await environment.startWorker()
-            try await environment.publish(InboundSpec(
-                json: Bodies.tns("DC-9", record: "T-9-AGAIN", date: "2026-11-20T11:00:00Z"), messageID: "tns-9"))
-            try await environment.publish(InboundSpec(
-                json: Bodies.tns("DC-9", record: "T-10", date: "2026-11-20T12:00:00Z"), messageID: "tns-10"))
+            try await environment.publish(
+                InboundSpec(
+                    json: Bodies.tns("DC-9", record: "T-9-AGAIN", date: "2026-11-20T11:00:00Z"), messageID: "tns-9"))
+            try await environment.publish(
+                InboundSpec(
+                    json: Bodies.tns("DC-9", record: "T-10", date: "2026-11-20T12:00:00Z"), messageID: "tns-10"))
             let after = try await capture.results.waitFor(5, "replay and a new TNS after the restart")
-            #expect(after[3].body == before[2].body, "replay after restart differs:\n  first:  \(before[2].text)\n  replay: \(after[3].text)")
+            #expect(
+                after[3].body == before[2].body,
+                "replay after restart differs:\n  first:  \(before[2].text)\n  replay: \(after[3].text)")
             #expect(after[3].properties == before[2].properties)
             #expect(after[4].recordIDs == ["T-10", "T-9"], "state kept across the restart, T-9 once: \(after[4].text)")
         }

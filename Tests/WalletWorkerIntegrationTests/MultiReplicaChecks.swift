@@ -50,8 +50,9 @@ enum ReplicaChecks {
             let distinct = Set(copies.map { [$0.exchange, $0.routingKey, String(decoding: $0.body, as: UTF8.self)] })
             guard distinct.count > 1 else { continue }
             guard let inbound = ReplicaCapture.split(id)?.inbound, workload.malformedIDs.contains(inbound) else {
-                problems.append("\(id): \(distinct.count) different copies (applied twice?): "
-                    + distinct.prefix(2).map { $0[2] }.joined(separator: "  <>  "))
+                problems.append(
+                    "\(id): \(distinct.count) different copies (applied twice?): "
+                        + distinct.prefix(2).map { $0[2] }.joined(separator: "  <>  "))
                 continue
             }
             let sameApartFromTime = Set(copies.map { timeIndependentText($0.body) }).count == 1
@@ -86,7 +87,8 @@ enum ReplicaChecks {
             if count == 0 {
                 problems.append("\(id) is missing from the dead-letter queue")
             } else if count > 1 && (count > processings.count || !kill.explains(Array(processings))) {
-                problems.append("\(id) dead-lettered \(count) times, rejected at \(processings.sorted()) (kill at \(kill.time))")
+                problems.append(
+                    "\(id) dead-lettered \(count) times, rejected at \(processings.sorted()) (kill at \(kill.time))")
             }
         }
         return problems
@@ -99,9 +101,14 @@ enum ReplicaChecks {
         let stored = Set(database.processedIDs)
         var problems: [String] = []
         if stored.count != database.processedIDs.count { problems.append("processed ids recorded more than once") }
-        let missing = expected.subtracting(stored), extra = stored.subtracting(expected)
-        if !missing.isEmpty { problems.append("\(missing.count) processed ids missing, e.g. \(missing.sorted().prefix(3))") }
-        if !extra.isEmpty { problems.append("\(extra.count) unexpected processed ids, e.g. \(extra.sorted().prefix(3))") }
+        let missing = expected.subtracting(stored)
+        let extra = stored.subtracting(expected)
+        if !missing.isEmpty {
+            problems.append("\(missing.count) processed ids missing, e.g. \(missing.sorted().prefix(3))")
+        }
+        if !extra.isEmpty {
+            problems.append("\(extra.count) unexpected processed ids, e.g. \(extra.sorted().prefix(3))")
+        }
         return problems
     }
 
@@ -119,14 +126,16 @@ enum ReplicaChecks {
                 if actual.exchange != expected.exchange || actual.routingKey != expected.routingKey
                     || timeIndependentText(actual.body) != timeIndependentText(expected.body)
                 {
-                    problems.append("\(expected.id): published \(actual.routingKey) "
-                        + "\(String(decoding: actual.body, as: UTF8.self)), the sequence implies \(expected.routingKey) "
-                        + String(decoding: expected.body, as: UTF8.self))
+                    problems.append(
+                        "\(expected.id): published \(actual.routingKey) "
+                            + "\(String(decoding: actual.body, as: UTF8.self)), the sequence implies \(expected.routingKey) "
+                            + String(decoding: expected.body, as: UTF8.self))
                 }
             }
         }
         let actualIDs = Set(capture.copies.keys)
-        let missing = expectedIDs.subtracting(actualIDs), extra = actualIDs.subtracting(expectedIDs)
+        let missing = expectedIDs.subtracting(actualIDs)
+        let extra = actualIDs.subtracting(expectedIDs)
         if !missing.isEmpty { problems.append("\(missing.count) results missing, e.g. \(missing.sorted().prefix(4))") }
         if !extra.isEmpty { problems.append("\(extra.count) unexpected results, e.g. \(extra.sorted().prefix(4))") }
 
@@ -138,8 +147,9 @@ enum ReplicaChecks {
             let arrived = arrivedByGroup[group] ?? []
             guard arrived != expected.filter(actualIDs.contains) else { continue }
             let at = zip(arrived, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? 0
-            problems.append("\(group.isEmpty ? "messages without a card" : group): results out of order from \(at): "
-                + "got \(arrived.dropFirst(at).prefix(4)), expected \(expected.dropFirst(at).prefix(4))")
+            problems.append(
+                "\(group.isEmpty ? "messages without a card" : group): results out of order from \(at): "
+                    + "got \(arrived.dropFirst(at).prefix(4)), expected \(expected.dropFirst(at).prefix(4))")
         }
         return problems.sorted()
     }
@@ -148,18 +158,23 @@ enum ReplicaChecks {
     static func storeMatchesModel(_ database: ReplicaDatabase.Contents, _ model: ReplicaModel) -> [String] {
         var problems: [String] = []
         let expectedCards = model.state.cards.mapValues {
-            ReplicaDatabase.Card(state: $0.state.rawValue, tokenizedCardId: $0.tokenizedCardId, keyType: $0.keyType.rawValue,
-                                 paymentsLeft: $0.paymentKeys?.numberOfPaymentsLeft)
+            ReplicaDatabase.Card(
+                state: $0.state.rawValue, tokenizedCardId: $0.tokenizedCardId, keyType: $0.keyType.rawValue,
+                paymentsLeft: $0.paymentKeys?.numberOfPaymentsLeft)
         }
-        for card in Set(expectedCards.keys).union(database.cards.keys).sorted() where expectedCards[card] != database.cards[card] {
-            problems.append("\(card): stored \(database.cards[card].map(String.init(describing:)) ?? "absent"), "
-                + "the sequence implies \(expectedCards[card].map(String.init(describing:)) ?? "absent")")
+        for card in Set(expectedCards.keys).union(database.cards.keys).sorted()
+        where expectedCards[card] != database.cards[card] {
+            problems.append(
+                "\(card): stored \(database.cards[card].map(String.init(describing:)) ?? "absent"), "
+                    + "the sequence implies \(expectedCards[card].map(String.init(describing:)) ?? "absent")")
         }
         for card in Set(model.state.cards.keys).union(database.records.keys).sorted() {
             let expected = model.state.transactions(digitalCardId: card).map(\.id)
             let stored = database.records[card] ?? []
             if stored != expected {
-                problems.append("\(card): records \(stored.count) stored \(stored.prefix(5)), \(expected.count) expected \(expected.prefix(5))")
+                problems.append(
+                    "\(card): records \(stored.count) stored \(stored.prefix(5)), \(expected.count) expected \(expected.prefix(5))"
+                )
             }
         }
         return problems
@@ -171,7 +186,9 @@ enum ReplicaChecks {
     /// starting in the state the one before it left, in some order) that ends in the stored state (a lost update
     /// leaves two events starting from the same state); the stored card as installed. Its transaction records:
     /// exactly those whose TNS message was answered with the records (not an error), each stored once.
-    static func cardHistories(_ capture: ReplicaCapture, _ workload: ReplicaWorkload, _ database: ReplicaDatabase.Contents)
+    static func cardHistories(
+        _ capture: ReplicaCapture, _ workload: ReplicaWorkload, _ database: ReplicaDatabase.Contents
+    )
         -> [String]
     {
         var problems: [String] = []
@@ -205,11 +222,14 @@ enum ReplicaChecks {
                 }
             }
             let records = database.records[card] ?? []
-            if Set(records).count != records.count { problems.append("\(card): a record stored twice: \(records.sorted())") }
+            if Set(records).count != records.count {
+                problems.append("\(card): a record stored twice: \(records.sorted())")
+            }
             let accepted = acceptedRecords[card] ?? []
             if Set(records) != accepted {
-                problems.append("\(card): records stored \(Set(records).subtracting(accepted).sorted()) not accepted, "
-                    + "accepted \(accepted.subtracting(records).sorted()) not stored")
+                problems.append(
+                    "\(card): records stored \(Set(records).subtracting(accepted).sorted()) not accepted, "
+                        + "accepted \(accepted.subtracting(records).sorted()) not stored")
             }
         }
         return problems

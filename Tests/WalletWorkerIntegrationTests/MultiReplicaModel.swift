@@ -37,7 +37,8 @@ struct ReplicaModel: Sendable {
             let stored = try await store.process([message.inbound], router: router, now: now)[0]
             if message.isMalformed {
                 guard case .deadLetter = stored.decision.disposition else {
-                    throw BrokerTestError("the workload's malformed message \(message.id) is not rejected by the router")
+                    throw BrokerTestError(
+                        "the workload's malformed message \(message.id) is not rejected by the router")
                 }
             } else if case .deadLetter(let reason) = stored.decision.disposition {
                 throw BrokerTestError("the workload's message \(message.id) is rejected by the router: \(reason)")
@@ -46,8 +47,9 @@ struct ReplicaModel: Sendable {
             }
             guard !stored.isReplay else { continue }
             let results = stored.decision.results.map {
-                ExpectedResult(id: $0.properties.messageID ?? "", exchange: $0.exchange, routingKey: $0.routingKey,
-                               body: $0.body)
+                ExpectedResult(
+                    id: $0.properties.messageID ?? "", exchange: $0.exchange, routingKey: $0.routingKey,
+                    body: $0.body)
             }
             resultsByInbound[message.id] = results
             resultOrderByGroup[message.cardHeader ?? "", default: []] += results.map(\.id)
@@ -64,7 +66,7 @@ func timeIndependentText(_ body: [UInt8]) -> Data {
     for key in timeDependentKeys {
         var from = data.startIndex
         while let found = data.range(of: key, in: from..<data.endIndex),
-              let close = data[found.upperBound...].firstIndex(of: UInt8(ascii: "\""))
+            let close = data[found.upperBound...].firstIndex(of: UInt8(ascii: "\""))
         {
             data.removeSubrange(found.upperBound..<close)
             from = found.upperBound

@@ -12,14 +12,19 @@ extension Resilience {
     /// Nested in `Resilience`, so it never runs beside the other suites that start worker processes.
     @Suite(
         "MultiReplica: three worker processes on one PostgreSQL store", .serialized, .timeLimit(.minutes(12)),
-        .enabled(if: ReplicaDatabase.isConfigured, "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
+        .enabled(
+            if: ReplicaDatabase.isConfigured,
+            "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
     struct MultiReplicaTests {
-        @Test("ordered mode (--ordered-shards 4): every card in the state its sequence implies, results in order, nothing lost or applied twice")
+        @Test(
+            "ordered mode (--ordered-shards 4): every card in the state its sequence implies, results in order, nothing lost or applied twice"
+        )
         func orderedMode() async throws {
             try await MultiReplicaRun(ordered: true).run()
         }
 
-        @Test("default mode: every card in a state the CPS table reaches, no lost update, nothing lost or applied twice")
+        @Test(
+            "default mode: every card in a state the CPS table reaches, no lost update, nothing lost or applied twice")
         func defaultMode() async throws {
             try await MultiReplicaRun(ordered: false).run()
         }
@@ -109,7 +114,8 @@ struct MultiReplicaRun {
         let killedAt = clock.now - started
         #expect(processedSoFar[victim] > 0, "the killed replica had processed nothing")
         finished.append(replicas[victim])
-        let restarted = try WorkerProcess(arguments, amqpURL: TestBroker.urlText, label: "replica-\(mode)-\(victim)-restarted")
+        let restarted = try WorkerProcess(
+            arguments, amqpURL: TestBroker.urlText, label: "replica-\(mode)-\(victim)-restarted")
         replicas[victim] = restarted
         ports[victim] = try await restarted.operationsPort()
         try await restarted.waitForHTTP(port: ports[victim], path: "/readyz", status: 200, timeout: .seconds(60))
@@ -118,9 +124,13 @@ struct MultiReplicaRun {
         try await publishConfirmed(workload.lateDuplicates.map { $0.outbound(to: topology.inbound) }, on: channel)
 
         let inputQueues = inputQueues(topology)
-        let settled = try await waitUntilSettled(workload, capture, inputQueues, ports, connection, within: .seconds(400))
+        let settled = try await waitUntilSettled(
+            workload, capture, inputQueues, ports, connection, within: .seconds(400))
         let waiting = settled ? [:] : try await readyCounts(inputQueues, connection)
-        try #require(settled, "the replicas did not finish: \(capture.count) results, \(waiting) ready\n\(replicas.map { $0.logTail(20) }.joined(separator: "\n"))")
+        try #require(
+            settled,
+            "the replicas did not finish: \(capture.count) results, \(waiting) ready\n\(replicas.map { $0.logTail(20) }.joined(separator: "\n"))"
+        )
         let drained = clock.now - started
         // The kill left deliveries unacknowledged, which the broker gave to the other replicas.
         let redeliveries = ports.map { (try? metric("wallet_redeliveries_total", port: $0)) ?? 0 }.reduce(0, +)
@@ -129,7 +139,9 @@ struct MultiReplicaRun {
         for replica in replicas { replica.terminate() }
         for replica in replicas {
             let ended = await replica.waitForExit(timeout: .seconds(40))
-            #expect(ended?.exit == .exited(0), "\(replica.process.label) \(ended?.exit.description ?? "did not stop")\n\(replica.logTail())")
+            #expect(
+                ended?.exit == .exited(0),
+                "\(replica.process.label) \(ended?.exit.description ?? "did not stop")\n\(replica.logTail())")
         }
         finished += replicas
         replicas = []
@@ -140,7 +152,8 @@ struct MultiReplicaRun {
         let leftOver = try await readyCounts(inputQueues, connection).filter { $0.value > 0 }
         #expect(leftOver.isEmpty, "messages left in \(leftOver)")
 
-        let deadLetters = try await MessageCapture.drain(topology.deadLetterQueue, on: connection).map(\.properties.messageID)
+        let deadLetters = try await MessageCapture.drain(topology.deadLetterQueue, on: connection).map(
+            \.properties.messageID)
         try await eventually("no results still waiting in the capture queue", within: .seconds(30)) {
             try await readyCount(topology.capture, on: connection) == 0
         }
@@ -152,30 +165,36 @@ struct MultiReplicaRun {
         var failedChecks: [String] = []
         func check(_ problems: [String], _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
             if !problems.isEmpty { failedChecks.append(what) }
-            #expect(problems.isEmpty, "\(problems.count) \(what):\n\(problems.prefix(12).joined(separator: "\n"))",
-                    sourceLocation: sourceLocation)
+            #expect(
+                problems.isEmpty, "\(problems.count) \(what):\n\(problems.prefix(12).joined(separator: "\n"))",
+                sourceLocation: sourceLocation)
         }
 
         check(ReplicaChecks.completeness(results, workload), "lost or incomplete results")
-        check(ReplicaChecks.replays(results, workload, kill: kill), "results that differ between copies (applied twice)")
+        check(
+            ReplicaChecks.replays(results, workload, kill: kill), "results that differ between copies (applied twice)")
         check(ReplicaChecks.deadLetters(deadLetters, results, workload, kill: kill), "dead letters")
         check(ReplicaChecks.processedIDs(stored, workload), "processed ids in PostgreSQL")
-        #expect(results.repeatedCopies >= ReplicaWorkload.nearDuplicates + ReplicaWorkload.lateDuplicateCount,
-                "fewer replayed results than duplicates published: the replay path was not exercised")
+        #expect(
+            results.repeatedCopies >= ReplicaWorkload.nearDuplicates + ReplicaWorkload.lateDuplicateCount,
+            "fewer replayed results than duplicates published: the replay path was not exercised")
         if ordered {
             // A retried message comes back behind its card's later messages (a documented exception to the order).
             let note = retried.isEmpty ? "" : " (messages that went through the retry queue: \(retried.prefix(10)))"
             check(ReplicaChecks.sameAsModel(results, model), "results unlike the sequence's (ordered mode)\(note)")
-            check(ReplicaChecks.storeMatchesModel(stored, model), "stored state unlike the sequence's (ordered mode)\(note)")
+            check(
+                ReplicaChecks.storeMatchesModel(stored, model),
+                "stored state unlike the sequence's (ordered mode)\(note)")
         } else {
             check(ReplicaChecks.cardHistories(results, workload, stored), "card histories (default mode)")
         }
-        print("multi-replica \(mode): \(workload.all.count) messages, \(results.copies.count) distinct results "
-            + "(\(results.repeatedCopies) repeated copies), \(deadLetters.count) dead letters, \(redeliveries) redeliveries, "
-            + "\(retried.count) retries; "
-            + "published in \(seconds(published)), killed replica \(victim) at \(seconds(killedAt)) (it had processed "
-            + "\(Int(processedSoFar[victim])) of \(processedSoFar.map { Int($0) })), drained at \(seconds(drained)), "
-            + "stopped at \(seconds(stopped)), done at \(seconds(clock.now - started))")
+        print(
+            "multi-replica \(mode): \(workload.all.count) messages, \(results.copies.count) distinct results "
+                + "(\(results.repeatedCopies) repeated copies), \(deadLetters.count) dead letters, \(redeliveries) redeliveries, "
+                + "\(retried.count) retries; "
+                + "published in \(seconds(published)), killed replica \(victim) at \(seconds(killedAt)) (it had processed "
+                + "\(Int(processedSoFar[victim])) of \(processedSoFar.map { Int($0) })), drained at \(seconds(drained)), "
+                + "stopped at \(seconds(stopped)), done at \(seconds(clock.now - started))")
         if failedChecks.isEmpty {
             for replica in finished { replica.process.removeLog() }
         } else {
@@ -221,7 +240,10 @@ struct MultiReplicaRun {
         let declare = try WorkerProcess(
             ["declare"] + topology.flags + ["--retry-delay", "200ms", "--log-format", "json"] + modeFlags,
             amqpURL: TestBroker.urlText, label: "declare-\(topology.prefix)")
-        defer { declare.kill(); declare.process.removeLog() }
+        defer {
+            declare.kill()
+            declare.process.removeLog()
+        }
         guard let (exit, _) = await declare.waitForExit(timeout: .seconds(30)), exit == .exited(0) else {
             throw ChildProcessError("wallet-worker declare failed\n\(declare.logTail())")
         }
@@ -234,7 +256,7 @@ struct MultiReplicaRun {
     private func delete(_ topology: ResilienceTopology) async {
         await topology.delete()
         guard let sharded = workerTopology(topology).sharded,
-              let connection = try? await TestBroker.connect(purpose: "clean-up \(topology.prefix)")
+            let connection = try? await TestBroker.connect(purpose: "clean-up \(topology.prefix)")
         else { return }
         for queue in sharded.queues + sharded.retryQueues.flatMap(Self.retryLevels) {
             if let channel = try? await connection.openChannel() {
@@ -264,10 +286,11 @@ struct MultiReplicaRun {
     /// The message ids the replicas' logs say went to the retry queue.
     private func retriedMessageIDs(_ replicas: [WorkerProcess]) -> [String] {
         replicas.flatMap { replica in
-            replica.log.split(separator: "\n").filter { $0.contains(#""message":"sent to the retry queue""#) }.compactMap { line in
-                line.range(of: #""message_id":"[^"]*""#, options: .regularExpression)
-                    .map { String(line[$0].dropFirst(#""message_id":""#.count).dropLast()) }
-            }
+            replica.log.split(separator: "\n").filter { $0.contains(#""message":"sent to the retry queue""#) }
+                .compactMap { line in
+                    line.range(of: #""message_id":"[^"]*""#, options: .regularExpression)
+                        .map { String(line[$0].dropFirst(#""message_id":""#.count).dropLast()) }
+                }
         }
     }
 
@@ -295,13 +318,17 @@ struct MultiReplicaRun {
             let since = unchangedSince ?? clock.now
             unchangedSince = since
             if clock.now - since >= .seconds(10) { return true }
-            let idle = stride(from: 0, to: now.metrics.count, by: 2).allSatisfy { now.metrics[$0] == now.metrics[$0 + 1] }
+            let idle = stride(from: 0, to: now.metrics.count, by: 2).allSatisfy {
+                now.metrics[$0] == now.metrics[$0 + 1]
+            }
             guard idle, clock.now - since >= .milliseconds(500) else { return false }
-            let answered = Set(capture.messages.compactMap { message -> String? in
-                guard let id = message.properties.messageID, let (inbound, _) = ReplicaCapture.split(id),
-                      !message.routingKey.hasPrefix("card.serverMessage.") else { return nil }
-                return inbound
-            })
+            let answered = Set(
+                capture.messages.compactMap { message -> String? in
+                    guard let id = message.properties.messageID, let (inbound, _) = ReplicaCapture.split(id),
+                        !message.routingKey.hasPrefix("card.serverMessage.")
+                    else { return nil }
+                    return inbound
+                })
             return workload.distinctIDs.isSubset(of: answered)
         }
         return settled != nil
@@ -310,7 +337,9 @@ struct MultiReplicaRun {
     /// Deliveries taken into batches, and deliveries finished (acknowledged, retried or dead-lettered).
     private func batchMetrics(port: Int) throws -> [Double] {
         let body = try httpGet(port: port, path: "/metrics").body
-        return [WorkerProcess.metricValue(in: body, "wallet_batch_size_sum"),
-                WorkerProcess.metricValue(in: body, "wallet_processing_seconds_count")]
+        return [
+            WorkerProcess.metricValue(in: body, "wallet_batch_size_sum"),
+            WorkerProcess.metricValue(in: body, "wallet_processing_seconds_count"),
+        ]
     }
 }

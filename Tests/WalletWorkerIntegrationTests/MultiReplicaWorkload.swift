@@ -81,7 +81,8 @@ struct ReplicaWorkload: Sendable {
         let malformed = Self.malformedMessages(random: &random)
         malformedIDs = Set(malformed.map(\.id))
         let cardMessageCount = sources.reduce(0) { $0 + $1.count }
-        let actionCount = Self.totalMessages - cardMessageCount - malformed.count - Self.nearDuplicates
+        let actionCount =
+            Self.totalMessages - cardMessageCount - malformed.count - Self.nearDuplicates
             - Self.lateDuplicateCount
         precondition(actionCount > 0, "the card scripts leave no room for actions")
         var others = malformed + (0..<actionCount).map(Self.action)
@@ -126,12 +127,16 @@ struct ReplicaWorkload: Sendable {
         }
         func cps(_ codes: [String]) -> ReplicaMessage {
             let messages = codes.map { #"{"code":"\#($0)","text":"\#(card) \#($0)","severity":"info","params":[]}"# }
-            let payload = codes.count == 1
+            let payload =
+                codes.count == 1
                 ? #""serverMessage":\#(messages[0])"# : #""serverMessages":[\#(messages.joined(separator: ","))]"#
-            let keyType = codes == ["CBP.info.tokenProvisioned"] ? keyType(number).map { #","keyType":"\#($0)""# } ?? "" : ""
+            let keyType =
+                codes == ["CBP.info.tokenProvisioned"] ? keyType(number).map { #","keyType":"\#($0)""# } ?? "" : ""
             return ReplicaMessage(
                 id: nextID(),
-                json: #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"\#(tokenizedCard(card))"\#(keyType),\#(payload)}"#)
+                json:
+                    #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"\#(tokenizedCard(card))"\#(keyType),\#(payload)}"#
+            )
         }
         var records = 0
         var recordIDs: [String] = []
@@ -148,14 +153,17 @@ struct ReplicaWorkload: Sendable {
             }
             let minutes = Int.random(in: 0..<10, using: &random) == 0 ? records : 600 + records * 7
             records += 1
-            let date = String(format: "2026-11-%02dT%02d:%02d:00Z", 10 + minutes / 1440, minutes / 60 % 24, minutes % 60)
+            let date = String(
+                format: "2026-11-%02dT%02d:%02d:00Z", 10 + minutes / 1440, minutes / 60 % 24, minutes % 60)
             let amount = String(format: "%d.%02d", 1 + records % 90, records % 100)
-            body += #","transaction":{"id":"\#(recordID)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(amount),"merchantName":"Shop \#(records % 7)"}}"#
+            body +=
+                #","transaction":{"id":"\#(recordID)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(amount),"merchantName":"Shop \#(records % 7)"}}"#
             return ReplicaMessage(id: nextID(), json: body, recordID: recordID)
         }
         func mg() -> ReplicaMessage {
             ReplicaMessage(
-                id: nextID(), json: #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"\#(card)"}"#)
+                id: nextID(),
+                json: #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"\#(card)"}"#)
         }
 
         var script = [cps(["CBP.info.tokenProvisioned"])]
@@ -169,9 +177,11 @@ struct ReplicaWorkload: Sendable {
                 suspended.toggle()
             case 40..<46:
                 // A stack that goes there and back.
-                script.append(cps(suspended
-                    ? ["CBP.info.tokenResumed", "CBP.info.tokenSuspended"]
-                    : ["CBP.info.tokenSuspended", "CBP.info.tokenResumed"]))
+                script.append(
+                    cps(
+                        suspended
+                            ? ["CBP.info.tokenResumed", "CBP.info.tokenSuspended"]
+                            : ["CBP.info.tokenSuspended", "CBP.info.tokenResumed"]))
             case 46..<50:
                 script.append(cps(["CBP.info.tokenReplenished"]))
             case 50..<54:
@@ -195,7 +205,8 @@ struct ReplicaWorkload: Sendable {
     // MARK: - Other senders
 
     private static func action(_ number: Int) -> ReplicaMessage {
-        let body = number % 3 == 0
+        let body =
+            number % 3 == 0
             ? #"{"action":"mr.refresh.\#(number % 40)","aps":{"content-available":1}}"#
             : #"{"action":"mr.notice.\#(number % 40)","aps":{"alert":{"title":"Notice \#(number)"}},"message":"m"}"#
         return ReplicaMessage(id: "mr-action-\(number)", json: body)
@@ -209,26 +220,32 @@ struct ReplicaWorkload: Sendable {
             func id(_ kind: String) -> String { "mr-bad-\(kind)-\(index)" }
             messages += [
                 ReplicaMessage(id: id("not-json"), json: "not json \(index)", isMalformed: true),
-                ReplicaMessage(id: id("utf8"), body: [0x7B, 0x22, 0x61, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D], isMalformed: true),
-                ReplicaMessage(id: id("bom"), body: [0xEF, 0xBB, 0xBF] + Array(#"{"action":"bom"}"#.utf8), isMalformed: true),
+                ReplicaMessage(
+                    id: id("utf8"), body: [0x7B, 0x22, 0x61, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D], isMalformed: true),
+                ReplicaMessage(
+                    id: id("bom"), body: [0xEF, 0xBB, 0xBF] + Array(#"{"action":"bom"}"#.utf8), isMalformed: true),
                 ReplicaMessage(id: id("array"), json: "[1,2,\(index)]", isMalformed: true),
                 ReplicaMessage(
                     id: id("tns-action"), json: #"{"sender":"TNS","action":"TNS:Other","digitalCardId":"\#(card)"}"#,
                     isMalformed: true),
-                ReplicaMessage(id: id("mg-no-card"), json: #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification"}"#,
-                               isMalformed: true),
+                ReplicaMessage(
+                    id: id("mg-no-card"), json: #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification"}"#,
+                    isMalformed: true),
                 ReplicaMessage(
                     id: id("tns-date"),
-                    json: #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)","transaction":{"id":"BAD-\#(index)","date":"2026-13-40T00:00:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}}"#,
+                    json:
+                        #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)","transaction":{"id":"BAD-\#(index)","date":"2026-13-40T00:00:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":1}}"#,
                     isMalformed: true),
                 ReplicaMessage(
                     id: id("too-large"), json: #"{"action":"big","pad":"\#(String(repeating: "x", count: 70_000))"}"#,
                     isMalformed: true),
                 ReplicaMessage(
-                    id: id("long-action"), json: #"{"action":"\#(String(repeating: "a", count: 201))"}"#, isMalformed: true),
+                    id: id("long-action"), json: #"{"action":"\#(String(repeating: "a", count: 201))"}"#,
+                    isMalformed: true),
                 ReplicaMessage(
                     id: id("record-type"),
-                    json: #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)","transactionRecordType":""}"#,
+                    json:
+                        #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)","transactionRecordType":""}"#,
                     isMalformed: true),
             ]
         }

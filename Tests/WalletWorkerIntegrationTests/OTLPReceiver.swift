@@ -3,7 +3,7 @@ import Synchronization
 import TestSupport
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real OTLP/HTTP receiver on a loopback port, for the tracing tests: an HTTP/1.1 server (keep-alive,
@@ -38,7 +38,9 @@ final class OTLPReceiver: Sendable {
 
     /// The spans of every `POST /v1/traces` so far, decoded from OTLP JSON.
     func spans() throws -> [ReceivedSpan] {
-        try requests.filter { $0.method == "POST" && $0.path == "/v1/traces" }.flatMap { try ReceivedSpan.decode($0.body) }
+        try requests.filter { $0.method == "POST" && $0.path == "/v1/traces" }.flatMap {
+            try ReceivedSpan.decode($0.body)
+        }
     }
 
     func close() {
@@ -71,7 +73,8 @@ final class OTLPReceiver: Sendable {
             var headers: [String: String] = [:]
             for line in lines.dropFirst() {
                 guard let colon = line.firstIndex(of: ":") else { continue }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                    in: .whitespaces)
             }
             let body: [UInt8]
             if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
@@ -82,8 +85,10 @@ final class OTLPReceiver: Sendable {
                 body = bytes
             }
             received.withLock {
-                $0.append(Request(method: String(requestLine[0]), path: String(requestLine[1]),
-                                  contentType: headers["content-type"], body: body, headers: headers))
+                $0.append(
+                    Request(
+                        method: String(requestLine[0]), path: String(requestLine[1]),
+                        contentType: headers["content-type"], body: body, headers: headers))
             }
             guard answers else {
                 // Hangs: waits for the client to give up and close.
@@ -184,12 +189,13 @@ struct ReceivedSpan: Sendable, CustomStringConvertible {
             for scopeSpans in resourceSpans["scopeSpans"] as? [[String: Any]] ?? [] {
                 for span in scopeSpans["spans"] as? [[String: Any]] ?? [] {
                     let status = span["status"] as? [String: Any]
-                    spans.append(ReceivedSpan(
-                        traceID: hexID(span["traceId"]) ?? "", spanID: hexID(span["spanId"]) ?? "",
-                        parentSpanID: hexID(span["parentSpanId"]), name: span["name"] as? String ?? "",
-                        kind: integer(span["kind"]) ?? 0, attributes: attributes(of: span["attributes"]),
-                        statusCode: integer(status?["code"]) ?? 0, statusMessage: status?["message"] as? String,
-                        serviceName: resource["service.name"]))
+                    spans.append(
+                        ReceivedSpan(
+                            traceID: hexID(span["traceId"]) ?? "", spanID: hexID(span["spanId"]) ?? "",
+                            parentSpanID: hexID(span["parentSpanId"]), name: span["name"] as? String ?? "",
+                            kind: integer(span["kind"]) ?? 0, attributes: attributes(of: span["attributes"]),
+                            statusCode: integer(status?["code"]) ?? 0, statusMessage: status?["message"] as? String,
+                            serviceName: resource["service.name"]))
                 }
             }
         }
@@ -214,7 +220,9 @@ struct ReceivedSpan: Sendable, CustomStringConvertible {
     private static func attributes(of value: Any?) -> [String: String] {
         var result: [String: String] = [:]
         for attribute in value as? [[String: Any]] ?? [] {
-            guard let key = attribute["key"] as? String, let value = attribute["value"] as? [String: Any] else { continue }
+            guard let key = attribute["key"] as? String, let value = attribute["value"] as? [String: Any] else {
+                continue
+            }
             if let text = value["stringValue"] as? String {
                 result[key] = text
             } else if let number = value["intValue"] {

@@ -8,7 +8,8 @@ extension Resilience {
     /// worker's own memory, measured from outside (the endpoint's other limits: `OperationsServerLimitsTests`).
     @Suite("Operations endpoint under a client that never reads", .timeLimit(.minutes(2)))
     struct OperationsBackpressure {
-        @Test("20,000 pipelined GET /metrics never read: the worker's memory stays bounded, /healthz and /readyz answer")
+        @Test(
+            "20,000 pipelined GET /metrics never read: the worker's memory stays bounded, /healthz and /readyz answer")
         func pipelinedMetricsWithoutReading() async throws {
             let database = temporarySQLitePath("ops-pipelined")
             defer { removeSQLite(database) }
@@ -16,7 +17,10 @@ extension Resilience {
                 let worker = try WorkerProcess(
                     workerRunArguments(topology, store: "sqlite:\(database)"), amqpURL: TestBroker.urlText,
                     label: "ops-pipelined-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 let requests = 20_000
@@ -41,8 +45,9 @@ extension Resilience {
                     try await Task.sleep(for: .milliseconds(100))
                     peak = max(peak, try residentBytes(of: worker.pid))
                 }
-                #expect(peak - before < 50 * 1_048_576,
-                        "the worker's resident memory grew by \((peak - before) / 1_048_576) MiB\n\(worker.logTail())")
+                #expect(
+                    peak - before < 50 * 1_048_576,
+                    "the worker's resident memory grew by \((peak - before) / 1_048_576) MiB\n\(worker.logTail())")
                 #expect(try httpGet(port: port, path: "/readyz").status == 200)
 
                 worker.terminate()

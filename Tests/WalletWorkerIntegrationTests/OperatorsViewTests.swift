@@ -8,7 +8,7 @@ import Testing
 import WalletStore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension Resilience {
@@ -19,10 +19,12 @@ extension Resilience {
     struct OperatorsViewTests {
         // MARK: - Secrets
 
-        @Test("a worker started with a collector token, a broker password and a PostgreSQL password, as variables and as _FILE, writes none of them at --log-level trace, nor when the store refuses its login")
+        @Test(
+            "a worker started with a collector token, a broker password and a PostgreSQL password, as variables and as _FILE, writes none of them at --log-level trace, nor when the store refuses its login"
+        )
         func secretsNeverReachTheLog() async throws {
             guard let brokerURL = ProcessInfo.processInfo.environment["AMQP_SECOND_USER_URL"], !brokerURL.isEmpty,
-                  ReplicaDatabase.isConfigured
+                ReplicaDatabase.isConfigured
             else {
                 Issue.record("needs AMQP_SECOND_USER_URL and POSTGRES_URL (scripts/test.sh sets both)")
                 return
@@ -38,96 +40,121 @@ extension Resilience {
             try await adminQuery("CREATE ROLE \(role) LOGIN PASSWORD '\(password)'")
             let outcome: Result<Void, any Error>
             do {
-                outcome = .success(try await ReplicaDatabase.with("secrets") { database in
-                try await database.withConnection { connection in
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "GRANT ALL ON SCHEMA public TO \(role)"), logger: ReplicaDatabase.logger)
-                }
-                try await adminQuery("GRANT ALL ON DATABASE \(database.name) TO \(role)")
-                var store = URLComponents(string: database.storeURL)!
-                store.user = role
-                store.password = password
-                let storeURL = store.string!
-                let secrets = [
-                    brokerPassword, password, token, apiKey, "Bearer \(token)",
-                    password.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!,
-                ]
-
-                try await withResilienceTopology("secrets", url: brokerURL) { topology, connection, channel in
-                    let otel = [
-                        "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
-                        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer \(token),x-api-key=\(apiKey)",
-                        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_LOG_LEVEL": "trace",
-                    ]
-                    let arguments = ["run", "--http-port", "0", "--http-host", "127.0.0.1", "--log-level", "trace",
-                                     "--retry-delay", "200ms"] + topology.flags
-                    let directory = FileManager.default.temporaryDirectory
-                        .appendingPathComponent("wnw-secrets-\(UUID().uuidString.prefix(8))")
-                    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-                    defer { try? FileManager.default.removeItem(at: directory) }
-                    let urlFile = directory.appendingPathComponent("amqp-url").path
-                    let storeFile = directory.appendingPathComponent("store").path
-                    try (brokerURL + "\n").write(toFile: urlFile, atomically: true, encoding: .utf8)
-                    try (storeURL + "\n").write(toFile: storeFile, atomically: true, encoding: .utf8)
-                    try await channel.enableConfirms()
-
-                    // The values in the variables, JSON logs; then in files, text logs.
-                    let starts: [(label: String, amqpURL: String, environment: [String: String], format: String)] = [
-                        ("variables", brokerURL, ["WALLET_STORE": storeURL], "json"),
-                        ("files", "", ["AMQP_URL_FILE": urlFile, "WALLET_STORE_FILE": storeFile], "text"),
-                    ]
-                    for (index, start) in starts.enumerated() {
-                        let worker = try WorkerProcess(
-                            arguments + ["--log-format", start.format], amqpURL: start.amqpURL,
-                            label: "secrets-\(start.label)", environment: start.environment.merging(otel) { $1 })
-                        defer { worker.kill(); worker.process.removeLog() }
-                        let port = try await worker.operationsPort()
-                        try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-                        var bad = InboundSpec.action("secrets-bad-\(index)", action: "x")
-                        bad.text = "not json"
-                        try await publishConfirmed([
-                            InboundSpec.cps("secrets-\(index)", card: "SECRETS-\(index)", code: "CBP.info.tokenProvisioned")
-                                .outbound(to: topology.inbound),
-                            bad.outbound(to: topology.inbound),
-                        ], on: channel)
-                        try await eventually(
-                            "readyCount(topology.capture) >= 3 * (index + 1)\n\(worker.logTail())",
-                            within: .seconds(20)
-                        ) {
-                            try await readyCount(topology.capture, on: connection) >= 3 * (index + 1)
+                outcome = .success(
+                    try await ReplicaDatabase.with("secrets") { database in
+                        try await database.withConnection { connection in
+                            try await connection.query(
+                                PostgresQuery(unsafeSQL: "GRANT ALL ON SCHEMA public TO \(role)"),
+                                logger: ReplicaDatabase.logger)
                         }
-                        worker.terminate()
-                        let ended = await worker.waitForExit(timeout: .seconds(30))
-                        #expect(ended?.exit == .exited(0), "\(worker.logTail())")
-                        let log = worker.log
-                        #expect(log.contains("environment_key") || log.contains("Configuration updated"),
-                                "swift-otel's configuration lines are in the output (the test looks at them)\n\(worker.logTail())")
-                        for secret in secrets {
-                            // A Bool, not the log: a failure must not print the secret it found.
-                            let leaked = log.contains(secret)
-                            #expect(!leaked, "\(start.label): a secret is in the output:\n\(lines(of: log, containing: secret))")
-                        }
-                    }
-                    // The collector got the token: it was used, only never written.
-                    #expect(receiver.requests.contains { $0.headers["authorization"] == "Bearer \(token)" },
-                            "the exporter did not send the configured header")
+                        try await adminQuery("GRANT ALL ON DATABASE \(database.name) TO \(role)")
+                        var store = URLComponents(string: database.storeURL)!
+                        store.user = role
+                        store.password = password
+                        let storeURL = store.string!
+                        let secrets = [
+                            brokerPassword, password, token, apiKey, "Bearer \(token)",
+                            password.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!,
+                        ]
 
-                    // The store refuses a wrong password: the error names the refusal, not the password.
-                    let wrong = "pg-wrong-\(UUID().uuidString.lowercased())"
-                    store.password = wrong
-                    let refused = try WorkerProcess(
-                        arguments + ["--log-format", "json"], amqpURL: brokerURL, label: "secrets-refused",
-                        environment: ["WALLET_STORE": store.string!].merging(otel) { $1 })
-                    defer { refused.kill(); refused.process.removeLog() }
-                    let ended = await refused.waitForExit(timeout: .seconds(30))
-                    #expect(ended?.exit == .exited(2), "\(refused.logTail())")
-                    #expect(refused.log.contains("authentication failed"), "\(refused.logTail())")
-                    for secret in secrets + [wrong] {
-                        let leaked = refused.log.contains(secret)
-                        #expect(!leaked, "\(lines(of: refused.log, containing: secret))")
-                    }
-                }
-            })
+                        try await withResilienceTopology("secrets", url: brokerURL) { topology, connection, channel in
+                            let otel = [
+                                "OTEL_TRACES_EXPORTER": "otlp",
+                                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+                                "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer \(token),x-api-key=\(apiKey)",
+                                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_LOG_LEVEL": "trace",
+                            ]
+                            let arguments =
+                                [
+                                    "run", "--http-port", "0", "--http-host", "127.0.0.1", "--log-level", "trace",
+                                    "--retry-delay", "200ms",
+                                ] + topology.flags
+                            let directory = FileManager.default.temporaryDirectory
+                                .appendingPathComponent("wnw-secrets-\(UUID().uuidString.prefix(8))")
+                            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                            defer { try? FileManager.default.removeItem(at: directory) }
+                            let urlFile = directory.appendingPathComponent("amqp-url").path
+                            let storeFile = directory.appendingPathComponent("store").path
+                            try (brokerURL + "\n").write(toFile: urlFile, atomically: true, encoding: .utf8)
+                            try (storeURL + "\n").write(toFile: storeFile, atomically: true, encoding: .utf8)
+                            try await channel.enableConfirms()
+
+                            // The values in the variables, JSON logs; then in files, text logs.
+                            let starts:
+                                [(label: String, amqpURL: String, environment: [String: String], format: String)] = [
+                                    ("variables", brokerURL, ["WALLET_STORE": storeURL], "json"),
+                                    ("files", "", ["AMQP_URL_FILE": urlFile, "WALLET_STORE_FILE": storeFile], "text"),
+                                ]
+                            for (index, start) in starts.enumerated() {
+                                let worker = try WorkerProcess(
+                                    arguments + ["--log-format", start.format], amqpURL: start.amqpURL,
+                                    label: "secrets-\(start.label)", environment: start.environment.merging(otel) { $1 }
+                                )
+                                defer {
+                                    worker.kill()
+                                    worker.process.removeLog()
+                                }
+                                let port = try await worker.operationsPort()
+                                try await worker.waitForHTTP(
+                                    port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                                var bad = InboundSpec.action("secrets-bad-\(index)", action: "x")
+                                bad.text = "not json"
+                                try await publishConfirmed(
+                                    [
+                                        InboundSpec.cps(
+                                            "secrets-\(index)", card: "SECRETS-\(index)",
+                                            code: "CBP.info.tokenProvisioned"
+                                        )
+                                        .outbound(to: topology.inbound),
+                                        bad.outbound(to: topology.inbound),
+                                    ], on: channel)
+                                try await eventually(
+                                    "readyCount(topology.capture) >= 3 * (index + 1)\n\(worker.logTail())",
+                                    within: .seconds(20)
+                                ) {
+                                    try await readyCount(topology.capture, on: connection) >= 3 * (index + 1)
+                                }
+                                worker.terminate()
+                                let ended = await worker.waitForExit(timeout: .seconds(30))
+                                #expect(ended?.exit == .exited(0), "\(worker.logTail())")
+                                let log = worker.log
+                                #expect(
+                                    log.contains("environment_key") || log.contains("Configuration updated"),
+                                    "swift-otel's configuration lines are in the output (the test looks at them)\n\(worker.logTail())"
+                                )
+                                for secret in secrets {
+                                    // A Bool, not the log: a failure must not print the secret it found.
+                                    let leaked = log.contains(secret)
+                                    #expect(
+                                        !leaked,
+                                        "\(start.label): a secret is in the output:\n\(lines(of: log, containing: secret))"
+                                    )
+                                }
+                            }
+                            // The collector got the token: it was used, only never written.
+                            #expect(
+                                receiver.requests.contains { $0.headers["authorization"] == "Bearer \(token)" },
+                                "the exporter did not send the configured header")
+
+                            // The store refuses a wrong password: the error names the refusal, not the password.
+                            let wrong = "pg-wrong-\(UUID().uuidString.lowercased())"
+                            store.password = wrong
+                            let refused = try WorkerProcess(
+                                arguments + ["--log-format", "json"], amqpURL: brokerURL, label: "secrets-refused",
+                                environment: ["WALLET_STORE": store.string!].merging(otel) { $1 })
+                            defer {
+                                refused.kill()
+                                refused.process.removeLog()
+                            }
+                            let ended = await refused.waitForExit(timeout: .seconds(30))
+                            #expect(ended?.exit == .exited(2), "\(refused.logTail())")
+                            #expect(refused.log.contains("authentication failed"), "\(refused.logTail())")
+                            for secret in secrets + [wrong] {
+                                let leaked = refused.log.contains(secret)
+                                #expect(!leaked, "\(lines(of: refused.log, containing: secret))")
+                            }
+                        }
+                    })
             } catch {
                 outcome = .failure(error)
             }
@@ -138,44 +165,58 @@ extension Resilience {
 
         // MARK: - A refused login
 
-        @Test("a wrong password, or a vhost the user may not use, stops the worker within its first connection attempt with status 2, naming the refusal", arguments: ["password", "vhost"])
+        @Test(
+            "a wrong password, or a vhost the user may not use, stops the worker within its first connection attempt with status 2, naming the refusal",
+            arguments: ["password", "vhost"])
         func refusedLoginStopsTheWorker(_ what: String) async throws {
             var url = try AMQPURL(parsing: TestBroker.urlText)
             switch what {
             case "password": url.password = "wrong-\(UUID().uuidString.prefix(8))"
             default: url.virtualHost = "wnw-no-such-vhost-\(UUID().uuidString.prefix(8))"
             }
-            let text = "amqp://\(url.user):\(url.password)@\(url.host):\(url.port)/"
+            let text =
+                "amqp://\(url.user):\(url.password)@\(url.host):\(url.port)/"
                 + (url.virtualHost.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? url.virtualHost)
             let topology = ResilienceTopology("refused-\(what)")
             let worker = try WorkerProcess(
                 workerRunArguments(topology, store: "memory"), amqpURL: text, label: "refused-\(what)")
-            defer { worker.kill(); worker.process.removeLog() }
+            defer {
+                worker.kill()
+                worker.process.removeLog()
+            }
             // The connect timeout is 10 s: the refusal comes well within it.
             let ended = await worker.waitForExit(timeout: .seconds(15))
             let (exit, elapsed) = try #require(ended, "the worker kept retrying a refused login\n\(worker.logTail())")
             #expect(exit == .exited(2), "\(worker.logTail())")
             #expect(elapsed < .seconds(10))
             let refusal = what == "password" ? "ACCESS_REFUSED" : "NOT_ALLOWED"
-            #expect(worker.log.contains("refused the first login") && worker.log.contains(refusal), "\(worker.logTail())")
+            #expect(
+                worker.log.contains("refused the first login") && worker.log.contains(refusal), "\(worker.logTail())")
             #expect(!worker.log.contains(url.password) || url.password == "guest", "\(worker.logTail())")
         }
 
-        @Test("a password changed under a running worker is retried, counted in wallet_broker_login_refusals_total, and the worker consumes again once it is right")
+        @Test(
+            "a password changed under a running worker is retried, counted in wallet_broker_login_refusals_total, and the worker consumes again once it is right"
+        )
         func laterRefusalsAreRetriedAndCounted() async throws {
             let environment = ProcessInfo.processInfo.environment
-            guard let port = environment["RABBITMQ_PORT"], let data = environment["RABBITMQ_DATA_DIR"], !data.isEmpty else {
-                Issue.record("needs scripts/test.sh's own broker (RABBITMQ_PORT, RABBITMQ_DATA_DIR) to change a password")
+            guard let port = environment["RABBITMQ_PORT"], let data = environment["RABBITMQ_DATA_DIR"], !data.isEmpty
+            else {
+                Issue.record(
+                    "needs scripts/test.sh's own broker (RABBITMQ_PORT, RABBITMQ_DATA_DIR) to change a password")
                 return
             }
             let broker = ["RABBITMQ_PORT": port, "RABBITMQ_DATA_DIR": data]
             func ctl(_ arguments: String...) async throws {
-                try await runRepositoryScript("rabbitmq-local.sh", ["ctl"] + arguments, environment: broker, timeout: .seconds(60))
+                try await runRepositoryScript(
+                    "rabbitmq-local.sh", ["ctl"] + arguments, environment: broker, timeout: .seconds(60))
             }
             let user = "wnw-rotate-\(UUID().uuidString.prefix(8).lowercased())"
             try await ctl("add_user", user, "first-password")
             try await ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
-            defer { runRepositoryScriptBlocking("rabbitmq-local.sh", ["ctl", "delete_user", user], environment: broker) }
+            defer {
+                runRepositoryScriptBlocking("rabbitmq-local.sh", ["ctl", "delete_user", user], environment: broker)
+            }
             var url = try AMQPURL(parsing: TestBroker.urlText)
             url.user = user
             url.password = "first-password"
@@ -183,7 +224,10 @@ extension Resilience {
             try await withResilienceTopology("rotate") { topology, connection, channel in
                 let worker = try WorkerProcess(
                     workerRunArguments(topology, store: "memory"), amqpURL: text, label: "rotate-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let ops = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(30))
 
@@ -192,7 +236,8 @@ extension Resilience {
                 try await eventually("counted\n\(worker.logTail())", within: .seconds(30), every: .milliseconds(250)) {
                     try worker.metric(port: ops, "wallet_broker_login_refusals_total") >= 1
                 }
-                #expect(worker.isRunning, "a refusal after the first login must not stop the worker\n\(worker.logTail())")
+                #expect(
+                    worker.isRunning, "a refusal after the first login must not stop the worker\n\(worker.logTail())")
                 #expect(try httpGet(port: ops, path: "/readyz").status == 503)
 
                 try await ctl("change_password", user, "first-password")
@@ -208,7 +253,9 @@ extension Resilience {
 
         // MARK: - Dropped spans
 
-        @Test("a collector that takes the connection and never answers: wallet_spans_dropped_total counts the spans lost, processing goes on, and SIGTERM ends within the exporter's shutdown limit")
+        @Test(
+            "a collector that takes the connection and never answers: wallet_spans_dropped_total counts the spans lost, processing goes on, and SIGTERM ends within the exporter's shutdown limit"
+        )
         func droppedSpansAreCounted() async throws {
             let receiver = try OTLPReceiver(answers: false)
             defer { receiver.close() }
@@ -216,12 +263,16 @@ extension Resilience {
                 let worker = try WorkerProcess(
                     workerRunArguments(topology, store: "memory"), amqpURL: TestBroker.urlText, label: "spans-dropped",
                     environment: [
-                        "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+                        "OTEL_TRACES_EXPORTER": "otlp",
+                        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
                         "OTEL_BSP_MAX_QUEUE_SIZE": "64", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "32",
                         "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BSP_EXPORT_TIMEOUT": "1000",
                         "OTEL_EXPORTER_OTLP_TIMEOUT": "1000",
                     ])
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
@@ -240,7 +291,8 @@ extension Resilience {
                     within: .seconds(20), every: .milliseconds(250)
                 ) {
                     try worker.metric(port: port, "wallet_spans_dropped_total", labels: [#"reason="queue_full""#]) > 0
-                        && worker.metric(port: port, "wallet_spans_dropped_total", labels: [#"reason="export_failed""#]) > 0
+                        && worker.metric(port: port, "wallet_spans_dropped_total", labels: [#"reason="export_failed""#])
+                            > 0
                 }
                 #expect(!receiver.requests.isEmpty, "the exporter never reached the collector")
 
@@ -255,7 +307,9 @@ extension Resilience {
 
         // MARK: - Dead letters keep their routing key
 
-        @Test("a message retried twice and then dead-lettered keeps its routing key and exchange; replayed, it reaches the work queue with its original routing key")
+        @Test(
+            "a message retried twice and then dead-lettered keeps its routing key and exchange; replayed, it reaches the work queue with its original routing key"
+        )
         func deadLettersKeepTheirRoutingKeyThroughRetries() async throws {
             let database = temporarySQLitePath("original-key")
             defer { removeSQLite(database) }
@@ -265,7 +319,10 @@ extension Resilience {
                         topology, store: "sqlite:\(database)", prefetch: 50,
                         extra: ["--store-busy-timeout", "100ms", "--retry-attempts", "3"]),
                     amqpURL: TestBroker.urlText, label: "original-key-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
@@ -274,7 +331,8 @@ extension Resilience {
                 // twice through the retry levels, then dead-lettered.
                 try await topology.unbindCapture(on: channel)
                 let message = InboundSpec.mg("original-key-1", card: "ORIGINAL-1")
-                try await publishConfirmed([message.outbound(to: topology.inbound, routingKey: "notification")], on: channel)
+                try await publishConfirmed(
+                    [message.outbound(to: topology.inbound, routingKey: "notification")], on: channel)
                 do {
                     try await eventually("the message dead-lettered\n\(worker.logTail())", within: .seconds(30)) {
                         try await readyCount(topology.deadLetterQueue, on: connection) >= 1
@@ -294,9 +352,13 @@ extension Resilience {
                 #expect(letter.properties.headers?["x-original-exchange"] == .string(topology.inbound))
 
                 // Logged waits are numbers: the first level's TTL, then the copy's own expiration.
-                let retryLines = jsonObjects(worker.log).filter { $0["message"] as? String == "sent to the retry queue" }
+                let retryLines = jsonObjects(worker.log).filter {
+                    $0["message"] as? String == "sent to the retry queue"
+                }
                 #expect(retryLines.count == 2, "\(worker.logTail())")
-                #expect(retryLines.allSatisfy { ($0["expiration_ms"] as? String).flatMap(Int.init) != nil }, "\(retryLines)")
+                #expect(
+                    retryLines.allSatisfy { ($0["expiration_ms"] as? String).flatMap(Int.init) != nil }, "\(retryLines)"
+                )
 
                 // Replayed with the worker stopped: what reaches the work queue is what the backend sent.
                 let replay = try await walletWorkerCommand(
@@ -316,35 +378,41 @@ extension Resilience {
 
         // MARK: - Smaller things an operator reads
 
-        @Test("a refused connection, an AMQP_URL_FILE naming a directory and a missing SQLite store say what is wrong, with the documented statuses")
+        @Test(
+            "a refused connection, an AMQP_URL_FILE naming a directory and a missing SQLite store say what is wrong, with the documented statuses"
+        )
         func clearErrors() async throws {
             let closedPort = try closedLoopbackPort()
             let refused = try await walletWorkerCommand(
                 ["declare", "--log-format", "text"],
                 environment: ["AMQP_URL": "amqp://guest:guest@127.0.0.1:\(closedPort)/%2f"])
             #expect(refused.exit == .exited(2), "\(refused.output)")
-            #expect(refused.output.contains("connection refused") && !refused.output.contains("a socket error occurred"),
-                    "\(refused.output)")
+            #expect(
+                refused.output.contains("connection refused") && !refused.output.contains("a socket error occurred"),
+                "\(refused.output)")
 
             let directory = FileManager.default.temporaryDirectory.path
             let fromDirectory = try await walletWorkerCommand(
                 ["declare"], environment: ["AMQP_URL": "", "AMQP_URL_FILE": directory])
             #expect(fromDirectory.exit == .exited(64), "\(fromDirectory.output)")
-            #expect(fromDirectory.output.contains("AMQP_URL_FILE") && fromDirectory.output.contains("is a directory")
+            #expect(
+                fromDirectory.output.contains("AMQP_URL_FILE") && fromDirectory.output.contains("is a directory")
                     && !fromDirectory.output.contains("NSCocoaErrorDomain"), "\(fromDirectory.output)")
 
             let missing = "/tmp/wnw-no-such-dir-\(UUID().uuidString.prefix(8))/wallet.sqlite"
             let route = try await walletWorkerCommand(
                 ["route", "--store", "sqlite:\(missing)"], input: #"{"properties":{"messageId":"m"},"body":{}}"# + "\n")
             #expect(route.exit == .exited(2), "\(route.output)")
-            #expect(route.output.contains(missing) && route.output.contains("wallet-worker migrate --store")
+            #expect(
+                route.output.contains(missing) && route.output.contains("wallet-worker migrate --store")
                     && !route.output.contains("--no-migrate"), "\(route.output)")
             let inspect = try await walletWorkerCommand(["inspect", "card", "DC-1", "--store", "sqlite:\(missing)"])
             #expect(inspect.exit == .exited(2), "\(inspect.output)")
 
             let notify = try await runExecutable("wallet-notify", ["--help"])
             #expect(notify.exit == .exited(0), "\(notify.output)")
-            #expect(notify.output.contains("USAGE") && notify.output.contains("AMQP_URL")
+            #expect(
+                notify.output.contains("USAGE") && notify.output.contains("AMQP_URL")
                     && notify.output.contains("Exit status"), "\(notify.output)")
         }
     }
@@ -413,7 +481,10 @@ func runExecutable(_ name: String, _ arguments: [String], environment: [String: 
     let worker = URL(fileURLWithPath: try WorkerProcess.executablePath)
     let path = worker.deletingLastPathComponent().appendingPathComponent(name).path
     let process = try ChildProcess(executable: path, arguments: arguments, environment: environment, label: name)
-    defer { process.kill(); process.removeLog() }
+    defer {
+        process.kill()
+        process.removeLog()
+    }
     guard let (exit, _) = await process.waitForExit(timeout: .seconds(60)) else {
         throw ChildProcessError("\(name) \(arguments) did not finish\n\(process.logTail())")
     }

@@ -22,7 +22,8 @@ private struct CardSequences {
     }
 
     func message(card: String, step: Int) -> InboundSpec {
-        let body = #"{"sender":"CPS","digitalCardId":"\#(card)","serverMessage":{"code":"\#(code(step: step))","text":"\#(card) step \#(step)","severity":"info","params":[]}}"#
+        let body =
+            #"{"sender":"CPS","digitalCardId":"\#(card)","serverMessage":{"code":"\#(code(step: step))","text":"\#(card) step \#(step)","severity":"info","params":[]}}"#
         var spec = InboundSpec(json: body, messageID: "\(card)#\(step)")
         spec.headers = [(ShardedTopology.cardHeader, .string(card))]
         return spec
@@ -60,10 +61,13 @@ private struct CardSequences {
             let expected = (0..<steps).flatMap { ["\(card)#\($0)/0", "\(card)#\($0)/1"] }
             let actual = idsByCard[card] ?? []
             if actual != expected {
-                let firstDifference = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+                let firstDifference =
+                    zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
                     ?? min(actual.count, expected.count)
-                problems.append("\(card): \(actual.count) results, out of order or missing from index \(firstDifference): "
-                    + "got \(actual[firstDifference...].prefix(4)), expected \(expected[firstDifference...].prefix(4))")
+                problems.append(
+                    "\(card): \(actual.count) results, out of order or missing from index \(firstDifference): "
+                        + "got \(actual[firstDifference...].prefix(4)), expected \(expected[firstDifference...].prefix(4))"
+                )
             }
         }
         return problems
@@ -114,12 +118,16 @@ private func withSharedStore(_ body: (String) async throws -> Void) async throws
 struct OrderedModeTests {
     static let shards = 4
 
-    @Test("the topology is declared as described, idempotently, and hashes each card to one shard",
-          arguments: Topology.QueueType.allCases)
+    @Test(
+        "the topology is declared as described, idempotently, and hashes each card to one shard",
+        arguments: Topology.QueueType.allCases)
     func topology(queueType: Topology.QueueType) async throws {
-        try await withWorkerEnvironment("ordered-topology", configure: {
-            $0.topology.workQueueType = queueType
-        }) { environment in
+        try await withWorkerEnvironment(
+            "ordered-topology",
+            configure: {
+                $0.topology.workQueueType = queueType
+            }
+        ) { environment in
             // A deployment switching on the ordered mode: the default mode bound the work queue before.
             try await environment.declareTopology()
             environment.configuration.topology.orderedShards = Self.shards
@@ -130,24 +138,30 @@ struct OrderedModeTests {
 
             // Declared with these arguments: the same are accepted again, others refused (406).
             for index in 0..<Self.shards {
-                #expect(try await replyCode(environment) {
-                    try await $0.declareQueue(sharded.queue(index), arguments: sharded.queueArguments)
-                    try await $0.declareQueue(sharded.retryQueue(index),
-                                              arguments: sharded.retryQueueArguments(index, retryDelay: .seconds(5)))
-                } == nil)
+                #expect(
+                    try await replyCode(environment) {
+                        try await $0.declareQueue(sharded.queue(index), arguments: sharded.queueArguments)
+                        try await $0.declareQueue(
+                            sharded.retryQueue(index),
+                            arguments: sharded.retryQueueArguments(index, retryDelay: .seconds(5)))
+                    } == nil)
             }
             var withoutSingleActiveConsumer = sharded.queueArguments
             withoutSingleActiveConsumer["x-single-active-consumer"] = nil
-            #expect(try await replyCode(environment) {
-                try await $0.declareQueue(sharded.queue(0), arguments: withoutSingleActiveConsumer)
-            } == 406)
-            #expect(try await replyCode(environment) {
-                try await $0.declareExchange(sharded.hashExchange, type: ShardedTopology.exchangeType,
-                                             arguments: sharded.hashExchangeArguments)
-            } == nil)
-            #expect(try await replyCode(environment) {
-                try await $0.declareExchange(sharded.hashExchange, type: "topic")
-            } == 406)
+            #expect(
+                try await replyCode(environment) {
+                    try await $0.declareQueue(sharded.queue(0), arguments: withoutSingleActiveConsumer)
+                } == 406)
+            #expect(
+                try await replyCode(environment) {
+                    try await $0.declareExchange(
+                        sharded.hashExchange, type: ShardedTopology.exchangeType,
+                        arguments: sharded.hashExchangeArguments)
+                } == nil)
+            #expect(
+                try await replyCode(environment) {
+                    try await $0.declareExchange(sharded.hashExchange, type: "topic")
+                } == 406)
 
             // Each card's messages land in one shard, whatever their routing key; the cards spread over every
             // shard; the work queue, unbound, gets nothing.
@@ -155,25 +169,29 @@ struct OrderedModeTests {
             for number in 0..<40 {
                 let card = "DC-\(number)"
                 let before = try await readyCounts(sharded.queues, environment)
-                try await environment.publish((0..<3).map { step in
-                    var spec = CardSequences(cards: [card], steps: 3).message(card: card, step: step)
-                    spec.routingKey = "wallet.notification.\(step)"
-                    return spec
-                })
+                try await environment.publish(
+                    (0..<3).map { step in
+                        var spec = CardSequences(cards: [card], steps: 3).message(card: card, step: step)
+                        spec.routingKey = "wallet.notification.\(step)"
+                        return spec
+                    })
                 let grown = zip(before, try await readyCounts(sharded.queues, environment)).enumerated()
                     .filter { $0.element.1 != $0.element.0 }
-                #expect(grown.count == 1 && grown.first.map { $0.element.1 - $0.element.0 } == 3,
-                        "\(card)'s 3 messages went to shards \(grown)")
+                #expect(
+                    grown.count == 1 && grown.first.map { $0.element.1 - $0.element.0 } == 3,
+                    "\(card)'s 3 messages went to shards \(grown)")
                 shardOfCard[card] = grown.first?.offset
             }
-            #expect(Set(shardOfCard.values) == Set(0..<Self.shards), "40 cards over \(Self.shards) shards: \(shardOfCard)")
+            #expect(
+                Set(shardOfCard.values) == Set(0..<Self.shards), "40 cards over \(Self.shards) shards: \(shardOfCard)")
             #expect(try await environment.messageCount(topology.workQueue) == 0)
 
             // Without the header (installations, bodies without a card, publishers that forgot it): one shard.
             let before = try await readyCounts(sharded.queues, environment)
             try await environment.publish([
-                InboundSpec(json: #"{"installationId":"i-1","platform":"fcm","pushChannel":"t"}"#, messageID: "n-1",
-                            type: "DeviceInstallation"),
+                InboundSpec(
+                    json: #"{"installationId":"i-1","platform":"fcm","pushChannel":"t"}"#, messageID: "n-1",
+                    type: "DeviceInstallation"),
                 InboundSpec(json: #"{"action":"refresh"}"#, messageID: "n-2"),
                 InboundSpec(json: #"{"sender":"CPS","digitalCardId":"DC-1"}"#, messageID: "n-3"),
                 InboundSpec(body: Array("not json".utf8), messageID: "n-4"),
@@ -188,7 +206,8 @@ struct OrderedModeTests {
                 let before = try await readyCounts(sharded.queues, environment)
                 try await environment.publish(CardSequences(cards: [card], steps: 1).message(card: card, step: 0))
                 let after = try await readyCounts(sharded.queues, environment)
-                #expect(zip(before, after).enumerated().filter { $0.element.1 != $0.element.0 }.map(\.offset)
+                #expect(
+                    zip(before, after).enumerated().filter { $0.element.1 != $0.element.0 }.map(\.offset)
                         == [shardOfCard[card]].compactMap { $0 }, "\(card) after declaring again")
             }
             let total = try await readyCounts(sharded.queues, environment).reduce(0, +)
@@ -200,12 +219,15 @@ struct OrderedModeTests {
     @Test("two workers: each card's results in publication order, every message processed once")
     func orderWithTwoWorkers() async throws {
         try await withSharedStore { path in
-            try await withWorkerEnvironment("ordered-two", configure: {
-                $0.topology.orderedShards = Self.shards
-                $0.store = .sqlite(path: path)
-                // Small batches: many of them, so two active consumers on a shard would interleave.
-                $0.prefetch = 3
-            }) { environment in
+            try await withWorkerEnvironment(
+                "ordered-two",
+                configure: {
+                    $0.topology.orderedShards = Self.shards
+                    $0.store = .sqlite(path: path)
+                    // Small batches: many of them, so two active consumers on a shard would interleave.
+                    $0.prefetch = 3
+                }
+            ) { environment in
                 let sequences = CardSequences(cards: (0..<24).map { "DC-\($0)" }, steps: 11)
                 let capture = try await environment.resultCapture()
                 async let first = environment.startWorker()
@@ -225,7 +247,9 @@ struct OrderedModeTests {
                     #expect(status.consumerCount == 2, "\(queue): one active and one waiting consumer")
                     #expect(status.messageCount == 0)
                 }
-                try? await eventually("the workers to count their last batches", within: .seconds(10), every: .milliseconds(20)) {
+                try? await eventually(
+                    "the workers to count their last batches", within: .seconds(10), every: .milliseconds(20)
+                ) {
                     workers.map(processed).reduce(0, +) >= sequences.messageCount
                 }
                 #expect(workers.map(processed).reduce(0, +) == sequences.messageCount)
@@ -236,13 +260,16 @@ struct OrderedModeTests {
     @Test("the standby worker takes the shards over when the active one stops: nothing lost, order kept")
     func standbyTakesOver() async throws {
         try await withSharedStore { path in
-            try await withWorkerEnvironment("ordered-takeover", configure: {
-                $0.topology.orderedShards = Self.shards
-                $0.store = .sqlite(path: path)
-                // Large batches of few cards: at the stop, the active worker holds many messages of each card
-                // that the standby must not overtake.
-                $0.prefetch = 40
-            }) { environment in
+            try await withWorkerEnvironment(
+                "ordered-takeover",
+                configure: {
+                    $0.topology.orderedShards = Self.shards
+                    $0.store = .sqlite(path: path)
+                    // Large batches of few cards: at the stop, the active worker holds many messages of each card
+                    // that the standby must not overtake.
+                    $0.prefetch = 40
+                }
+            ) { environment in
                 let sequences = CardSequences(cards: (0..<8).map { "DC-\($0)" }, steps: 151)
                 let capture = try await environment.resultCapture()
                 let active = try await environment.startWorker()
@@ -250,11 +277,16 @@ struct OrderedModeTests {
 
                 // The first consumer of a single-active-consumer queue gets everything; the second waits.
                 try await environment.publish(sequences.messages(steps: 0..<3))
-                try await capture.results.waitFor(sequences.cards.count * 3 * 2, within: .seconds(30), "the first steps")
+                try await capture.results.waitFor(
+                    sequences.cards.count * 3 * 2, within: .seconds(30), "the first steps")
                 // Results reach the capture queue when published; the counter moves after the acknowledgement.
-                try await eventually("the active worker to count the first steps", within: .seconds(10), every: .milliseconds(20)) { processed(active) >= sequences.cards.count * 3 }
+                try await eventually(
+                    "the active worker to count the first steps", within: .seconds(10), every: .milliseconds(20)
+                ) { processed(active) >= sequences.cards.count * 3 }
                 #expect(processed(active) == sequences.cards.count * 3)
-                #expect(processed(standby) == 0, "the standby worker processed messages: the shards are not single-active-consumer")
+                #expect(
+                    processed(standby) == 0,
+                    "the standby worker processed messages: the shards are not single-active-consumer")
 
                 // The active worker stops in the middle of the rest.
                 let firstPart = capture.results.count
@@ -266,9 +298,13 @@ struct OrderedModeTests {
                 let results = try await capture.results.waitFor(
                     sequences.resultCount, within: .seconds(90), "every card's results after the hand-over")
                 #expect(sequences.problems(in: results) == [])
-                #expect(processedByActive < sequences.messageCount, "the active worker finished everything before it stopped")
+                #expect(
+                    processedByActive < sequences.messageCount,
+                    "the active worker finished everything before it stopped")
                 let expectedByStandby = sequences.messageCount - processedByActive
-                try? await eventually("the standby worker to count its last batch", within: .seconds(10), every: .milliseconds(20)) { processed(standby) >= expectedByStandby }
+                try? await eventually(
+                    "the standby worker to count its last batch", within: .seconds(10), every: .milliseconds(20)
+                ) { processed(standby) >= expectedByStandby }
                 #expect(processed(standby) == expectedByStandby)
                 let sharded = try #require(environment.topology.sharded)
                 for queue in sharded.queues {
@@ -306,10 +342,13 @@ struct OrderedModeTests {
 
     @Test("a retried message waits in its shard's retry queue and comes back to its shard")
     func retryReturnsToItsShard() async throws {
-        try await withWorkerEnvironment("ordered-retry", configure: {
-            $0.topology.orderedShards = Self.shards
-            $0.retryDelay = .seconds(3)
-        }) { environment in
+        try await withWorkerEnvironment(
+            "ordered-retry",
+            configure: {
+                $0.topology.orderedShards = Self.shards
+                $0.retryDelay = .seconds(3)
+            }
+        ) { environment in
             try await environment.declareTopology()
             let topology = environment.topology
             let sharded = try #require(topology.sharded)
@@ -322,10 +361,13 @@ struct OrderedModeTests {
 
             // No queue is bound to the actions exchange yet: the result comes back unroutable, a transient failure.
             let worker = try await environment.startWorker()
-            try await environment.publish(InboundSpec(
-                body: Array(#"{"action":"retryMe","digitalCardId":"\#(card)"}"#.utf8), messageID: "retry-1",
-                headers: header))
-            try await eventually("the message in \(sharded.retryQueue(shard))", within: .seconds(10), every: .milliseconds(20)) {
+            try await environment.publish(
+                InboundSpec(
+                    body: Array(#"{"action":"retryMe","digitalCardId":"\#(card)"}"#.utf8), messageID: "retry-1",
+                    headers: header))
+            try await eventually(
+                "the message in \(sharded.retryQueue(shard))", within: .seconds(10), every: .milliseconds(20)
+            ) {
                 try await environment.messageCount(sharded.retryQueue(shard)) == 1
             }
             #expect(try await readyCounts(sharded.retryQueues, environment).reduce(0, +) == 1)
@@ -333,7 +375,9 @@ struct OrderedModeTests {
 
             // With no worker consuming, the retry delay's end shows where it goes: back to its shard.
             try await worker.stop()
-            try await eventually("the message back in \(sharded.queue(shard))", within: .seconds(10), every: .milliseconds(20)) {
+            try await eventually(
+                "the message back in \(sharded.queue(shard))", within: .seconds(10), every: .milliseconds(20)
+            ) {
                 try await environment.messageCount(sharded.queue(shard)) == 1
             }
             #expect(try await readyCounts(sharded.queues, environment).reduce(0, +) == 1)
@@ -343,7 +387,8 @@ struct OrderedModeTests {
             // Now routable: processed on the next attempt.
             let actions = "\(environment.prefix).actions-capture"
             try await environment.channel.declareQueue(actions, durable: false, exclusive: true)
-            try await environment.channel.bindQueue(actions, exchange: topology.resultExchanges.actions, routingKey: "#")
+            try await environment.channel.bindQueue(
+                actions, exchange: topology.resultExchanges.actions, routingKey: "#")
             let collector = try await environment.collect(queue: actions)
             _ = try await environment.startWorker()
             let results = try await collector.waitFor(1, within: .seconds(15), "the retried message's result")

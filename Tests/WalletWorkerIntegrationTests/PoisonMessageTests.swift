@@ -13,14 +13,20 @@ struct PoisonMessageTests {
     func emptyHeaderKey() async throws {
         try await withPoisonEnvironment("empty-key") { environment, capture, deadLetters, worker in
             let headers: [(String, AMQPFieldValue)] = [("", .string("empty key"))]
-            try await environment.publish(InboundSpec(
-                body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).good", headers: headers))
-            try await environment.publish(InboundSpec(
-                body: Array("not json".utf8), messageID: "\(environment.prefix).bad", headers: headers))
+            try await environment.publish(
+                InboundSpec(
+                    body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).good",
+                    headers: headers))
+            try await environment.publish(
+                InboundSpec(
+                    body: Array("not json".utf8), messageID: "\(environment.prefix).bad", headers: headers))
             try await expectStillMoving(environment, capture, worker)
 
             let results = capture.results.messages
-            #expect(results.contains { $0.properties.messageID == "\(environment.prefix).good/0" && $0.string("kind") == "actionTriggered" })
+            #expect(
+                results.contains {
+                    $0.properties.messageID == "\(environment.prefix).good/0" && $0.string("kind") == "actionTriggered"
+                })
             let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.messageID == "\(environment.prefix).bad")
             #expect(letter.properties.headers?[""] == .string("empty key"))
@@ -41,7 +47,8 @@ struct PoisonMessageTests {
             let rejected = try #require(results.first { $0.properties.correlationID == tooLong })
             #expect(rejected.string("kind") == "rejected")
             #expect(rejected.properties.messageID == nil, "no result id: <message_id>/<n> would not fit 255 bytes")
-            #expect(rejected.string("reason")?.hasPrefix("message_id is 254 bytes, over the limit of 240 bytes") ?? false)
+            #expect(
+                rejected.string("reason")?.hasPrefix("message_id is 254 bytes, over the limit of 240 bytes") ?? false)
             #expect(results.contains { $0.properties.messageID == "\(longest)/0" })
             let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.messageID == tooLong)
@@ -49,7 +56,9 @@ struct PoisonMessageTests {
         }
     }
 
-    @Test("headers filling the frame: results drop the oversized traceparent; a bad one's dead letter names the header it leaves out")
+    @Test(
+        "headers filling the frame: results drop the oversized traceparent; a bad one's dead letter names the header it leaves out"
+    )
     func headersNearTheFrameLimit() async throws {
         try await withPoisonEnvironment("frame-limit") { environment, capture, deadLetters, worker in
             // The largest traceparent the inbound content header can carry in one frame: the worker's dead-letter
@@ -84,20 +93,25 @@ struct PoisonMessageTests {
             let reason = letter.stringHeader("x-worker-error") ?? ""
             #expect(reason.contains("headers dropped to fit a frame: traceparent"), "x-worker-error: \(reason)")
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1 }
+            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) {
+                worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1
+            }
         }
     }
 
     @Test("a malformed direct reply-to address: the results are published, the copy is skipped and counted")
     func malformedDirectReplyTo() async throws {
         try await withPoisonEnvironment("bad-reply-to") { environment, capture, deadLetters, worker in
-            try await environment.publish(InboundSpec(
-                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).reply",
-                replyTo: "amq.rabbitmq.reply-to.g2gCZA==.AAAAAA=="))
+            try await environment.publish(
+                InboundSpec(
+                    json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).reply",
+                    replyTo: "amq.rabbitmq.reply-to.g2gCZA==.AAAAAA=="))
             try await expectStillMoving(environment, capture, worker)
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) { worker.metric("wallet_reply_copies_skipped_total") == 1 }
+            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) {
+                worker.metric("wallet_reply_copies_skipped_total") == 1
+            }
             #expect(deadLetters.count == 0)
         }
     }
@@ -106,8 +120,9 @@ struct PoisonMessageTests {
     func directReplyToUnknownNode() async throws {
         try await withPoisonEnvironment("foreign-reply-to") { environment, capture, deadLetters, worker in
             let address = unknownNodeReplyAddress
-            try await environment.publish(InboundSpec(
-                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
+            try await environment.publish(
+                InboundSpec(
+                    json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
             try await expectStillMoving(environment, capture, worker)
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).foreign/0" })
             #expect(deadLetters.count == 0)
@@ -137,8 +152,9 @@ struct PoisonMessageTests {
             let address = unknownNodeReplyAddress
             let requester = try await environment.collect(queue: "amq.rabbitmq.reply-to", acknowledgement: .automatic)
             try await requester.channel.enableConfirms()
-            try await environment.publish(InboundSpec(
-                json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
+            try await environment.publish(
+                InboundSpec(
+                    json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
             _ = try await capture.results.waitFor(1, "the foreign request's result")
             // Long enough for the broker's close (541) to arrive, well within the second the old worker waited.
             try await Task.sleep(for: .milliseconds(300))
@@ -172,8 +188,9 @@ struct PoisonMessageTests {
 
     @Test(
         "a message published with its own user's user_id is dead-lettered with it in x-original-user-id",
-        .enabled(if: ProcessInfo.processInfo.environment["AMQP_SECOND_USER_URL"] != nil,
-                 "AMQP_SECOND_USER_URL is not set: scripts/test.sh creates a second user and sets it"))
+        .enabled(
+            if: ProcessInfo.processInfo.environment["AMQP_SECOND_USER_URL"] != nil,
+            "AMQP_SECOND_USER_URL is not set: scripts/test.sh creates a second user and sets it"))
     func anotherUsersUserID() async throws {
         try await withPoisonEnvironment("user-id") { environment, capture, deadLetters, worker in
             // RabbitMQ refuses a publish whose user_id is not the connection's user: the backend may set its own,
@@ -203,7 +220,9 @@ struct PoisonMessageTests {
         }
     }
 
-    @Test("a dead letter that cannot be published, nor its retry (no dead-letter queue, no retry queue), is requeued after a growing delay, counted; once a queue is bound it is dead-lettered")
+    @Test(
+        "a dead letter that cannot be published, nor its retry (no dead-letter queue, no retry queue), is requeued after a growing delay, counted; once a queue is bound it is dead-lettered"
+    )
     func deadLetterPublishFailingIsRequeuedWithADelay() async throws {
         try await withWorkerEnvironment("requeue-delay") { environment in
             try await environment.declareTopology()
@@ -214,8 +233,9 @@ struct PoisonMessageTests {
             // sent after that failure.
             _ = try await environment.channel.deleteQueue(environment.topology.deadLetterQueue)
             _ = try await environment.channel.deleteQueue(environment.topology.retryQueue)
-            try await environment.publish(InboundSpec(
-                body: Array("not json".utf8), messageID: "\(environment.prefix).bad"))
+            try await environment.publish(
+                InboundSpec(
+                    body: Array("not json".utf8), messageID: "\(environment.prefix).bad"))
 
             // Requeued after 1 s, then 2 s, 4 s …: a handful of tries in 4 s. It came straight back before, as
             // fast as the broker could redeliver it.
@@ -246,12 +266,14 @@ struct PoisonMessageTests {
             let deadLetters = try await environment.deadLetterReader()
             let retries = try await environment.collect(queue: environment.topology.retryQueue)
             let worker = try await environment.startWorker()
-            try await environment.publish(InboundSpec(
-                body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).max",
-                headers: [("x-retry-count", .int64(.max))]))
-            try await environment.publish(InboundSpec(
-                body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).negative",
-                headers: [("x-retry-count", .int64(-5))]))
+            try await environment.publish(
+                InboundSpec(
+                    body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).max",
+                    headers: [("x-retry-count", .int64(.max))]))
+            try await environment.publish(
+                InboundSpec(
+                    body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).negative",
+                    headers: [("x-retry-count", .int64(-5))]))
 
             let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
             #expect(letter.properties.messageID == "\(environment.prefix).max")
@@ -264,7 +286,9 @@ struct PoisonMessageTests {
         }
     }
 
-    @Test("a correlation_id or reply_to of 250 invalid UTF-8 bytes (a repaired text would not fit a short string): rejected, or its copies skipped; no session restarts")
+    @Test(
+        "a correlation_id or reply_to of 250 invalid UTF-8 bytes (a repaired text would not fit a short string): rejected, or its copies skipped; no session restarts"
+    )
     func invalidUTF8CorrelationIDAndReplyTo() async throws {
         try await withPoisonEnvironment("utf8-correlation") { environment, capture, deadLetters, worker in
             let invalid = [UInt8](repeating: 0xFF, count: 250)
@@ -277,9 +301,11 @@ struct PoisonMessageTests {
                 }
                 properties.undecodedStrings[field] = invalid
                 let outcomes = try await environment.publishChannel.publish(
-                    [AMQPOutboundMessage(
-                        exchange: environment.topology.inboundExchange, routingKey: "wallet.notification",
-                        body: Array(#"{"action":"refresh"}"#.utf8), properties: properties, mandatory: true)],
+                    [
+                        AMQPOutboundMessage(
+                            exchange: environment.topology.inboundExchange, routingKey: "wallet.notification",
+                            body: Array(#"{"action":"refresh"}"#.utf8), properties: properties, mandatory: true)
+                    ],
                     confirmTimeout: .seconds(10))
                 let confirmed = outcomes.allSatisfy { $0.isConfirmed }
                 try #require(confirmed)
@@ -292,18 +318,23 @@ struct PoisonMessageTests {
                 capture.results.messages.first { $0.properties.messageID == "\(environment.prefix).correlation/0" })
             #expect(rejected.string("kind") == "rejected")
             #expect(rejected.string("reason")?.hasPrefix("correlation_id is not valid UTF-8") ?? false)
-            #expect(rejected.properties.correlationID == "\(environment.prefix).correlation", "falls back to message_id")
+            #expect(
+                rejected.properties.correlationID == "\(environment.prefix).correlation", "falls back to message_id")
             let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
             #expect(letter.properties.undecodedStrings[.correlationID] == invalid, "the dead letter keeps the bytes")
 
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) { worker.metric("wallet_reply_copies_skipped_total") == 1 }
+            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) {
+                worker.metric("wallet_reply_copies_skipped_total") == 1
+            }
             #expect(deadLetters.count == 1)
         }
     }
 
-    @Test("ids differing only in invalid UTF-8 are two messages, each rejected; dead letters keep the id bytes and expire never")
+    @Test(
+        "ids differing only in invalid UTF-8 are two messages, each rejected; dead letters keep the id bytes and expire never"
+    )
     func invalidUTF8MessageIDs() async throws {
         try await withPoisonEnvironment("utf8-ids") { environment, capture, deadLetters, worker in
             let ids: [[UInt8]] = [[0xFF, 0x20, 0x41], [0xFE, 0x20, 0x41]]
@@ -313,9 +344,11 @@ struct PoisonMessageTests {
                 properties.undecodedStrings[.messageID] = id
                 properties.expiration = "600000"
                 let outcomes = try await environment.publishChannel.publish(
-                    [AMQPOutboundMessage(
-                        exchange: environment.topology.inboundExchange, routingKey: "wallet.notification",
-                        body: Array(#"{"action":"refresh"}"#.utf8), properties: properties, mandatory: true)],
+                    [
+                        AMQPOutboundMessage(
+                            exchange: environment.topology.inboundExchange, routingKey: "wallet.notification",
+                            body: Array(#"{"action":"refresh"}"#.utf8), properties: properties, mandatory: true)
+                    ],
                     confirmTimeout: .seconds(10))
                 let confirmed = outcomes.allSatisfy { $0.isConfirmed }
                 try #require(confirmed)
@@ -328,7 +361,8 @@ struct PoisonMessageTests {
             let letters = try await deadLetters.waitFor(2)
             #expect(letters.map { $0.properties.undecodedStrings[.messageID] } == ids)
             for letter in letters {
-                #expect(letter.properties.expiration == nil, "a dead letter must not expire out of the dead-letter queue")
+                #expect(
+                    letter.properties.expiration == nil, "a dead letter must not expire out of the dead-letter queue")
                 #expect(letter.stringHeader("x-original-expiration") == "600000")
             }
         }
@@ -338,8 +372,9 @@ struct PoisonMessageTests {
     func bodyJustOverTheLimit() async throws {
         try await withPoisonEnvironment("big-body") { environment, capture, deadLetters, worker in
             let size = 65_536 * 2
-            try await environment.publish(InboundSpec(
-                body: [UInt8](repeating: UInt8(ascii: " "), count: size), messageID: "\(environment.prefix).big"))
+            try await environment.publish(
+                InboundSpec(
+                    body: [UInt8](repeating: UInt8(ascii: " "), count: size), messageID: "\(environment.prefix).big"))
             try await expectStillMoving(environment, capture, worker)
 
             let rejected = try #require(
@@ -356,7 +391,9 @@ struct PoisonMessageTests {
 
     /// Issue 23, defect 7: such a body was dead-lettered by the worker with its body thrown away (an empty body and
     /// `x-worker-omitted-body-bytes`), for any `x-death` that was not an array of tables with integer counts.
-    @Test("a forged x-death the broker could not update, on a body over twice the limit: read whole and dead-lettered by the worker, body untouched; the work queue is not crashed")
+    @Test(
+        "a forged x-death the broker could not update, on a body over twice the limit: read whole and dead-lettered by the worker, body untouched; the work queue is not crashed"
+    )
     func forgedXDeathOnAnUnreadBody() async throws {
         try await withPoisonEnvironment("forged-x-death") { environment, capture, deadLetters, worker in
             // RabbitMQ 3.10's dead-lettering crashes the queue on an x-death entry that is not a table.
@@ -373,7 +410,9 @@ struct PoisonMessageTests {
             #expect(letter.properties.headers?["x-death"] == .array([.string("x")]))
             #expect(letter.stringHeader("x-worker-error")?.contains("over the limit") ?? false)
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1 }
+            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) {
+                worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1
+            }
         }
     }
 
@@ -407,8 +446,9 @@ struct PoisonMessageTests {
     func bodyFarOverTheLimit() async throws {
         try await withPoisonEnvironment("huge-body") { environment, capture, deadLetters, worker in
             let size = 5_000_000
-            try await environment.publish(InboundSpec(
-                body: [UInt8](repeating: UInt8(ascii: " "), count: size), messageID: "\(environment.prefix).huge"))
+            try await environment.publish(
+                InboundSpec(
+                    body: [UInt8](repeating: UInt8(ascii: " "), count: size), messageID: "\(environment.prefix).huge"))
             try await expectStillMoving(environment, capture, worker)
 
             let rejected = try #require(
@@ -419,7 +459,9 @@ struct PoisonMessageTests {
             #expect(letter.body.count == size)
             #expect(letter.properties.headers?["x-death"] != nil)
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected_to_broker} to be 1", within: .seconds(5)) { worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1 }
+            try await eventually("wallet_dead_letters_total{reason=rejected_to_broker} to be 1", within: .seconds(5)) {
+                worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1
+            }
             try await worker.stop()
             #expect(try await environment.messageCount(environment.topology.workQueue) == 0)
         }

@@ -9,13 +9,18 @@ extension Resilience {
     /// synthetic series; this checks them on the series the worker really exports, with their real labels.
     @Suite("Alerts", .timeLimit(.minutes(3)))
     struct PrometheusAlertTests {
-        @Test("a real Prometheus with deploy's rules stays quiet on a healthy worker, fires WalletRetriesExhausted once transient failures are dead-lettered, and starts WalletDeadLettersGrowing for a sender's bad input, with their runbook links")
+        @Test(
+            "a real Prometheus with deploy's rules stays quiet on a healthy worker, fires WalletRetriesExhausted once transient failures are dead-lettered, and starts WalletDeadLettersGrowing for a sender's bad input, with their runbook links"
+        )
         func pagedWhenDeadLettersGrow() async throws {
             let database = temporarySQLitePath("alerts")
             defer { removeSQLite(database) }
             try await withResilienceTopology("alerts") { topology, connection, channel in
                 let worker = try await startOneAttemptWorker(topology, database: database, label: "alerts-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
 
                 let prometheus = try PrometheusServer(scrapingWorkerOn: port)
@@ -61,7 +66,9 @@ extension Resilience {
                 }
                 // Its `for: 5m` keeps it pending in a test's time: pending is the rule's verdict that it holds.
                 var growing: PrometheusServer.Alert?
-                try await eventually("WalletDeadLettersGrowing to be evaluated", within: .seconds(30), every: .milliseconds(250)) {
+                try await eventually(
+                    "WalletDeadLettersGrowing to be evaluated", within: .seconds(30), every: .milliseconds(250)
+                ) {
                     growing = try prometheus.alerts().first { $0.name == "WalletDeadLettersGrowing" }
                     return growing != nil
                 }
@@ -72,11 +79,13 @@ extension Resilience {
                 // Each alert names the runbook it comes with.
                 let alerts = try prometheus.alerts()
                 for alert in alerts {
-                    #expect(alert.annotations["runbook"]?.hasPrefix("docs/operations.md#runbook-dead-letters") == true,
-                            "\(alert.name): \(alert.annotations)")
+                    #expect(
+                        alert.annotations["runbook"]?.hasPrefix("docs/operations.md#runbook-dead-letters") == true,
+                        "\(alert.name): \(alert.annotations)")
                 }
-                #expect(Set(alerts.map(\.name)) == ["WalletRetriesExhausted", "WalletDeadLettersGrowing"],
-                        "\(alerts.map { "\($0.name) \($0.state) \($0.labels)" })")
+                #expect(
+                    Set(alerts.map(\.name)) == ["WalletRetriesExhausted", "WalletDeadLettersGrowing"],
+                    "\(alerts.map { "\($0.name) \($0.state) \($0.labels)" })")
                 #expect(worker.isRunning)
             }
         }
@@ -89,7 +98,9 @@ extension Resilience {
     /// minute without progress and then its `for: 2m`.
     @Suite("Stall alert", .timeLimit(.minutes(7)))
     struct StallAlertTests {
-        @Test("with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall and WalletStalled fires; once the lock is gone the messages are processed and the alert ends")
+        @Test(
+            "with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall and WalletStalled fires; once the lock is gone the messages are processed and the alert ends"
+        )
         func stalledWorkerPages() async throws {
             let database = temporarySQLitePath("stall")
             defer { removeSQLite(database) }
@@ -99,7 +110,10 @@ extension Resilience {
                         topology, store: "sqlite:\(database)", prefetch: 10,
                         extra: ["--store-busy-timeout", "60s", "--queue-poll-interval", "1s"]),
                     amqpURL: TestBroker.urlText, label: "stall-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 let prometheus = try PrometheusServer(scrapingWorkerOn: port)
@@ -114,14 +128,18 @@ extension Resilience {
                     try await readyCount(topology.capture, on: connection) >= first.count
                 }
                 let exposition = try httpGet(port: port, path: "/metrics").body
-                for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
-                             "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
-                             "wallet_in_flight_deliveries", "wallet_last_processed_timestamp_seconds"] {
+                for name in [
+                    "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                    "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
+                    "wallet_in_flight_deliveries", "wallet_last_processed_timestamp_seconds",
+                ] {
                     #expect(exposition.contains("\n\(name) "), "\(name) is not exported")
                 }
                 let lastProcessed = WorkerProcess.metricValue(in: exposition, "wallet_last_processed_timestamp_seconds")
                 #expect(abs(lastProcessed - Date().timeIntervalSince1970) < 30, "\(lastProcessed)")
-                #expect(WorkerProcess.metricValue(in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
+                #expect(
+                    WorkerProcess.metricValue(
+                        in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
 
                 // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
                 let lock = try await SQLiteLockHolder(path: database)
@@ -136,7 +154,8 @@ extension Resilience {
                     try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
                         && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
                 }
-                #expect(try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
+                #expect(
+                    try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
 
                 var pending = false
                 var notFired: (any Error)?
@@ -160,7 +179,9 @@ extension Resilience {
                 let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
                 #expect(alert.labels["severity"] == "critical")
                 #expect(alert.annotations["runbook"] == "docs/operations.md#runbook-a-backlog-or-a-stalled-worker")
-                #expect(try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#]) >= 1)
+                #expect(
+                    try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#])
+                        >= 1)
 
                 // The lock is gone: everything is processed, and the alert ends.
                 try await eventually(

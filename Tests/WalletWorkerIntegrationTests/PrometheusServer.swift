@@ -24,7 +24,8 @@ final class PrometheusServer {
     init(scrapingWorkerOn workerPort: Int) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable) else {
             throw ChildProcessError(
-                "\(Self.executable) is missing: the alert tests need Debian's prometheus package (scripts/test.sh installs it)")
+                "\(Self.executable) is missing: the alert tests need Debian's prometheus package (scripts/test.sh installs it)"
+            )
         }
         directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("wnw-prometheus-\(UUID().uuidString.prefix(8))")
@@ -34,15 +35,15 @@ final class PrometheusServer {
             .write(to: rules, atomically: true, encoding: .utf8)
         let configuration = directory.appendingPathComponent("prometheus.yml")
         try """
-            global:
-              scrape_interval: 1s
-              evaluation_interval: 1s
-            rule_files: ["\(rules.path)"]
-            scrape_configs:
-              - job_name: wallet-worker
-                static_configs:
-                  - targets: ["127.0.0.1:\(workerPort)"]
-            """.write(to: configuration, atomically: true, encoding: .utf8)
+        global:
+          scrape_interval: 1s
+          evaluation_interval: 1s
+        rule_files: ["\(rules.path)"]
+        scrape_configs:
+          - job_name: wallet-worker
+            static_configs:
+              - targets: ["127.0.0.1:\(workerPort)"]
+        """.write(to: configuration, atomically: true, encoding: .utf8)
 
         // The system picks a free port; it is closed again for Prometheus to take.
         let (listener, freePort) = try listenOnLoopback()
@@ -98,8 +99,8 @@ final class PrometheusServer {
     private func successData(path: String) throws -> Any? {
         let response = try httpGet(port: port, path: path)
         guard response.status == 200,
-              let object = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any],
-              object["status"] as? String == "success"
+            let object = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any],
+            object["status"] as? String == "success"
         else { throw ChildProcessError("GET \(path): \(response.status) \(response.body.prefix(300))") }
         return object["data"]
     }

@@ -8,6 +8,7 @@ import WalletStore
 /// A fresh PostgreSQL database for one multi-replica test, on the server of `POSTGRES_URL` (scripts/test.sh
 /// starts a private one and sets it; the role needs CREATEDB). The workers migrate it themselves; the test reads
 /// the store's tables afterwards. Dropped at the end.
+// swift-format-ignore: UseSynthesizedInitializer
 struct ReplicaDatabase: Sendable {
     static var serverURL: String? {
         ProcessInfo.processInfo.environment["POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
@@ -22,6 +23,7 @@ struct ReplicaDatabase: Sendable {
     let storeURL: String
     private let server: PostgresLocation
 
+    // Private, unlike the synthesized one: a database exists only inside `with`, which drops it.
     private init(name: String, storeURL: String, server: PostgresLocation) {
         self.name = name
         self.storeURL = storeURL
@@ -36,7 +38,9 @@ struct ReplicaDatabase: Sendable {
         let server = try PostgresLocation(parsing: serverURL)
         let name = "wnw_\(purpose)_\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
         components.path = "/\(name)"
-        guard let storeURL = components.string else { throw BrokerTestError("cannot build a store URL from POSTGRES_URL") }
+        guard let storeURL = components.string else {
+            throw BrokerTestError("cannot build a store URL from POSTGRES_URL")
+        }
         let database = ReplicaDatabase(name: name, storeURL: storeURL, server: server)
         // A plain identifier (letters, digits, _): safe to write into the statement.
         try await database.withConnection(to: server.database) {
@@ -56,7 +60,8 @@ struct ReplicaDatabase: Sendable {
 
     /// A connection of the test's own (no TLS: the test server is on loopback).
     @discardableResult
-    func withConnection<T>(to database: String? = nil, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func withConnection<T>(to database: String? = nil, _ body: (PostgresConnection) async throws -> T) async throws -> T
+    {
         let configuration = PostgresConnection.Configuration(
             host: server.host, port: server.port, username: server.user, password: server.password,
             database: database ?? name, tls: .disable)
@@ -92,9 +97,11 @@ struct ReplicaDatabase: Sendable {
     func setReadOnly(_ readOnly: Bool) async throws {
         try await withConnection(to: server.database) { connection in
             let setting = readOnly ? "SET default_transaction_read_only = on" : "RESET default_transaction_read_only"
-            try await connection.query(PostgresQuery(unsafeSQL: "ALTER DATABASE \(name) \(setting)"), logger: Self.logger)
             try await connection.query(
-                PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'"),
+                PostgresQuery(unsafeSQL: "ALTER DATABASE \(name) \(setting)"), logger: Self.logger)
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'"),
                 logger: Self.logger)
         }
     }
@@ -106,7 +113,9 @@ struct ReplicaDatabase: Sendable {
         var tokenizedCardId: String?
         var keyType: String
         var paymentsLeft: Int?
-        var description: String { "\(state) \(tokenizedCardId ?? "-") \(keyType) keys:\(paymentsLeft.map(String.init) ?? "none")" }
+        var description: String {
+            "\(state) \(tokenizedCardId ?? "-") \(keyType) keys:\(paymentsLeft.map(String.init) ?? "none")"
+        }
     }
 
     struct Contents: Sendable {
@@ -119,15 +128,18 @@ struct ReplicaDatabase: Sendable {
     func contents() async throws -> Contents {
         try await withConnection { connection in
             var contents = Contents()
-            for try await id in try await connection.query("SELECT message_id FROM processed_messages", logger: Self.logger)
-                .decode(String.self)
-            {
+            for try await id in try await connection.query(
+                "SELECT message_id FROM processed_messages", logger: Self.logger
+            )
+            .decode(String.self) {
                 contents.processedIDs.append(id)
             }
             for try await (card, state, tokenized, keyType, paymentsLeft) in try await connection.query(
-                "SELECT digital_card_id, state, tokenized_card_id, key_type, payments_left FROM cards", logger: Self.logger
+                "SELECT digital_card_id, state, tokenized_card_id, key_type, payments_left FROM cards",
+                logger: Self.logger
             ).decode((String, String, String?, String, Int?).self) {
-                contents.cards[card] = Card(state: state, tokenizedCardId: tokenized, keyType: keyType, paymentsLeft: paymentsLeft)
+                contents.cards[card] = Card(
+                    state: state, tokenizedCardId: tokenized, keyType: keyType, paymentsLeft: paymentsLeft)
             }
             for try await (card, record) in try await connection.query(
                 "SELECT digital_card_id, record_id FROM transactions ORDER BY digital_card_id, instant DESC, stored_sequence DESC",

@@ -12,7 +12,9 @@ extension Resilience {
     struct AlarmShutdown {
         static let port = 5752
 
-        @Test("SIGTERM while a memory alarm blocks the results: exit 0 soon after the grace period, every unacknowledged message back in the queue")
+        @Test(
+            "SIGTERM while a memory alarm blocks the results: exit 0 soon after the grace period, every unacknowledged message back in the queue"
+        )
         func sigtermDuringAMemoryAlarm() async throws {
             let node = PrivateRabbitNode(port: Self.port)
             defer { node.destroy() }
@@ -28,10 +30,14 @@ extension Resilience {
                 // The alarm blocks every publishing connection; consuming and acknowledging still work.
                 try await node.run("ctl", "set_vm_memory_high_watermark", "0.0000001")
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100,
-                                       extra: ["--shutdown-grace", "3s", "--confirm-timeout", "10s"]),
+                    workerRunArguments(
+                        topology, store: "sqlite:\(database)", prefetch: 100,
+                        extra: ["--shutdown-grace", "3s", "--confirm-timeout", "10s"]),
                     amqpURL: node.url, label: "alarm-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 // Batches are stored and their results sent into the blocked connection.
@@ -48,7 +54,9 @@ extension Resilience {
                 let ended = await worker.waitForExit(timeout: .seconds(20))
                 let (exit, elapsed) = try #require(ended, "no exit within 20 s of SIGTERM\n\(worker.logTail())")
                 #expect(exit == .exited(0), "\(worker.logTail())")
-                #expect(elapsed < .seconds(3 + 2 + 1), "SIGTERM took \(elapsed): the grace (3 s) plus the cancellation (2 s)")
+                #expect(
+                    elapsed < .seconds(3 + 2 + 1),
+                    "SIGTERM took \(elapsed): the grace (3 s) plus the cancellation (2 s)")
 
                 // Every message the worker did not acknowledge is back in the queue for the next worker.
                 try await node.run("ctl", "set_vm_memory_high_watermark", "0.4")

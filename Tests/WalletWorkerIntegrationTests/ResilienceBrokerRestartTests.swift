@@ -14,7 +14,9 @@ extension Resilience {
     struct BrokerRestart {
         static let port = 5742
 
-        @Test("the broker stops and starts during 10,000 messages: /readyz 503 while it is down, 200 after; the worker reconnects and nothing is lost")
+        @Test(
+            "the broker stops and starts during 10,000 messages: /readyz 503 while it is down, 200 after; the worker reconnects and nothing is lost"
+        )
         func workerSurvivesABrokerRestart() async throws {
             let node = PrivateRabbitNode(port: Self.port)
             defer { node.destroy() }
@@ -39,7 +41,10 @@ extension Resilience {
                 let worker = try WorkerProcess(
                     workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100), amqpURL: node.url,
                     label: "restart-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
 
@@ -61,8 +66,9 @@ extension Resilience {
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 503, timeout: .seconds(20))
                 // Messages finished before the outage: the rest must be processed after the restart.
                 let finishedBeforeOutage = try worker.metric(port: port, "wallet_messages_total")
-                #expect(finishedBeforeOutage < Double(inbound.count),
-                        "the worker had finished everything before the broker stopped: no restart was tested")
+                #expect(
+                    finishedBeforeOutage < Double(inbound.count),
+                    "the worker had finished everything before the broker stopped: no restart was tested")
                 try await Task.sleep(for: .seconds(3))
                 #expect(try httpGet(port: port, path: "/readyz").status == 503)
                 #expect(try httpGet(port: port, path: "/healthz").status == 200, "reconnecting is not a failure")
@@ -91,11 +97,14 @@ extension Resilience {
 
                 let results = try await MessageCapture.drain(topology.capture, on: after)
                 let accounting = ResultAccounting(results: results, inbound: inbound)
-                #expect(accounting.incomplete.isEmpty,
-                        "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))")
+                #expect(
+                    accounting.incomplete.isEmpty,
+                    "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))"
+                )
                 #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
-                #expect(accounting.differingDuplicates.isEmpty,
-                        "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
+                #expect(
+                    accounting.differingDuplicates.isEmpty,
+                    "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
                 let errors = results.filter { $0.routingKey == "card.errorEncountered" }
                 #expect(errors.isEmpty, "a replayed or re-applied CPS message failed: \(errors.prefix(2).map(\.text))")
 
@@ -104,7 +113,10 @@ extension Resilience {
                 let second = try WorkerProcess(
                     workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100), amqpURL: node.url,
                     label: "restart-worker-2")
-                defer { second.kill(); second.process.removeLog() }
+                defer {
+                    second.kill()
+                    second.process.removeLog()
+                }
                 let secondPort = try await second.operationsPort()
                 try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await node.stop()
@@ -113,8 +125,10 @@ extension Resilience {
                 second.terminate()
                 let secondEnded = await second.waitForExit(timeout: .seconds(30))
                 #expect(secondEnded?.exit == .exited(0), "\(second.logTail())")
-                #expect(secondEnded.map { $0.elapsed < .seconds(5) } ?? false,
-                        "SIGTERM with the broker down took \(String(describing: secondEnded?.elapsed))\n\(second.logTail())")
+                #expect(
+                    secondEnded.map { $0.elapsed < .seconds(5) } ?? false,
+                    "SIGTERM with the broker down took \(String(describing: secondEnded?.elapsed))\n\(second.logTail())"
+                )
             }
         }
     }

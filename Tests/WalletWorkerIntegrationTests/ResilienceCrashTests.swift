@@ -21,9 +21,12 @@ extension Resilience {
             func nextRecord(_ step: Int) -> InboundSpec {
                 defer { record += 1 }
                 let minute = record
-                return .tns(id(step), card: card, record: (
-                    id: "T-\(c)-\(record)", date: String(format: "2026-11-10T10:%02d:00Z", minute),
-                    amount: Double(record) + 0.25))
+                return .tns(
+                    id(step), card: card,
+                    record: (
+                        id: "T-\(c)-\(record)", date: String(format: "2026-11-10T10:%02d:00Z", minute),
+                        amount: Double(record) + 0.25
+                    ))
             }
             for step in 1...20 { messages.append(nextRecord(step)) }
             for step in 21...24 { messages.append(.mg(id(step), card: card)) }
@@ -35,7 +38,9 @@ extension Resilience {
             return messages
         }
 
-        @Test("SIGKILL two to four times while processing 20,000 mixed messages on the SQLite store: nothing lost, nothing applied twice")
+        @Test(
+            "SIGKILL two to four times while processing 20,000 mixed messages on the SQLite store: nothing lost, nothing applied twice"
+        )
         func sigkillMidwayLosesNothingAndAppliesNothingTwice() async throws {
             let database = temporarySQLitePath("crash")
             defer { removeSQLite(database) }
@@ -105,8 +110,10 @@ extension Resilience {
 
                 // The final state, asked of the same worker: an MG and a TNS query per card.
                 let queries = (0..<Self.cards).flatMap { c in
-                    [InboundSpec.mg("crash-q-mg-\(c)", card: "CRASH-\(c)"),
-                     InboundSpec.tns("crash-q-tns-\(c)", card: "CRASH-\(c)")]
+                    [
+                        InboundSpec.mg("crash-q-mg-\(c)", card: "CRASH-\(c)"),
+                        InboundSpec.tns("crash-q-tns-\(c)", card: "CRASH-\(c)"),
+                    ]
                 }
                 try await publishConfirmed(queries.map { $0.outbound(to: topology.inbound) }, on: channel)
                 try await eventually(
@@ -127,25 +134,33 @@ extension Resilience {
                 let accounting = ResultAccounting(results: results, inbound: inbound + queries)
 
                 // Nothing lost: every message has all its results (ids `<message_id>/0..n-1`), nothing else.
-                #expect(accounting.incomplete.isEmpty,
-                        "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))")
+                #expect(
+                    accounting.incomplete.isEmpty,
+                    "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))"
+                )
                 #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
                 // Nothing applied twice: a result published again (after a crash) is the recorded one, byte for
                 // byte (`processedAt` included); a second application would carry another processedAt or
                 // another state.
-                #expect(accounting.differingDuplicates.isEmpty,
-                        "\(accounting.differingDuplicates.count) results differ between deliveries, e.g. \(accounting.differingDuplicates.prefix(2))")
+                #expect(
+                    accounting.differingDuplicates.isEmpty,
+                    "\(accounting.differingDuplicates.count) results differ between deliveries, e.g. \(accounting.differingDuplicates.prefix(2))"
+                )
                 // A replay republishes results only when the crash fell between the confirm and the acknowledgement;
                 // one between the commit and the publish replays results nobody saw yet (no duplicate): both count.
-                #expect(replays > 0,
-                        "no message was replayed (\(replays) replays, \(accounting.identicalDuplicates) republished results) after \(number) crashes: the replay path was not exercised")
+                #expect(
+                    replays > 0,
+                    "no message was replayed (\(replays) replays, \(accounting.identicalDuplicates) republished results) after \(number) crashes: the replay path was not exercised"
+                )
 
                 // The final state is the one the lifecycles imply.
                 var byID: [String: CapturedMessage] = [:]
                 for result in results { if let id = result.messageID { byID[id] = result } }
                 var wrong: [String] = []
                 for c in 0..<Self.cards {
-                    guard let mg = byID["crash-q-mg-\(c)/0"]?.jsonObject, let tns = byID["crash-q-tns-\(c)/0"]?.jsonObject else {
+                    guard let mg = byID["crash-q-mg-\(c)/0"]?.jsonObject,
+                        let tns = byID["crash-q-tns-\(c)/0"]?.jsonObject
+                    else {
                         wrong.append("card \(c): no query result")
                         continue
                     }

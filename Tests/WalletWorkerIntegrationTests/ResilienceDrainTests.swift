@@ -8,7 +8,9 @@ extension Resilience {
     /// and exits within the grace period.
     @Suite("SIGTERM drain", .timeLimit(.minutes(3)))
     struct Drain {
-        @Test("SIGTERM while processing 5,000 messages: exit 0 within the grace period, nothing left unacknowledged, every acknowledged message has all its results")
+        @Test(
+            "SIGTERM while processing 5,000 messages: exit 0 within the grace period, nothing left unacknowledged, every acknowledged message has all its results"
+        )
         func sigtermDrainsWhatItHolds() async throws {
             let database = temporarySQLitePath("drain")
             defer { removeSQLite(database) }
@@ -24,9 +26,13 @@ extension Resilience {
                 #expect(try await readyCount(topology.work, on: connection) == 5_000)
 
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 200), amqpURL: TestBroker.urlText,
+                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 200),
+                    amqpURL: TestBroker.urlText,
                     label: "drain-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
 
                 // SIGTERM once processing is well under way (about 1,500 of ~7,500 results), not at the end.
                 try await eventually(
@@ -53,8 +59,10 @@ extension Resilience {
                 let leftDeliveries = try await MessageCapture.drain(topology.work, on: connection)
                 #expect(leftDeliveries.count == Int(workStatus.messageCount))
                 let redelivered = leftDeliveries.filter(\.redelivered)
-                #expect(redelivered.count <= 200,
-                        "\(redelivered.count) messages were delivered to the worker and given back, more than the prefetch window\n\(worker.logTail(25))")
+                #expect(
+                    redelivered.count <= 200,
+                    "\(redelivered.count) messages were delivered to the worker and given back, more than the prefetch window\n\(worker.logTail(25))"
+                )
                 #expect(try await readyCount(topology.retry, on: connection) == 0)
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
                 let left = Set(leftDeliveries.compactMap(\.properties.messageID))
@@ -65,15 +73,18 @@ extension Resilience {
                 let results = try await MessageCapture.drain(topology.capture, on: connection)
                 let processed = Set(inbound.map(\.id)).subtracting(left)
                 let accounting = ResultAccounting(results: results, inbound: inbound, considering: processed)
-                #expect(accounting.incomplete.isEmpty,
-                        "acknowledged without all their results (id, expected, found): \(accounting.incomplete.prefix(5))")
+                #expect(
+                    accounting.incomplete.isEmpty,
+                    "acknowledged without all their results (id, expected, found): \(accounting.incomplete.prefix(5))")
                 #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
                 let resultsForLeft = Set(accounting.distinctByInbound.keys).intersection(left)
-                #expect(resultsForLeft.isEmpty,
-                        "results published for messages still in the queue: \(resultsForLeft.prefix(5))")
+                #expect(
+                    resultsForLeft.isEmpty,
+                    "results published for messages still in the queue: \(resultsForLeft.prefix(5))")
                 let expectedCount = inbound.filter { processed.contains($0.id) }.map(\.expectedResults).reduce(0, +)
-                #expect(results.count == expectedCount,
-                        "\(results.count) results for \(processed.count) processed messages, expected \(expectedCount)")
+                #expect(
+                    results.count == expectedCount,
+                    "\(results.count) results for \(processed.count) processed messages, expected \(expectedCount)")
                 #expect(accounting.differingDuplicates.isEmpty)
                 #expect(left.isSubset(of: Set(inbound.map(\.id))), "unknown messages in the work queue")
                 try? await probe.close()

@@ -70,20 +70,28 @@ extension Resilience {
         }
 
         private func batch(_ prefix: String) -> [InboundSpec] {
-            (0..<Self.messages).map { .cps("\(prefix)-\($0)", card: "\(prefix.uppercased())-\($0)", code: "CBP.info.tokenProvisioned") }
+            (0..<Self.messages).map {
+                .cps("\(prefix)-\($0)", card: "\(prefix.uppercased())-\($0)", code: "CBP.info.tokenProvisioned")
+            }
         }
 
         /// Issue 23, defect 3, as an operator met it: another process held `BEGIN EXCLUSIVE` on the SQLite file for
         /// minutes; `/readyz` stayed 200, `wallet_store_available` 1, and every notification sent meanwhile was
         /// dead-lettered ("gave up after 5 attempts: ... database is locked"), the store check being a read that
         /// passed. Now the check is a write that rolls back, and a locked file is an outage by itself.
-        @Test("while another process holds the store's write lock, the worker holds its messages, is not ready, reports the store unavailable at once and dead-letters nothing; released, every message is processed")
+        @Test(
+            "while another process holds the store's write lock, the worker holds its messages, is not ready, reports the store unavailable at once and dead-letters nothing; released, every message is processed"
+        )
         func lockedStoreHoldsTheMessages() async throws {
             let database = temporarySQLitePath("lock")
             defer { removeSQLite(database) }
             try await withResilienceTopology("lock", retryDelay: "200ms") { topology, connection, channel in
-                let (worker, port) = try await startWorker(topology, database: database, retryDelay: "200ms", label: "lock-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                let (worker, port) = try await startWorker(
+                    topology, database: database, retryDelay: "200ms", label: "lock-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 try await channel.enableConfirms()
 
                 let lock = try await SQLiteLockHolder(path: database)
@@ -107,7 +115,8 @@ extension Resilience {
                 #expect(try httpGet(port: port, path: "/readyz").status == 503)
                 // Long enough for the old worker's three attempts and its retries through the queue.
                 try await Task.sleep(for: .seconds(3))
-                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0, "dead-lettered while waiting")
+                #expect(
+                    try await readyCount(topology.deadLetterQueue, on: connection) == 0, "dead-lettered while waiting")
                 #expect(try worker.metric(port: port, "wallet_retries_total") == 0)
                 #expect(try await readyCount(topology.capture, on: connection) == 0)
                 #expect(try worker.metric(port: port, "wallet_store_available") == 0, "still out")
@@ -130,13 +139,19 @@ extension Resilience {
             }
         }
 
-        @Test("messages whose own failure is transient (their results cannot be routed) go through the retry queue and are dead-lettered after the last attempt, naming the failure; once it clears new messages are processed")
+        @Test(
+            "messages whose own failure is transient (their results cannot be routed) go through the retry queue and are dead-lettered after the last attempt, naming the failure; once it clears new messages are processed"
+        )
         func transientFailuresRetryThenDeadLetter() async throws {
             let database = temporarySQLitePath("transient")
             defer { removeSQLite(database) }
             try await withResilienceTopology("transient", retryDelay: "200ms") { topology, connection, channel in
-                let (worker, port) = try await startWorker(topology, database: database, retryDelay: "200ms", label: "transient-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                let (worker, port) = try await startWorker(
+                    topology, database: database, retryDelay: "200ms", label: "transient-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 try await channel.enableConfirms()
                 let retriesBefore = try worker.metric(port: port, "wallet_retries_total")
 
@@ -146,7 +161,8 @@ extension Resilience {
 
                 // Three attempts each: two trips through the retry queue, then the dead-letter queue.
                 do {
-                    try await eventually("the messages to be dead-lettered\n\(worker.logTail())", within: .seconds(30)) {
+                    try await eventually("the messages to be dead-lettered\n\(worker.logTail())", within: .seconds(30))
+                    {
                         try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
                     }
                 } catch {
@@ -155,7 +171,9 @@ extension Resilience {
                 }
                 let retries = try worker.metric(port: port, "wallet_retries_total") - retriesBefore
                 try await topology.bindCapture(on: channel)
-                #expect(retries == Double(2 * Self.messages), "wallet_retries_total rose by \(retries)\n\(worker.logTail())")
+                #expect(
+                    retries == Double(2 * Self.messages), "wallet_retries_total rose by \(retries)\n\(worker.logTail())"
+                )
                 try await eventually(
                     "wallet_dead_letters_total{reason=\"retries_exhausted\"} is not \(Self.messages)",
                     within: .seconds(5)
@@ -170,13 +188,16 @@ extension Resilience {
                 for letter in dead {
                     let error = letter.properties.headers?["x-worker-error"]
                     let text: String? = if case .string(let value)? = error { value } else { nil }
-                    #expect(text?.contains("returned by the broker") == true && text?.contains("3 attempts") == true,
-                            "x-worker-error: \(String(describing: error))")
-                    #expect(String(decoding: letter.body, as: UTF8.self)
+                    #expect(
+                        text?.contains("returned by the broker") == true && text?.contains("3 attempts") == true,
+                        "x-worker-error: \(String(describing: error))")
+                    #expect(
+                        String(decoding: letter.body, as: UTF8.self)
                             == failing.first { $0.messageID == letter.properties.messageID }?.text,
-                            "the dead letter's body is not the original")
+                        "the dead letter's body is not the original")
                 }
-                #expect(try await readyCount(topology.capture, on: connection) == 0, "results captured for failed messages")
+                #expect(
+                    try await readyCount(topology.capture, on: connection) == 0, "results captured for failed messages")
 
                 // The failure has cleared: new messages are processed normally.
                 let fresh = batch("after")
@@ -195,14 +216,20 @@ extension Resilience {
             }
         }
 
-        @Test("the failure clears after the first retry: the messages succeed on a later attempt and are not dead-lettered")
+        @Test(
+            "the failure clears after the first retry: the messages succeed on a later attempt and are not dead-lettered"
+        )
         func failureClearedAfterFirstRetry() async throws {
             let database = temporarySQLitePath("cleared")
             defer { removeSQLite(database) }
             // A 1 s retry delay leaves time to bind the capture queue again while the messages wait in the retry queue.
             try await withResilienceTopology("cleared", retryDelay: "1s") { topology, connection, channel in
-                let (worker, port) = try await startWorker(topology, database: database, retryDelay: "1s", label: "cleared-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                let (worker, port) = try await startWorker(
+                    topology, database: database, retryDelay: "1s", label: "cleared-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 try await channel.enableConfirms()
 
                 try await topology.unbindCapture(on: channel)
@@ -210,7 +237,8 @@ extension Resilience {
                 try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
                 do {
                     try await eventually(
-                        "the messages to be retried\n\(worker.logTail())", within: .seconds(20), every: .milliseconds(10)
+                        "the messages to be retried\n\(worker.logTail())", within: .seconds(20),
+                        every: .milliseconds(10)
                     ) {
                         try worker.metric(port: port, "wallet_retries_total") >= Double(Self.messages)
                     }
@@ -232,8 +260,9 @@ extension Resilience {
                 #expect(accounting.unexpected.isEmpty)
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
                 #expect(try await readyCount(topology.retry, on: connection) == 0)
-                #expect(try worker.metric(port: port, "wallet_retries_total") == Double(Self.messages),
-                        "a message failed again after the failure cleared")
+                #expect(
+                    try worker.metric(port: port, "wallet_retries_total") == Double(Self.messages),
+                    "a message failed again after the failure cleared")
                 #expect(try worker.metric(port: port, "wallet_dead_letters_total") == 0)
             }
         }

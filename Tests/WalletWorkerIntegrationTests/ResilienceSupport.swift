@@ -24,13 +24,16 @@ struct PrivateRabbitNode {
     init(port: Int, consumerTimeout: Duration? = nil) {
         self.port = port
         self.consumerTimeout = consumerTimeout
-        dataDirectory = FileManager.default.temporaryDirectory
+        dataDirectory =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("wnw-resilience-rabbit-\(port)-\(UUID().uuidString.prefix(8))").path
     }
 
     private var environment: [String: String] {
         var environment = ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory]
-        if let consumerTimeout { environment["RABBITMQ_CONSUMER_TIMEOUT_MS"] = "\(Int(consumerTimeout.inSeconds * 1_000))" }
+        if let consumerTimeout {
+            environment["RABBITMQ_CONSUMER_TIMEOUT_MS"] = "\(Int(consumerTimeout.inSeconds * 1_000))"
+        }
         return environment
     }
 
@@ -60,7 +63,10 @@ func runRepositoryScript(
     let child = try ChildProcess(
         executable: "/bin/bash", arguments: [script] + arguments, environment: environment,
         label: "\(name)-\(arguments.prefix(2).joined(separator: "-"))")
-    defer { child.kill(); child.removeLog() }
+    defer {
+        child.kill()
+        child.removeLog()
+    }
     guard let (exit, _) = await child.waitForExit(timeout: timeout) else {
         throw ChildProcessError("\(name) \(arguments) did not finish in \(timeout)\n\(child.logTail())")
     }
@@ -74,9 +80,10 @@ func runRepositoryScript(
 /// pool meanwhile, so a test that can await its clean-up does that first.
 func runRepositoryScriptBlocking(_ name: String, _ arguments: [String], environment: [String: String]) {
     let script = TestBroker.repositoryRoot.appendingPathComponent("scripts/\(name)").path
-    guard let child = try? ChildProcess(
-        executable: "/bin/bash", arguments: [script] + arguments, environment: environment,
-        label: "\(name)-\(arguments.prefix(2).joined(separator: "-"))-blocking")
+    guard
+        let child = try? ChildProcess(
+            executable: "/bin/bash", arguments: [script] + arguments, environment: environment,
+            label: "\(name)-\(arguments.prefix(2).joined(separator: "-"))-blocking")
     else { return }
     var status: Int32 = 0
     while waitpid(child.pid, &status, 0) == -1 && errno == EINTR {}
@@ -130,7 +137,10 @@ struct ResilienceTopology: Sendable {
         let declare = try WorkerProcess(
             ["declare"] + flags + ["--retry-delay", retryDelay, "--log-format", "json"] + extraFlags, amqpURL: url,
             label: "declare-\(prefix)")
-        defer { declare.kill(); declare.process.removeLog() }
+        defer {
+            declare.kill()
+            declare.process.removeLog()
+        }
         guard let (exit, _) = await declare.waitForExit(timeout: .seconds(30)) else {
             throw ChildProcessError("wallet-worker declare did not finish\n\(declare.logTail())")
         }
@@ -196,7 +206,8 @@ extension InboundSpec {
     static func cps(_ id: String, card: String, code: String) -> InboundSpec {
         InboundSpec(
             messageID: id,
-            body: #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"TK-\#(card)","serverMessage":{"code":"\#(code)","text":"t","severity":"info"}}"#,
+            body:
+                #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"TK-\#(card)","serverMessage":{"code":"\#(code)","text":"t","severity":"info"}}"#,
             expectedResults: 2)
     }
 
@@ -214,7 +225,8 @@ extension InboundSpec {
     {
         var body = #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)""#
         if let record {
-            body += #","transaction":{"id":"\#(record.id)","date":"\#(record.date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(record.amount),"merchantName":"Cafe"}"#
+            body +=
+                #","transaction":{"id":"\#(record.id)","date":"\#(record.date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(record.amount),"merchantName":"Cafe"}"#
         }
         body += "}"
         return InboundSpec(messageID: id, body: body, expectedResults: 1)
@@ -308,15 +320,19 @@ func workerRunArguments(
     _ topology: ResilienceTopology, store: String, prefetch: Int = 200, retryDelay: String = "200ms",
     extra: [String] = []
 ) -> [String] {
-    ["run", "--store", store, "--prefetch", "\(prefetch)", "--http-port", "0", "--http-host", "127.0.0.1",
-     "--log-format", "json", "--log-level", "info", "--retry-delay", retryDelay, "--shutdown-grace", "25s"]
+    [
+        "run", "--store", store, "--prefetch", "\(prefetch)", "--http-port", "0", "--http-host", "127.0.0.1",
+        "--log-format", "json", "--log-level", "info", "--retry-delay", retryDelay, "--shutdown-grace", "25s",
+    ]
         + topology.flags + extra
 }
 
 /// A worker on the SQLite store `database` that gives up on a message after one attempt and waits 50 ms for the
 /// store's lock: while another process holds that lock, every message it takes is dead-lettered as a store failure.
 /// Ready (`/readyz` 200) when returned; the caller kills it.
-func startOneAttemptWorker(_ topology: ResilienceTopology, database: String, label: String) async throws -> WorkerProcess {
+func startOneAttemptWorker(_ topology: ResilienceTopology, database: String, label: String) async throws
+    -> WorkerProcess
+{
     let worker = try WorkerProcess(
         workerRunArguments(
             topology, store: "sqlite:\(database)", prefetch: 50,
@@ -366,7 +382,10 @@ func walletWorkerCommand(
         executable: try WorkerProcess.executablePath, arguments: arguments, environment: environment,
         label: "command-" + arguments.prefix(2).joined(separator: "-").filter { $0.isLetter || $0 == "-" },
         pipeStandardInput: true)
-    defer { process.kill(); process.removeLog() }
+    defer {
+        process.kill()
+        process.removeLog()
+    }
     if let input { try process.write(toStandardInput: input) }
     process.closeStandardInput()
     guard let (exit, _) = await process.waitForExit(timeout: timeout) else {

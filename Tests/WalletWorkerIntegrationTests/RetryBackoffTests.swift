@@ -15,7 +15,9 @@ extension Resilience {
     struct RetryBackoff {
         static let messages = 12
 
-        @Test("each retry waits in its level's queue, twice as long as the last, the copies' expirations spread over the upper half", arguments: ["classic", "quorum"])
+        @Test(
+            "each retry waits in its level's queue, twice as long as the last, the copies' expirations spread over the upper half",
+            arguments: ["classic", "quorum"])
         func retriesWaitLongerEachTime(queueType: String) async throws {
             let database = temporarySQLitePath("backoff-\(queueType)")
             defer { removeSQLite(database) }
@@ -28,7 +30,10 @@ extension Resilience {
                         topology, store: "sqlite:\(database)", prefetch: 50, retryDelay: "300ms",
                         extra: ["--store-busy-timeout", "50ms"] + settings),
                     amqpURL: TestBroker.urlText, label: "backoff-worker-\(queueType)")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
@@ -44,7 +49,8 @@ extension Resilience {
                 try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
                 do {
                     try await eventually(
-                        "the messages to be dead-lettered\n\(worker.logTail())", within: .seconds(60), every: .milliseconds(50)
+                        "the messages to be dead-lettered\n\(worker.logTail())", within: .seconds(60),
+                        every: .milliseconds(50)
                     ) {
                         try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages
                     }
@@ -102,7 +108,8 @@ extension Resilience {
                 guard case .string(let queue)? = entry["queue"] else { continue }
                 let count: Int64 = if case .int64(let value)? = entry["count"] { value } else { -1 }
                 let reason = if case .string(let value)? = entry["reason"] { value } else { "?" }
-                let expiration: Int? = if case .string(let value)? = entry["original-expiration"] { Int(value) } else { nil }
+                let expiration: Int? =
+                    if case .string(let value)? = entry["original-expiration"] { Int(value) } else { nil }
                 deaths[queue] = Death(count: count, reason: reason, expiration: expiration)
             }
             return deaths

@@ -9,7 +9,8 @@ import Testing
     func aReaderThatGoesAwayIsNotAFailure() async throws {
         try await withRouteInput(lines: 2_000) { executable, input, directory in
             // A pipe to `head -c 1`: after its one byte nobody reads, and the next writes fail with EPIPE.
-            let script = #"trap '' PIPE; "$0" route --store memory < "$1" | head -c 1 > /dev/null; exit "${PIPESTATUS[0]}""#
+            let script =
+                #"trap '' PIPE; "$0" route --store memory < "$1" | head -c 1 > /dev/null; exit "${PIPESTATUS[0]}""#
             let status = try await RouteCommand.spawnAndWait(
                 arguments: ["/bin/bash", "-c", script, executable, input], stdin: "/dev/null",
                 stdout: directory + "/out.txt", stderr: directory + "/err.txt")
@@ -40,9 +41,10 @@ import Testing
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let input = directory + "/in.jsonl"
-        let text = (0..<lines).map {
-            #"{"properties":{"messageId":"m-\#($0)"},"body":{"action":"refreshWallet","aps":{"content-available":1}}}"#
-        }.joined(separator: "\n") + "\n"
+        let text =
+            (0..<lines).map {
+                #"{"properties":{"messageId":"m-\#($0)"},"body":{"action":"refreshWallet","aps":{"content-available":1}}}"#
+            }.joined(separator: "\n") + "\n"
         try Data(text.utf8).write(to: URL(fileURLWithPath: input))
         try await body(executable, input, directory)
     }

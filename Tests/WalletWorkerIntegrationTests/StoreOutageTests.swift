@@ -3,38 +3,47 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
-import Testing
 import TestSupport
+import Testing
 import WalletStore
 import WalletWorker
 
 @Suite(
     "Store outage (PostgreSQL behind a relay)", .timeLimit(.minutes(3)),
-    .enabled(if: ReplicaDatabase.isConfigured, "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
+    .enabled(
+        if: ReplicaDatabase.isConfigured,
+        "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
 struct StoreOutageTests {
-    @Test("while the store is unreachable nothing is retried or dead-lettered and the worker is not ready; it resumes when the store answers")
+    @Test(
+        "while the store is unreachable nothing is retried or dead-lettered and the worker is not ready; it resumes when the store answers"
+    )
     func outagePausesInsteadOfDeadLettering() async throws {
         try await ReplicaDatabase.with("outage") { database in
             let relay = try database.relay()
             defer { relay.close() }
             let store = try database.store(through: relay)
             // Two attempts 200 ms apart: the old worker dead-lettered every message within a second of the outage.
-            try await withWorkerEnvironment("store-outage", configure: {
-                $0.store = store
-                $0.retryAttempts = 2
-                $0.retryDelay = .milliseconds(200)
-            }) { environment in
+            try await withWorkerEnvironment(
+                "store-outage",
+                configure: {
+                    $0.store = store
+                    $0.retryAttempts = 2
+                    $0.retryDelay = .milliseconds(200)
+                }
+            ) { environment in
                 try await environment.declareTopology()
                 let capture = try await environment.resultCapture()
                 let deadLetters = try await environment.deadLetterReader()
                 let worker = try await environment.startWorker()
-                try await environment.publish(InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
+                try await environment.publish(
+                    InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
                 try await capture.results.waitFor(1, within: .seconds(10), "the first result, store up")
 
                 relay.refuse()
                 let ids = (0..<5).map { "\(environment.prefix).during-\($0)" }
                 try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                try await eventually("the worker to notice the outage", within: .seconds(20), every: .milliseconds(20)) { worker.health.isStoreUnavailable }
+                try await eventually("the worker to notice the outage", within: .seconds(20), every: .milliseconds(20))
+                { worker.health.isStoreUnavailable }
                 #expect(!worker.health.isReady)
                 #expect(worker.metric("wallet_store_available") == 0)
                 try await Task.sleep(for: .seconds(3))
@@ -45,7 +54,9 @@ struct StoreOutageTests {
                 relay.accept()
                 let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
                 #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                try await eventually("ready again once the store answers", within: .seconds(10), every: .milliseconds(20)) { worker.health.isReady }
+                try await eventually(
+                    "ready again once the store answers", within: .seconds(10), every: .milliseconds(20)
+                ) { worker.health.isReady }
                 #expect(worker.metric("wallet_store_available") == 1)
                 #expect(worker.metric("wallet_store_outages_total") == 1)
                 #expect(deadLetters.count == 0)
@@ -58,26 +69,34 @@ struct StoreOutageTests {
     /// Issue 23, defect 3: a standby answering as the primary after a failover is read-only (SQLSTATE 25006). The
     /// store check was `SELECT 1`, which it answers: the worker sent every message through its retries to the dead
     /// letters. Now the check writes (and rolls back), and 25006 is an outage by itself.
-    @Test("a PostgreSQL that turns read-only holds the messages: nothing retried or dead-lettered, not ready; writable again, everything is processed")
+    @Test(
+        "a PostgreSQL that turns read-only holds the messages: nothing retried or dead-lettered, not ready; writable again, everything is processed"
+    )
     func readOnlyStoreHoldsTheMessages() async throws {
         try await ReplicaDatabase.with("read_only") { database in
             let store = try StoreLocation(parsing: database.storeURL)
-            try await withWorkerEnvironment("store-read-only", configure: {
-                $0.store = store
-                $0.retryAttempts = 2
-                $0.retryDelay = .milliseconds(200)
-            }) { environment in
+            try await withWorkerEnvironment(
+                "store-read-only",
+                configure: {
+                    $0.store = store
+                    $0.retryAttempts = 2
+                    $0.retryDelay = .milliseconds(200)
+                }
+            ) { environment in
                 try await environment.declareTopology()
                 let capture = try await environment.resultCapture()
                 let deadLetters = try await environment.deadLetterReader()
                 let worker = try await environment.startWorker()
-                try await environment.publish(InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
+                try await environment.publish(
+                    InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
                 try await capture.results.waitFor(1, within: .seconds(10), "the first result, store writable")
 
                 try await database.setReadOnly(true)
                 let ids = (0..<5).map { "\(environment.prefix).read-only-\($0)" }
                 try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                try await eventually("the worker to notice the read-only store", within: .seconds(20), every: .milliseconds(20)) { worker.health.isStoreUnavailable }
+                try await eventually(
+                    "the worker to notice the read-only store", within: .seconds(20), every: .milliseconds(20)
+                ) { worker.health.isStoreUnavailable }
                 #expect(!worker.health.isReady)
                 #expect(worker.metric("wallet_store_available") == 0)
                 try await Task.sleep(for: .seconds(3))
@@ -88,7 +107,9 @@ struct StoreOutageTests {
                 try await database.setReadOnly(false)
                 let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
                 #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                try await eventually("ready again once the store takes writes", within: .seconds(10), every: .milliseconds(20)) { worker.health.isReady }
+                try await eventually(
+                    "ready again once the store takes writes", within: .seconds(10), every: .milliseconds(20)
+                ) { worker.health.isReady }
                 #expect(worker.metric("wallet_store_available") == 1)
                 #expect(deadLetters.count == 0)
                 try await worker.stop()

@@ -9,9 +9,13 @@ import WalletWorker
 
 @Suite(
     "Store-refused input through the broker (PostgreSQL)", .timeLimit(.minutes(3)),
-    .enabled(if: ReplicaDatabase.isConfigured, "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
+    .enabled(
+        if: ReplicaDatabase.isConfigured,
+        "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"))
 struct StoreRefusedInputTests {
-    @Test("one message of a batch of 20 the store refuses: dead-lettered with the store's error, the rest applied in order, the worker runs on")
+    @Test(
+        "one message of a batch of 20 the store refuses: dead-lettered with the store's error, the rest applied in order, the worker runs on"
+    )
     func aMessageTheStoreRefusesIsDeadLetteredAlone() async throws {
         try await ReplicaDatabase.with("refused") { database in
             let store = try StoreLocation(parsing: database.storeURL)
@@ -38,8 +42,10 @@ struct StoreRefusedInputTests {
                 let worker = try await environment.startWorker()
 
                 // Two results per install, one per replenishment and one for the action.
-                let results = try await capture.results.waitFor(28, within: .seconds(30), "every good message's results")
-                let letters = try await deadLetters.waitFor(1, within: .seconds(30), "the refused message's dead letter")
+                let results = try await capture.results.waitFor(
+                    28, within: .seconds(30), "every good message's results")
+                let letters = try await deadLetters.waitFor(
+                    1, within: .seconds(30), "the refused message's dead letter")
                 let extra = try await resultsBeforeSentinel(environment, capture)
                 #expect(extra.count == 28, "unexpected results: \(extra.dropFirst(28).map(\.summary))")
                 #expect(worker.health.isLive && worker.health.isReady, "the worker must keep running")
@@ -65,8 +71,9 @@ struct StoreRefusedInputTests {
                 #expect(letter.body == poison.body)
                 #expect(letter.routingKey == poison.routingKey)
                 let reason = letter.stringHeader("x-worker-error") ?? ""
-                #expect(reason.hasPrefix("the store refused this message: ") && reason.contains("SQLSTATE 22021"),
-                        "x-worker-error: \(reason)")
+                #expect(
+                    reason.hasPrefix("the store refused this message: ") && reason.contains("SQLSTATE 22021"),
+                    "x-worker-error: \(reason)")
                 #expect(worker.metric("wallet_dead_letters_total", labels: [#"reason="store_refused""#]) == 1)
                 #expect(worker.metric("wallet_retries_total") == 0)
 

@@ -15,7 +15,9 @@ extension Resilience {
             var testDescription: String { rawValue }
         }
 
-        @Test("an operator migrates in a job, runs with --no-migrate, looks at a card and a message, and tries a payload without changing anything", arguments: Store.allCases)
+        @Test(
+            "an operator migrates in a job, runs with --no-migrate, looks at a card and a message, and tries a payload without changing anything",
+            arguments: Store.allCases)
         func operatorStory(_ kind: Store) async throws {
             switch kind {
             case .sqlite:
@@ -39,7 +41,10 @@ extension Resilience {
                 let refused = try WorkerProcess(
                     workerRunArguments(topology, store: store, extra: ["--no-migrate"]), amqpURL: TestBroker.urlText,
                     label: "store-tools-refused")
-                defer { refused.kill(); refused.process.removeLog() }
+                defer {
+                    refused.kill()
+                    refused.process.removeLog()
+                }
                 let ended = await refused.waitForExit(timeout: .seconds(30))
                 // README, "Exit statuses": a SQLite file that does not exist cannot be used (2); a database without
                 // this build's schema is refused (1).
@@ -47,12 +52,16 @@ extension Resilience {
                 #expect(refused.log.contains("wallet-worker migrate --store"), "\(refused.logTail())")
 
                 let unmigrated = try await walletWorkerCommand(["migrate", "--check", "--store", store])
-                #expect(unmigrated.exit == .exited(1) && unmigrated.output.contains("schema none"), "\(unmigrated.output)")
+                #expect(
+                    unmigrated.exit == .exited(1) && unmigrated.output.contains("schema none"), "\(unmigrated.output)")
                 let migrated = try await walletWorkerCommand(["migrate", "--store", store])
                 #expect(migrated.exit == .exited(0) && migrated.output.contains("applied v1"), "\(migrated.output)")
-                #expect(!migrated.output.contains("wallet@") || migrated.output.contains(":***@"), "no password printed")
+                #expect(
+                    !migrated.output.contains("wallet@") || migrated.output.contains(":***@"), "no password printed")
                 let again = try await walletWorkerCommand(["migrate", "--store", store])
-                #expect(again.exit == .exited(0) && again.output.contains("nothing to apply; schema current"), "\(again.output)")
+                #expect(
+                    again.exit == .exited(0) && again.output.contains("nothing to apply; schema current"),
+                    "\(again.output)")
                 let checked = try await walletWorkerCommand(["migrate", "--check", "--store", store])
                 #expect(checked.exit == .exited(0), "\(checked.output)")
 
@@ -60,7 +69,10 @@ extension Resilience {
                 let worker = try WorkerProcess(
                     workerRunArguments(topology, store: store, extra: ["--no-migrate"]), amqpURL: TestBroker.urlText,
                     label: "store-tools-worker")
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
@@ -113,24 +125,32 @@ extension Resilience {
                 #expect(missing.output.contains("dead-letters show --message-id never-sent"), "\(missing.output)")
 
                 // 5. route against the production store: a dry run shows the deletion and changes nothing.
-                let delete = #"{"properties":{"messageId":"st-try-delete"},"body":{"sender":"CPS","digitalCardId":"\#(card)","serverMessage":{"code":"CBP.info.tokenDeleted","text":"t","severity":"info"}}}"#
+                let delete =
+                    #"{"properties":{"messageId":"st-try-delete"},"body":{"sender":"CPS","digitalCardId":"\#(card)","serverMessage":{"code":"CBP.info.tokenDeleted","text":"t","severity":"info"}}}"#
                 let dryRun = try await walletWorkerCommand(["route", "--store", store], input: delete + "\n")
                 #expect(dryRun.exit == .exited(0), "\(dryRun.output)")
-                #expect(dryRun.output.contains("dry run") && dryRun.output.contains(#""state":"deleted""#), "\(dryRun.output)")
+                #expect(
+                    dryRun.output.contains("dry run") && dryRun.output.contains(#""state":"deleted""#),
+                    "\(dryRun.output)")
                 let afterDryRun = try await walletWorkerCommand(["inspect", "card", card, "--store", store])
                 #expect(jsonObjects(afterDryRun.output).first?["state"] as? String == "active", "\(afterDryRun.output)")
-                let notRecorded = try await walletWorkerCommand(["inspect", "message", "st-try-delete", "--store", store])
+                let notRecorded = try await walletWorkerCommand([
+                    "inspect", "message", "st-try-delete", "--store", store,
+                ])
                 #expect(notRecorded.exit == .exited(1), "a dry run records no message_id: \(notRecorded.output)")
                 // The worker was not held up meanwhile: a card's next message is processed at once.
-                try await publishConfirmed([InboundSpec.mg("st-mg-2", card: card).outbound(to: topology.inbound)], on: channel)
+                try await publishConfirmed(
+                    [InboundSpec.mg("st-mg-2", card: card).outbound(to: topology.inbound)], on: channel)
                 try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(10)) {
                     try await readyCount(topology.capture, on: connection) >= 1
                 }
 
-                let committed = try await walletWorkerCommand(["route", "--commit", "--store", store], input: delete + "\n")
+                let committed = try await walletWorkerCommand(
+                    ["route", "--commit", "--store", store], input: delete + "\n")
                 #expect(committed.exit == .exited(0) && !committed.output.contains("dry run"), "\(committed.output)")
                 let afterCommit = try await walletWorkerCommand(["inspect", "card", card, "--store", store])
-                #expect(jsonObjects(afterCommit.output).first?["state"] as? String == "deleted", "\(afterCommit.output)")
+                #expect(
+                    jsonObjects(afterCommit.output).first?["state"] as? String == "deleted", "\(afterCommit.output)")
             }
         }
     }

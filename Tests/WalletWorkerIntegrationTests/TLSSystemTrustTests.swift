@@ -16,7 +16,9 @@ struct TLSSystemTrustTests {
         guard let url = environment["AMQPS_URL"], !url.isEmpty, let caFile = environment["AMQP_TLS_CA_FILE"],
             !caFile.isEmpty
         else {
-            Issue.record("AMQPS_URL and AMQP_TLS_CA_FILE must point at the test broker's TLS listener (scripts/test.sh sets them)")
+            Issue.record(
+                "AMQPS_URL and AMQP_TLS_CA_FILE must point at the test broker's TLS listener (scripts/test.sh sets them)"
+            )
             throw CancellationError()
         }
         return (url, caFile)
@@ -31,7 +33,10 @@ struct TLSSystemTrustTests {
             ["declare"] + topology.flags + ["--log-format", "json"], amqpURL: url, label: label,
             // Empty counts as unset for both (the worker's settings, and SystemCABundle for SSL_CERT_FILE).
             environment: ["AMQP_TLS_CA_FILE": "", "SSL_CERT_FILE": sslCertFile])
-        defer { declare.kill(); declare.process.removeLog() }
+        defer {
+            declare.kill()
+            declare.process.removeLog()
+        }
         guard let (exit, _) = await declare.waitForExit(timeout: .seconds(60)) else {
             throw ChildProcessError("wallet-worker declare did not finish\n\(declare.logTail())")
         }

@@ -18,8 +18,10 @@ extension Resilience {
 
         /// `run` with the test's topology, JSON logs at debug (every processed message is logged).
         static func runArguments(_ topology: ResilienceTopology, database: String) -> [String] {
-            ["run", "--store", "sqlite:\(database)", "--http-port", "0", "--http-host", "127.0.0.1",
-             "--log-format", "json", "--log-level", "debug", "--retry-delay", "200ms", "--shutdown-grace", "25s"]
+            [
+                "run", "--store", "sqlite:\(database)", "--http-port", "0", "--http-host", "127.0.0.1",
+                "--log-format", "json", "--log-level", "debug", "--retry-delay", "200ms", "--shutdown-grace", "25s",
+            ]
                 + topology.flags
         }
 
@@ -34,7 +36,9 @@ extension Resilience {
                 mandatory: true)
         }
 
-        @Test("each message gets a CONSUMER span continuing its traceparent, with store and publish children; results keep the inbound traceparent; log lines carry trace_id; spans are flushed on SIGTERM")
+        @Test(
+            "each message gets a CONSUMER span continuing its traceparent, with store and publish children; results keep the inbound traceparent; log lines carry trace_id; spans are flushed on SIGTERM"
+        )
         func spansOfAMessage() async throws {
             let receiver = try OTLPReceiver()
             defer { receiver.close() }
@@ -51,19 +55,24 @@ extension Resilience {
                         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
                         "OTEL_BSP_SCHEDULE_DELAY": "600000",
                     ])
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
 
                 try await channel.enableConfirms()
                 let cps = InboundSpec.cps("trace-1", card: "TRACE-1", code: "CBP.info.tokenProvisioned")
-                try await publishConfirmed([
-                    Self.inbound("trace-1", body: cps.text, traceparent: Self.traceparent, to: topology.inbound),
-                    Self.inbound("trace-2", body: "not json", traceparent: Self.rejectedTraceparent, to: topology.inbound),
-                    Self.inbound(
-                        "trace-3", body: InboundSpec.action("trace-3", action: "tracing.root").text,
-                        traceparent: Self.malformedTraceparent, to: topology.inbound),
-                ], on: channel)
+                try await publishConfirmed(
+                    [
+                        Self.inbound("trace-1", body: cps.text, traceparent: Self.traceparent, to: topology.inbound),
+                        Self.inbound(
+                            "trace-2", body: "not json", traceparent: Self.rejectedTraceparent, to: topology.inbound),
+                        Self.inbound(
+                            "trace-3", body: InboundSpec.action("trace-3", action: "tracing.root").text,
+                            traceparent: Self.malformedTraceparent, to: topology.inbound),
+                    ], on: channel)
                 // Two results for the CPS install, one `rejected` result for the body that is not JSON, one action.
                 try await eventually("readyCount(topology.capture) >= 4\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= 4
@@ -71,12 +80,14 @@ extension Resilience {
                 let results = try await MessageCapture.drain(topology.capture, on: connection)
                 #expect(results.count == 4)
                 let inboundTraceparents = [
-                    "trace-1": Self.traceparent, "trace-2": Self.rejectedTraceparent, "trace-3": Self.malformedTraceparent,
+                    "trace-1": Self.traceparent, "trace-2": Self.rejectedTraceparent,
+                    "trace-3": Self.malformedTraceparent,
                 ]
                 for result in results {
                     let expected = inboundTraceparents[result.inboundID ?? ""] ?? "?"
-                    #expect(result.headers?["traceparent"] == .string(expected),
-                            "the result \(result.messageID ?? "?") does not carry the inbound traceparent unchanged")
+                    #expect(
+                        result.headers?["traceparent"] == .string(expected),
+                        "the result \(result.messageID ?? "?") does not carry the inbound traceparent unchanged")
                 }
                 #expect(receiver.requests.isEmpty, "spans were exported before the shutdown's flush")
 
@@ -84,10 +95,12 @@ extension Resilience {
                 let ended = await worker.waitForExit(timeout: .seconds(30))
                 #expect(ended?.exit == .exited(0), "\(worker.logTail())")
                 try await eventually(
-                    "10 spans exported; received: \((try? receiver.spans()) ?? [])\n\(worker.logTail())", within: .seconds(5)
+                    "10 spans exported; received: \((try? receiver.spans()) ?? [])\n\(worker.logTail())",
+                    within: .seconds(5)
                 ) { try receiver.spans().count >= 10 }
                 let spans = try receiver.spans()
-                #expect(receiver.requests.allSatisfy { $0.path == "/v1/traces" && $0.contentType == "application/json" })
+                #expect(
+                    receiver.requests.allSatisfy { $0.path == "/v1/traces" && $0.contentType == "application/json" })
 
                 // The message span: CONSUMER, child of the backend's span, named after the work queue.
                 let processSpans = spans.filter { $0.traceID == Self.traceID && $0.name == "process \(topology.work)" }
@@ -124,7 +137,8 @@ extension Resilience {
                 let publishes = children.filter { $0.name == "publish \(topology.events)" }
                 #expect(publishes.count == 2, "\(children)")
                 #expect(publishes.allSatisfy { $0.kind == 4 && $0.statusCode != 2 })
-                #expect(Set(publishes.compactMap { $0.attributes["messaging.message.id"] }) == ["trace-1/0", "trace-1/1"])
+                #expect(
+                    Set(publishes.compactMap { $0.attributes["messaging.message.id"] }) == ["trace-1/0", "trace-1/1"])
                 #expect(publishes.allSatisfy { $0.attributes["messaging.destination.name"] == topology.events })
                 #expect(publishes.allSatisfy { $0.attributes["server.port"] == "\(broker.port)" })
 
@@ -133,10 +147,13 @@ extension Resilience {
                     spans.first { $0.traceID == Self.rejectedTraceID && $0.kind == 5 }, "\(spans)")
                 #expect(rejected.parentSpanID == "b7ad6b7169203331")
                 #expect(rejected.statusCode == 2, "\(rejected)")
-                #expect(rejected.attributes["wallet.fate"] == "rejected", "the fate's one name, as in wallet_dead_letters_total")
+                #expect(
+                    rejected.attributes["wallet.fate"] == "rejected",
+                    "the fate's one name, as in wallet_dead_letters_total")
                 #expect(rejected.attributes["error.type"] == "rejected", "\(rejected)")
                 let rejectedPublishes = spans.filter { $0.parentSpanID == rejected.spanID && $0.kind == 4 }.map(\.name)
-                #expect(Set(rejectedPublishes) == ["publish \(topology.events)", "publish \(topology.deadLetterExchange)"])
+                #expect(
+                    Set(rejectedPublishes) == ["publish \(topology.events)", "publish \(topology.deadLetterExchange)"])
 
                 // A malformed traceparent: a new root, found by its message id, and no warning per message about it.
                 let root = try #require(
@@ -153,21 +170,31 @@ extension Resilience {
                 #expect(processed.allSatisfy { $0["trace_id"] as? String == Self.traceID }, "\(processed)")
                 #expect(processed.allSatisfy { $0["span_id"] as? String == process.spanID }, "\(processed)")
                 let deadLettered = lines.filter { ($0["message_id"] as? String) == "trace-2" }
-                #expect(!deadLettered.isEmpty && deadLettered.allSatisfy { $0["trace_id"] as? String == Self.rejectedTraceID },
-                        "\(deadLettered)")
+                #expect(
+                    !deadLettered.isEmpty
+                        && deadLettered.allSatisfy { $0["trace_id"] as? String == Self.rejectedTraceID },
+                    "\(deadLettered)")
             }
         }
 
-        @Test("an exporter this build lacks stops the worker at start, naming the variable", arguments: [
-            (["OTEL_TRACES_EXPORTER": "zipkin"], "OTEL_TRACES_EXPORTER"),
-            (["OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"], "OTEL_EXPORTER_OTLP_PROTOCOL"),
-        ])
+        @Test(
+            "an exporter this build lacks stops the worker at start, naming the variable",
+            arguments: [
+                (["OTEL_TRACES_EXPORTER": "zipkin"], "OTEL_TRACES_EXPORTER"),
+                (
+                    ["OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"],
+                    "OTEL_EXPORTER_OTLP_PROTOCOL"
+                ),
+            ])
         func unsupportedExporterExits(environment: [String: String], variable: String) async throws {
             let topology = ResilienceTopology("tracing-invalid")
             let worker = try WorkerProcess(
                 Self.runArguments(topology, database: temporarySQLitePath("tracing-invalid")),
                 amqpURL: TestBroker.urlText, label: "tracing-invalid-worker", environment: environment)
-            defer { worker.kill(); worker.process.removeLog() }
+            defer {
+                worker.kill()
+                worker.process.removeLog()
+            }
             let ended = await worker.waitForExit(timeout: .seconds(20))
             let (exit, _) = try #require(ended, "still running\n\(worker.logTail())")
             #expect(exit != .exited(0) && exit != .signaled(SIGKILL), "\(exit)\n\(worker.logTail())")
@@ -181,15 +208,20 @@ extension Resilience {
             let database = temporarySQLitePath("tracing-off")
             defer { removeSQLite(database) }
             try await withResilienceTopology("tracing-off") { topology, connection, channel in
-                let environment = sdkDisabled ? [
-                    "OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp",
-                    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
-                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BSP_SCHEDULE_DELAY": "50",
-                ] : [:]
+                let environment =
+                    sdkDisabled
+                    ? [
+                        "OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp",
+                        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
+                        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_BSP_SCHEDULE_DELAY": "50",
+                    ] : [:]
                 let worker = try WorkerProcess(
                     Self.runArguments(topology, database: database), amqpURL: TestBroker.urlText,
                     label: "tracing-off-worker", environment: environment)
-                defer { worker.kill(); worker.process.removeLog() }
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()

@@ -14,9 +14,9 @@ import WalletStore
 import WalletWorker
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 // MARK: - The topology
@@ -76,8 +76,10 @@ final class WorkerEnvironment: @unchecked Sendable {
     var connection: AMQPConnection { session.connection }
     var channel: AMQPChannel { session.channel }
 
-    fileprivate init(prefix: String, configuration: WorkerConfiguration, session: BrokerSession,
-                     publishChannel: AMQPChannel) {
+    fileprivate init(
+        prefix: String, configuration: WorkerConfiguration, session: BrokerSession,
+        publishChannel: AMQPChannel
+    ) {
         self.prefix = prefix
         self.configuration = configuration
         self.session = session
@@ -161,9 +163,11 @@ final class WorkerEnvironment: @unchecked Sendable {
         let retryQueues = ([topology.retryQueue] + (topology.sharded?.retryQueues ?? [])).flatMap { base in
             (1...12).map { RetrySchedule.queue(base, level: $0) }
         }
-        session.own(queues: [topology.workQueue, topology.deadLetterQueue] + retryQueues + (topology.sharded?.queues ?? []))
-        session.own(exchanges: [topology.inboundExchange, topology.deadLetterExchange] + topology.allResultExchanges
-            + (topology.sharded.map { [$0.hashExchange] } ?? []))
+        session.own(
+            queues: [topology.workQueue, topology.deadLetterQueue] + retryQueues + (topology.sharded?.queues ?? []))
+        session.own(
+            exchanges: [topology.inboundExchange, topology.deadLetterExchange] + topology.allResultExchanges
+                + (topology.sharded.map { [$0.hashExchange] } ?? []))
         if let firstError { throw firstError }
     }
 }
@@ -293,9 +297,11 @@ struct InboundSpec: Sendable {
     var routingKey = "wallet.notification"
     var expectedResults = 0
 
-    init(body: [UInt8], messageID: String? = nil, correlationID: String? = nil, replyTo: String? = nil,
-         type: String? = nil, traceparent: String? = nil, timestamp: UInt64? = nil,
-         headers: [(String, AMQPFieldValue)] = [], expectedResults: Int = 0) {
+    init(
+        body: [UInt8], messageID: String? = nil, correlationID: String? = nil, replyTo: String? = nil,
+        type: String? = nil, traceparent: String? = nil, timestamp: UInt64? = nil,
+        headers: [(String, AMQPFieldValue)] = [], expectedResults: Int = 0
+    ) {
         self.body = body
         self.expectedResults = expectedResults
         self.messageID = messageID
@@ -307,18 +313,22 @@ struct InboundSpec: Sendable {
         self.headers = headers
     }
 
-    init(json: String, messageID: String? = nil, correlationID: String? = nil, replyTo: String? = nil,
-         type: String? = nil, traceparent: String? = nil) {
-        self.init(body: Array(json.utf8), messageID: messageID, correlationID: correlationID, replyTo: replyTo,
-                  type: type, traceparent: traceparent)
+    init(
+        json: String, messageID: String? = nil, correlationID: String? = nil, replyTo: String? = nil,
+        type: String? = nil, traceparent: String? = nil
+    ) {
+        self.init(
+            body: Array(json.utf8), messageID: messageID, correlationID: correlationID, replyTo: replyTo,
+            type: type, traceparent: traceparent)
     }
 
     /// The message `wallet-worker route` would read from the same properties (`RouteLines.message`).
     init(_ message: InboundMessage, headers: [(String, AMQPFieldValue)] = []) {
-        self.init(body: message.body, messageID: message.properties.messageID,
-                  correlationID: message.properties.correlationID, replyTo: message.properties.replyTo,
-                  type: message.properties.type, traceparent: message.properties.traceparent,
-                  timestamp: message.properties.timestamp.map { UInt64(clamping: $0) }, headers: headers)
+        self.init(
+            body: message.body, messageID: message.properties.messageID,
+            correlationID: message.properties.correlationID, replyTo: message.properties.replyTo,
+            type: message.properties.type, traceparent: message.properties.traceparent,
+            timestamp: message.properties.timestamp.map { UInt64(clamping: $0) }, headers: headers)
     }
 
     var amqpProperties: AMQPMessageProperties {
@@ -338,8 +348,9 @@ struct InboundSpec: Sendable {
     }
 
     func outbound(to exchange: String, routingKey: String? = nil) -> AMQPOutboundMessage {
-        AMQPOutboundMessage(exchange: exchange, routingKey: routingKey ?? self.routingKey, body: body, properties: amqpProperties,
-                            mandatory: true)
+        AMQPOutboundMessage(
+            exchange: exchange, routingKey: routingKey ?? self.routingKey, body: body, properties: amqpProperties,
+            mandatory: true)
     }
 }
 
@@ -429,7 +440,8 @@ enum RouteCommand {
                 directory.deleteLastPathComponent()
             }
         }
-        throw BrokerTestError("wallet-worker not found next to the test binary (\(candidates)); build it with `swift build`")
+        throw BrokerTestError(
+            "wallet-worker not found next to the test binary (\(candidates)); build it with `swift build`")
     }
 
     /// Feeds `lines` to `wallet-worker route --store memory` (one fresh store for all of them) and returns its
@@ -453,7 +465,8 @@ enum RouteCommand {
         guard status == 0 else {
             let stderr = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
             throw BrokerTestError(
-                "wallet-worker route exited with status \(status): \(stderr)\nstdout: \(String(decoding: stdout, as: UTF8.self).prefix(2000))")
+                "wallet-worker route exited with status \(status): \(stderr)\nstdout: \(String(decoding: stdout, as: UTF8.self).prefix(2000))"
+            )
         }
         return stdout.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true).map(Array.init)
     }
@@ -508,15 +521,17 @@ struct RoutedLine: Sendable {
 
     init(parsing bytes: [UInt8]) throws {
         guard let object = (try? JSONParser.parse(bytes))?.objectValue else {
-            throw BrokerTestError("route printed a line that is not a JSON object: \(String(decoding: bytes, as: UTF8.self))")
+            throw BrokerTestError(
+                "route printed a line that is not a JSON object: \(String(decoding: bytes, as: UTF8.self))")
         }
         if let error = object["error"]?.stringValue {
             throw BrokerTestError("route could not read an input line: \(error)")
         }
         guard let disposition = object["disposition"]?.stringValue, let outcome = object["outcome"]?.stringValue,
-              let results = object["results"]?.arrayValue
+            let results = object["results"]?.arrayValue
         else {
-            throw BrokerTestError("route line without disposition/outcome/results: \(String(decoding: bytes, as: UTF8.self))")
+            throw BrokerTestError(
+                "route line without disposition/outcome/results: \(String(decoding: bytes, as: UTF8.self))")
         }
         line = object["line"]?.numberValue?.intValue ?? 0
         self.disposition = disposition
@@ -525,7 +540,7 @@ struct RoutedLine: Sendable {
         replay = object["replay"]?.boolValue ?? false
         self.results = try results.map { value in
             guard let result = value.objectValue, let exchange = result["exchange"]?.stringValue,
-                  let routingKey = result["routingKey"]?.stringValue, let body = result["body"]
+                let routingKey = result["routingKey"]?.stringValue, let body = result["body"]
             else { throw BrokerTestError("route result without exchange/routingKey/body: \(value)") }
             let properties = result["properties"]?.objectValue
             var writer = JSONWriter()

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // Child processes for the worker's process-level tests: the `wallet-worker` executable (and helpers such as the
@@ -182,7 +182,8 @@ final class ChildProcess: @unchecked Sendable {
                 let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
                 if written < 0 {
                     if errno == EINTR { continue }
-                    throw ChildProcessError("\(label): writing to its standard input failed: \(String(cString: strerror(errno)))")
+                    throw ChildProcessError(
+                        "\(label): writing to its standard input failed: \(String(cString: strerror(errno)))")
                 }
                 bytes = bytes.dropFirst(written)
             }
@@ -256,7 +257,8 @@ final class WorkerProcess: Sendable {
             if let path = ProcessInfo.processInfo.environment["WALLET_WORKER_EXECUTABLE"], !path.isEmpty {
                 return path
             }
-            let testBinary = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            let testBinary =
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
                 ?? CommandLine.arguments[0]
             var directory = URL(fileURLWithPath: testBinary).deletingLastPathComponent()
             // On some layouts the test binary sits inside an .xctest bundle directory.
@@ -324,7 +326,8 @@ final class WorkerProcess: Sendable {
                 last = "\(response.status) \(response.body.prefix(200))"
             }
             if let exit = process.poll() {
-                throw ChildProcessError("the worker \(exit) while waiting for \(path) to answer \(status)\n\(logTail())")
+                throw ChildProcessError(
+                    "the worker \(exit) while waiting for \(path) to answer \(status)\n\(logTail())")
             }
             return false
         }

@@ -9,8 +9,10 @@ import WalletStore
 @Suite struct DeliveryPlanTests {
     let topology = Topology()
 
-    func original(headers: AMQPTable? = ["traceparent": .string("00-abc-def-01"), "x-tenant": .string("eu")],
-                  replyTo: String? = nil) -> OriginalMessage {
+    func original(
+        headers: AMQPTable? = ["traceparent": .string("00-abc-def-01"), "x-tenant": .string("eu")],
+        replyTo: String? = nil
+    ) -> OriginalMessage {
         OriginalMessage(
             body: Array(#"{"sender":"MG"}"#.utf8),
             properties: AMQPMessageProperties(
@@ -23,21 +25,26 @@ import WalletStore
         var results = [
             OutboundResult(
                 exchange: "wallet.replenishment", routingKey: "replenishment.failed", body: Array("{}".utf8),
-                properties: OutboundProperties(messageID: "m1/0", correlationID: "c1", type: "replenishmentOutcome",
-                                               traceparent: "00-abc-def-01"))
+                properties: OutboundProperties(
+                    messageID: "m1/0", correlationID: "c1", type: "replenishmentOutcome",
+                    traceparent: "00-abc-def-01"))
         ]
         if let replyTo {
-            results.append(OutboundResult(exchange: "", routingKey: replyTo, body: results[0].body,
-                                          properties: results[0].properties))
+            results.append(
+                OutboundResult(
+                    exchange: "", routingKey: replyTo, body: results[0].body,
+                    properties: results[0].properties))
         }
         return StoredDecision(
-            decision: Decision(effects: [], results: results, disposition: disposition, outcome: .domainError,
-                               sender: "MG", digitalCardId: "DC-1"),
+            decision: Decision(
+                effects: [], results: results, disposition: disposition, outcome: .domainError,
+                sender: "MG", digitalCardId: "DC-1"),
             isReplay: false)
     }
 
     @Test func resultsArePublishedAsTheContractSays() throws {
-        let plan = DeliveryPlan(original: original(), stored: decision(disposition: .acknowledge), topology: topology, frameMax: 131_072)
+        let plan = DeliveryPlan(
+            original: original(), stored: decision(disposition: .acknowledge), topology: topology, frameMax: 131_072)
         #expect(plan.fate == .processed)
         let message = try #require(plan.messages.first)
         #expect(plan.messages.count == 1)
@@ -71,7 +78,8 @@ import WalletStore
 
     @Test func aTransientFailureGoesToTheRetryQueueWithItsAttemptCount() throws {
         let plan = DeliveryPlan(
-            original: original(), transientFailure: "store unavailable: busy", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
+            original: original(), transientFailure: "store unavailable: busy", retry: .attempts(5), jitter: 0.5,
+            topology: topology, frameMax: 131_072)
         #expect(plan.fate == .retried(attempt: 1, error: "store unavailable: busy"))
         let retry = try #require(plan.messages.first)
         #expect(retry.exchange == "")
@@ -130,13 +138,16 @@ import WalletStore
         #expect(plan.isUnpublishable(in: [unencodable, .confirmed]))
         #expect(!plan.isUnpublishable(in: [.nacked, .confirmed]), "a nack is worth a retry")
 
-        let deadLettered = DeliveryPlan(original: original(headers: nil), unpublishable: failure, topology: topology, frameMax: 131_072)
+        let deadLettered = DeliveryPlan(
+            original: original(headers: nil), unpublishable: failure, topology: topology, frameMax: 131_072)
         #expect(deadLettered.fate == .unpublishable(reason: "a result of this message cannot be published: \(failure)"))
         #expect(deadLettered.messages.map(\.exchange) == [topology.deadLetterExchange])
     }
 
     @Test func aSingleAttemptNeverRetries() {
-        let plan = DeliveryPlan(original: original(headers: nil), transientFailure: "x", retry: .attempts(1), jitter: 0.5, topology: topology, frameMax: 131_072)
+        let plan = DeliveryPlan(
+            original: original(headers: nil), transientFailure: "x", retry: .attempts(1), jitter: 0.5,
+            topology: topology, frameMax: 131_072)
         #expect(plan.fate == .retriesExhausted(attempts: 1, error: "x"))
     }
 
@@ -170,13 +181,17 @@ import WalletStore
         #expect(plan.directReplies[0].routingKey == direct)
 
         let queue = DeliveryPlan(
-            original: original(replyTo: "rpc.replies"), stored: decision(disposition: .acknowledge, replyTo: "rpc.replies"),
+            original: original(replyTo: "rpc.replies"),
+            stored: decision(disposition: .acknowledge, replyTo: "rpc.replies"),
             topology: topology, frameMax: 131_072)
         #expect(queue.messages.map(\.mandatory) == [true, true])
         // Only the default exchange's reply-to names: a result exchange's routing key is never special.
-        #expect(AMQPOutboundMessage(OutboundResult(
-            exchange: "wallet.actions", routingKey: "amq.rabbitmq.reply-to.x", body: [],
-            properties: OutboundProperties(messageID: nil, correlationID: nil, type: "t", traceparent: nil))).mandatory)
+        #expect(
+            AMQPOutboundMessage(
+                OutboundResult(
+                    exchange: "wallet.actions", routingKey: "amq.rabbitmq.reply-to.x", body: [],
+                    properties: OutboundProperties(messageID: nil, correlationID: nil, type: "t", traceparent: nil))
+            ).mandatory)
     }
 
     /// Found in review: when nothing was bound to `notification.rejected`, every attempt published another dead

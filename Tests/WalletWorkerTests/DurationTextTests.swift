@@ -33,7 +33,9 @@ import WalletWorker
     ])
     func formats(duration: Duration, expected: String) {
         #expect(DurationText.format(duration) == expected)
-        #expect(DurationText.parse(expected).map { abs(($0 - duration).secondsDouble) <= duration.secondsDouble * 0.05 } ?? false)
+        #expect(
+            DurationText.parse(expected).map { abs(($0 - duration).secondsDouble) <= duration.secondsDouble * 0.05 }
+                ?? false)
     }
 }
 

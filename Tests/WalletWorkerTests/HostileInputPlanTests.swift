@@ -54,7 +54,9 @@ import WalletStore
         #expect(letter.properties.headers?["traceparent"] == nil)
         #expect(letter.properties.headers?["x-small"] == .int32(1))
         #expect(letter.properties.headers?["x-worker-dropped-headers"] == .string("traceparent (130005 bytes)"))
-        #expect(letter.properties.headers?["x-worker-error"]?.text?.hasPrefix("bad; headers dropped to fit a frame") == true)
+        #expect(
+            letter.properties.headers?["x-worker-error"]?.text?.hasPrefix("bad; headers dropped to fit a frame") == true
+        )
         // One that fits is untouched.
         let small = original(headers: ["traceparent": .string("00-a-b-01")])
             .deadLetter(exchange: "dlx", reason: "bad", frameMax: 131_072)
@@ -67,34 +69,38 @@ import WalletStore
         withheld.body = []
         withheld.withheldBodySize = 100_000_000
         let decision = StoredDecision(
-            decision: Decision(effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
-                               outcome: .rejected, sender: nil, digitalCardId: nil),
+            decision: Decision(
+                effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
+                outcome: .rejected, sender: nil, digitalCardId: nil),
             isReplay: false)
         let plan = DeliveryPlan(original: withheld, stored: decision, topology: topology, frameMax: 131_072)
         #expect(plan.isRejectedToBroker)
         #expect(plan.messages.isEmpty)
-        let retry = DeliveryPlan(original: withheld, transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
+        let retry = DeliveryPlan(
+            original: withheld, transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology,
+            frameMax: 131_072)
         #expect(retry.isRejectedToBroker, "a body never kept cannot go to the retry queue")
     }
 
     /// RabbitMQ 3.10 replaces an `x-death` that is not an array (checked live for a string, an int, a float and a
     /// table); a queue crashes only on an array holding a non-table entry or an entry whose `count` is not an integer.
-    @Test(arguments: [
-        (nil, true),
-        (.array([]), true),
-        (.array([.table(["queue": .string("q"), "reason": .string("expired"), "count": .int64(3)])]), true),
-        (.array([.table(["queue": .string("q")])]), true),
-        (.array([.table(["count": .int64(.max)])]), true),
-        (.string("forged"), true),
-        (.int32(7), true),
-        (.double(1.5), true),
-        (.table(["count": .string("1")]), true),
-        (.array([.string("x")]), false),
-        (.array([.table(["count": .string("1")])]), false),
-        (.array([.table(["count": .decimal(scale: 1, value: 10)])]), false),
-        (.array([.table(["count": .float(1)])]), false),
-        (.array([.table(["count": .double(1)])]), false),
-    ] as [(AMQPFieldValue?, Bool)])
+    @Test(
+        arguments: [
+            (nil, true),
+            (.array([]), true),
+            (.array([.table(["queue": .string("q"), "reason": .string("expired"), "count": .int64(3)])]), true),
+            (.array([.table(["queue": .string("q")])]), true),
+            (.array([.table(["count": .int64(.max)])]), true),
+            (.string("forged"), true),
+            (.int32(7), true),
+            (.double(1.5), true),
+            (.table(["count": .string("1")]), true),
+            (.array([.string("x")]), false),
+            (.array([.table(["count": .string("1")])]), false),
+            (.array([.table(["count": .decimal(scale: 1, value: 10)])]), false),
+            (.array([.table(["count": .float(1)])]), false),
+            (.array([.table(["count": .double(1)])]), false),
+        ] as [(AMQPFieldValue?, Bool)])
     func xDeathHeadersTheBrokerCanUpdate(value: AMQPFieldValue?, updatable: Bool) {
         var headers: AMQPTable = ["x-tenant": .string("eu")]
         headers["x-death"] = value
@@ -110,8 +116,9 @@ import WalletStore
         resettable.body = []
         resettable.withheldBodySize = 100_000_000
         let decision = StoredDecision(
-            decision: Decision(effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
-                               outcome: .rejected, sender: nil, digitalCardId: nil),
+            decision: Decision(
+                effects: [], results: [], disposition: .deadLetter(reason: "body is too large"),
+                outcome: .rejected, sender: nil, digitalCardId: nil),
             isReplay: false)
         let brokers = DeliveryPlan(original: resettable, stored: decision, topology: topology, frameMax: 131_072)
         #expect(brokers.isRejectedToBroker, "the broker replaces a non-array x-death and dead-letters the body whole")
@@ -124,10 +131,13 @@ import WalletStore
         let deadLetter = try #require(plan.messages.last)
         #expect(deadLetter.exchange == topology.deadLetterExchange && deadLetter.body == kept.body, "body untouched")
         #expect(deadLetter.properties.headers?["x-worker-omitted-body-bytes"] == nil)
-        #expect(deadLetter.properties.headers?["x-death"] == .array([.string("x")]), "the dead letter keeps its headers")
+        #expect(
+            deadLetter.properties.headers?["x-death"] == .array([.string("x")]), "the dead letter keeps its headers")
 
         // A retry copy goes through the retry queue's TTL: the malformed header travels under another name.
-        let retry = DeliveryPlan(original: original(headers: forged), transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
+        let retry = DeliveryPlan(
+            original: original(headers: forged), transientFailure: "x", retry: .attempts(5), jitter: 0.5,
+            topology: topology, frameMax: 131_072)
         let copy = try #require(retry.messages.first)
         #expect(copy.properties.headers?["x-death"] == nil)
         #expect(copy.properties.headers?["x-original-x-death"] == .array([.string("x")]))
@@ -143,8 +153,9 @@ import WalletStore
         #expect(inbound.properties.correlationIDIsInvalidUTF8 && inbound.properties.correlationID == nil)
         let decision = try NotificationRouter().route(inbound, state: InMemoryWalletState(), now: Date())
         #expect(decision.outcome == .rejected)
-        #expect(decision.results.first.map { String(decoding: $0.body, as: UTF8.self) }?
-            .contains("correlation_id is not valid UTF-8") == true)
+        #expect(
+            decision.results.first.map { String(decoding: $0.body, as: UTF8.self) }?
+                .contains("correlation_id is not valid UTF-8") == true)
         #expect(decision.results.first?.properties.correlationID == "m1", "falls back to message_id")
 
         var replying = original()
@@ -154,7 +165,8 @@ import WalletStore
         let routed = try NotificationRouter().route(InboundMessage(replying), state: InMemoryWalletState(), now: Date())
         #expect(!routed.results.isEmpty && routed.results.allSatisfy { !$0.exchange.isEmpty }, "no reply_to copies")
         let plan = DeliveryPlan(
-            original: replying, stored: StoredDecision(decision: routed, isReplay: false), topology: topology, frameMax: 131_072)
+            original: replying, stored: StoredDecision(decision: routed, isReplay: false), topology: topology,
+            frameMax: 131_072)
         #expect(plan.skippedReplyCopies == routed.results.count)
     }
 
@@ -163,14 +175,16 @@ import WalletStore
         for (address, copies, skipped) in [(good, 1, 0), ("amq.rabbitmq.reply-to.g2gCZA==.AAAAAA==", 0, 1)] {
             let result = OutboundResult(
                 exchange: "wallet.actions", routingKey: "action.x", body: [],
-                properties: OutboundProperties(messageID: "m1/0", correlationID: nil, type: "actionTriggered",
-                                               traceparent: nil))
+                properties: OutboundProperties(
+                    messageID: "m1/0", correlationID: nil, type: "actionTriggered",
+                    traceparent: nil))
             var copy = result
             copy.exchange = ""
             copy.routingKey = address
             let decision = StoredDecision(
-                decision: Decision(effects: [], results: [result, copy], disposition: .acknowledge,
-                                   outcome: .processed, sender: nil, digitalCardId: nil),
+                decision: Decision(
+                    effects: [], results: [result, copy], disposition: .acknowledge,
+                    outcome: .processed, sender: nil, digitalCardId: nil),
                 isReplay: false)
             let plan = DeliveryPlan(original: original(), stored: decision, topology: topology, frameMax: 131_072)
             #expect(plan.messages.map(\.exchange) == ["wallet.actions"])
@@ -182,8 +196,10 @@ import WalletStore
     @Test(arguments: [
         ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==.mD+9en6VaDpb2ckwe0UOrg==", true),
         ("amq.rabbitmq.reply-to.g2gCZA==.AAAAAA==", false),  // a truncated tuple
-        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxAA=.mD+9en6VaDpb2ckwe0UOrg==", false),  // a byte too many
-        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUm.mD+9en6VaDpb2ckwe0UOrg==", false),  // cut short
+        // a byte too many
+        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxAA=.mD+9en6VaDpb2ckwe0UOrg==", false),
+        // cut short
+        ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUm.mD+9en6VaDpb2ckwe0UOrg==", false),
         ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==", false),  // no key
         ("amq.rabbitmq.reply-to.g1h2AA5yZXBseUA2NjYyMzIyMAAAAtMAAAAAawUmxA==.", false),
         ("amq.rabbitmq.reply-to.!!!.AAAA", false),

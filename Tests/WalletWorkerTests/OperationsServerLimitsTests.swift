@@ -12,7 +12,9 @@ import Testing
 struct OperationsServerLimitsTests {
     /// The worker's memory under the same client is measured in `Resilience.OperationsBackpressure`, in a process
     /// of its own (this process runs other tests meanwhile).
-    @Test("20,000 pipelined GET /metrics never read: /healthz answers meanwhile, and the idle deadline closes the connection")
+    @Test(
+        "20,000 pipelined GET /metrics never read: /healthz answers meanwhile, and the idle deadline closes the connection"
+    )
     func pipelinedRequestsWithoutReading() async throws {
         try await withOperationsServer(limits: .init(idleTimeout: .seconds(1))) { port in
             let greedy = try RawHTTPConnection(port: port, sendTimeout: .seconds(1))
@@ -32,7 +34,9 @@ struct OperationsServerLimitsTests {
         }
     }
 
-    @Test("a connection that sends nothing, or a header too slowly, is closed after the idle timeout; a client that keeps asking is not")
+    @Test(
+        "a connection that sends nothing, or a header too slowly, is closed after the idle timeout; a client that keeps asking is not"
+    )
     func idleConnectionsAreClosed() async throws {
         try await withOperationsServer(limits: .init(idleTimeout: .milliseconds(300))) { port in
             let clock = ContinuousClock()

@@ -21,13 +21,17 @@ import WalletStore
             configuration,
             environment: [
                 "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer tok-0123456789,x-api-key=key%3Dabcdefgh",
-                "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-other=other-secret-value", "OTEL_SERVICE_NAME": "wallet-worker-eu",
+                "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-other=other-secret-value",
+                "OTEL_SERVICE_NAME": "wallet-worker-eu",
             ])
-        let line = "env authorization=Bearer tok-0123456789 key=abcdefgh other-secret-value s3cr@t-broker-pass "
+        let line =
+            "env authorization=Bearer tok-0123456789 key=abcdefgh other-secret-value s3cr@t-broker-pass "
             + "s3cr%40t-broker-pass pg-password-123 wallet-worker-eu"
         let redacted = secrets.redact(line)
-        for secret in ["tok-0123456789", "key=abcdefgh", "other-secret-value", "s3cr@t-broker-pass", "s3cr%40t-broker-pass",
-                       "pg-password-123"] {
+        for secret in [
+            "tok-0123456789", "key=abcdefgh", "other-secret-value", "s3cr@t-broker-pass", "s3cr%40t-broker-pass",
+            "pg-password-123",
+        ] {
             #expect(!redacted.contains(secret), "\(secret) in \(redacted)")
         }
         #expect(redacted.contains("wallet-worker-eu"), "not a secret: \(redacted)")
@@ -39,10 +43,14 @@ import WalletStore
     @Test func theRedactingHandlerMasksMessagesMetadataAndErrors() {
         let captured = CapturedLines()
         let secrets = SecretRedaction(["very-secret-token"])
-        var logger = Logger(label: "test") { _ in RedactingLogHandler(CapturingHandler(lines: captured), secrets: secrets) }
+        var logger = Logger(label: "test") { _ in
+            RedactingLogHandler(CapturingHandler(lines: captured), secrets: secrets)
+        }
         logger.logLevel = .trace
         logger[metadataKey: "header"] = "Bearer very-secret-token"
-        logger.info("sending very-secret-token", metadata: ["nested": ["value": "x very-secret-token"], "list": ["very-secret-token"]])
+        logger.info(
+            "sending very-secret-token",
+            metadata: ["nested": ["value": "x very-secret-token"], "list": ["very-secret-token"]])
         let lines = captured.all
         #expect(lines.count == 1)
         #expect(!lines.joined().contains("very-secret-token"), "\(lines)")
@@ -91,18 +99,23 @@ import WalletStore
             tag: 1, original: OriginalMessage(body: [], properties: AMQPMessageProperties(), routingKey: "k"),
             redelivered: false, receivedAt: .zero)
         let stored = StoredDecision(
-            decision: Decision(effects: [], results: [], disposition: .acknowledge, outcome: .ignored, sender: nil,
-                               digitalCardId: nil),
+            decision: Decision(
+                effects: [], results: [], disposition: .acknowledge, outcome: .ignored, sender: nil,
+                digitalCardId: nil),
             isReplay: false)
         func ended(_ fate: DeliveryFate, _ stored: StoredDecision?) -> LifecycleEvent {
-            .ended([DeliveryEnd(
-                session: DeliveryLifecycle.SessionID(pipeline: 0, number: 1), delivery: delivery, fate: fate,
-                stored: stored, skippedReplyCopies: 0, elapsed: .zero)])
+            .ended([
+                DeliveryEnd(
+                    session: DeliveryLifecycle.SessionID(pipeline: 0, number: 1), delivery: delivery, fate: fate,
+                    stored: stored, skippedReplyCopies: 0, elapsed: .zero)
+            ])
         }
         observer.observe(ended(.retried(attempt: 1, error: "x"), nil))
         #expect(try value(metrics, "wallet_last_processed_timestamp_seconds") == 1_000, "a retry is not progress")
         observer.observe(ended(.requeued(reason: "x"), stored))
-        #expect(try value(metrics, "wallet_last_processed_timestamp_seconds") == 1_000, "a requeued delivery is not progress")
+        #expect(
+            try value(metrics, "wallet_last_processed_timestamp_seconds") == 1_000,
+            "a requeued delivery is not progress")
         observer.observe(ended(.processed, stored))
         #expect(abs(try value(metrics, "wallet_last_processed_timestamp_seconds") - Date().timeIntervalSince1970) < 5)
     }
@@ -138,9 +151,11 @@ import WalletStore
 
     @Test func theProcessMetricsAreTheStandardOnes() throws {
         let text = String(decoding: ProcessMetrics.exposition(), as: UTF8.self)
-        for (name, type) in [("process_cpu_seconds_total", "counter"), ("process_resident_memory_bytes", "gauge"),
-                             ("process_virtual_memory_bytes", "gauge"), ("process_open_fds", "gauge"),
-                             ("process_max_fds", "gauge"), ("process_start_time_seconds", "gauge")] {
+        for (name, type) in [
+            ("process_cpu_seconds_total", "counter"), ("process_resident_memory_bytes", "gauge"),
+            ("process_virtual_memory_bytes", "gauge"), ("process_open_fds", "gauge"),
+            ("process_max_fds", "gauge"), ("process_start_time_seconds", "gauge"),
+        ] {
             #expect(text.contains("# TYPE \(name) \(type)\n\(name) "), "\(name): \(text)")
         }
         let sample = try #require(ProcessMetrics.read())
@@ -148,8 +163,9 @@ import WalletStore
         let start = try #require(sample.startTime)
         #expect(start <= Date().timeIntervalSince1970 && start > Date().timeIntervalSince1970 - 86_400)
         // `comm` may hold spaces and parentheses: the fields are read after its last ')'.
-        let fields = try #require(ProcessMetrics.statFields(
-            "42 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 111 222 13 14 15 16 17 18 999 4096 7 rest"))
+        let fields = try #require(
+            ProcessMetrics.statFields(
+                "42 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 111 222 13 14 15 16 17 18 999 4096 7 rest"))
         #expect(fields[14 - 3] == "111" && fields[22 - 3] == "999" && fields[24 - 3] == "7")
     }
 
@@ -160,8 +176,11 @@ import WalletStore
         #expect(ExitStatus.of(BrokerLogin.Refused(error: refused, url: "amqp://u:***@h:5672/%2f")) == .unavailable)
         #expect(ExitStatus.of(AMQPError(code: .connectionFailed, message: "refused")) == .unavailable)
         #expect(ExitStatus.of(AMQPError(code: .channelClosedByBroker, message: "406", replyCode: 406)) == .failure)
-        #expect(ExitStatus.of(StoreFailure(
-            StoreError(.permanent, "PostgreSQL authentication failed (SQLSTATE 28P01): x (db)"))) == .unavailable)
+        #expect(
+            ExitStatus.of(
+                StoreFailure(
+                    StoreError(.permanent, "PostgreSQL authentication failed (SQLSTATE 28P01): x (db)")))
+                == .unavailable)
         #expect(ExitStatus.of(StoreError(.permanent, "SQLite corrupt: malformed (/x)")) == .failure)
         // The operations endpoint's port taken is a ConfigurationError thrown while running: a failure (`run` maps
         // the ones `WorkerApplication.build` throws, settings that do not go together, to usage).
@@ -197,6 +216,7 @@ struct CapturingHandler: LogHandler {
     func log(event: LogEvent) {
         var merged = metadata
         if let explicit = event.metadata { merged.merge(explicit) { $1 } }
-        lines.append("\(event.level) \(event.message) \(merged.sorted { $0.key < $1.key }) \(event.error.map { "\($0)" } ?? "")")
+        lines.append(
+            "\(event.level) \(event.message) \(merged.sorted { $0.key < $1.key }) \(event.error.map { "\($0)" } ?? "")")
     }
 }

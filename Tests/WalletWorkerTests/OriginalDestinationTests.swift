@@ -21,7 +21,8 @@ import Testing
     @Test func theFirstRetryCopyRecordsWhereTheMessageWasPublished() throws {
         let plan = DeliveryPlan(
             original: original(exchange: "wallet.notifications", routingKey: "notification"),
-            transientFailure: "store unavailable", retry: .attempts(3), jitter: 0.5, topology: topology, frameMax: 131_072)
+            transientFailure: "store unavailable", retry: .attempts(3), jitter: 0.5, topology: topology,
+            frameMax: 131_072)
         let copy = try #require(plan.messages.first)
         #expect(copy.routingKey == "wallet.notifications.retry")
         #expect(copy.properties.headers?["x-original-exchange"] == .string("wallet.notifications"))
@@ -39,7 +40,8 @@ import Testing
         #expect(back.routingKey == "notification")
         #expect(back.exchange == "wallet.notifications")
         let second = DeliveryPlan(
-            original: back, transientFailure: "store unavailable", retry: .attempts(3), jitter: 0.5, topology: topology, frameMax: 131_072)
+            original: back, transientFailure: "store unavailable", retry: .attempts(3), jitter: 0.5, topology: topology,
+            frameMax: 131_072)
         let copy = try #require(second.messages.first)
         #expect(copy.routingKey == "wallet.notifications.retry.2")
         #expect(copy.properties.headers?["x-original-routing-key"] == .string("notification"))
@@ -47,7 +49,8 @@ import Testing
         var last = back
         last.properties.headers?["x-retry-count"] = .int32(2)
         let dead = DeliveryPlan(
-            original: last, transientFailure: "store unavailable", retry: .attempts(3), jitter: 0.5, topology: topology, frameMax: 131_072)
+            original: last, transientFailure: "store unavailable", retry: .attempts(3), jitter: 0.5, topology: topology,
+            frameMax: 131_072)
         #expect(dead.fate == .retriesExhausted(attempts: 3, error: "store unavailable"))
         let letter = try #require(dead.messages.first)
         #expect(letter.exchange == "wallet.notifications.dlx")
@@ -58,11 +61,16 @@ import Testing
     @Test func headersOnAMessageFromThePublisherAreNotTrusted() throws {
         let forged = original(
             exchange: "wallet.notifications", routingKey: "notification",
-            headers: ["x-original-exchange": .string("wallet.events"), "x-original-routing-key": .string("card.completed")])
+            headers: [
+                "x-original-exchange": .string("wallet.events"), "x-original-routing-key": .string("card.completed"),
+            ])
         #expect(forged.routingKey == "notification" && forged.exchange == "wallet.notifications")
         let copy = try #require(
-            DeliveryPlan(original: forged, transientFailure: "x", retry: .attempts(3), jitter: 0, topology: topology, frameMax: 131_072)
-                .messages.first)
+            DeliveryPlan(
+                original: forged, transientFailure: "x", retry: .attempts(3), jitter: 0, topology: topology,
+                frameMax: 131_072
+            )
+            .messages.first)
         #expect(copy.properties.headers?["x-original-exchange"] == .string("wallet.notifications"))
         #expect(copy.properties.headers?["x-original-routing-key"] == .string("notification"))
     }
@@ -75,20 +83,25 @@ import Testing
         // A dead letter the broker made from a retried message (a quorum delivery limit) has the work queue's key
         // (the dead-letter tool's replay, `WalletOperatorToolsTests`, strips the headers).
         let replayed = OriginalDestination.replay(
-            deadLetterRoutingKey: "wallet.notifications.work", headers: recorded, inboundExchange: "wallet.notifications")
+            deadLetterRoutingKey: "wallet.notifications.work", headers: recorded,
+            inboundExchange: "wallet.notifications")
         #expect(replayed == OriginalDestination(exchange: "wallet.notifications", routingKey: "notification"))
 
         // Sent straight to the work queue through the default exchange: replayed the same way.
         let direct = OriginalDestination.replay(
             deadLetterRoutingKey: "wallet.notifications.work",
-            headers: ["x-original-exchange": .string(""), "x-original-routing-key": .string("wallet.notifications.work")],
+            headers: [
+                "x-original-exchange": .string(""), "x-original-routing-key": .string("wallet.notifications.work"),
+            ],
             inboundExchange: "wallet.notifications")
         #expect(direct == OriginalDestination(exchange: "", routingKey: "wallet.notifications.work"))
 
         // A header naming another exchange never becomes the replay's exchange.
         let elsewhere = OriginalDestination.replay(
             deadLetterRoutingKey: "k",
-            headers: ["x-original-exchange": .string("wallet.events"), "x-original-routing-key": .string("card.completed")],
+            headers: [
+                "x-original-exchange": .string("wallet.events"), "x-original-routing-key": .string("card.completed"),
+            ],
             inboundExchange: "wallet.notifications")
         #expect(elsewhere.exchange == "wallet.notifications")
 

@@ -5,8 +5,9 @@ import Testing
 
 @Suite struct PoisonSuspectsTests {
     func key(_ id: String, body: String = "{}") -> PoisonSuspects.Key {
-        PoisonSuspects.key(routingKey: "r", messageID: Array(id.utf8), correlationID: nil, body: Array(body.utf8),
-                        withheldBodySize: nil)
+        PoisonSuspects.key(
+            routingKey: "r", messageID: Array(id.utf8), correlationID: nil, body: Array(body.utf8),
+            withheldBodySize: nil)
     }
 
     @Test func withNothingRecordedABatchIsOneSegment() {

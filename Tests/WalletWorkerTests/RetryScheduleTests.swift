@@ -71,7 +71,8 @@ extension RetrySchedule {
 
         // The first retry: the contract's queue, its TTL alone.
         let first = DeliveryPlan(
-            original: OriginalMessage(body: [], properties: AMQPMessageProperties(expiration: "60000"), routingKey: "k"),
+            original: OriginalMessage(
+                body: [], properties: AMQPMessageProperties(expiration: "60000"), routingKey: "k"),
             transientFailure: "x", retry: .attempts(5), jitter: 0.5, topology: topology, frameMax: 131_072)
         let firstCopy = try #require(first.messages.first)
         #expect(firstCopy.routingKey == "wallet.notifications.retry")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WalletWorker
 
 /// Issue 26: one table of settings. Its names are unique, its defaults are `WorkerConfiguration`'s (they parse back
@@ -129,8 +130,9 @@ struct SettingsTableTests {
                 #expect(entry.keys.contains(key), "\(setting.variable) has no \(key)")
             }
             #expect(entry["flag"] as? String == setting.flagName)
-            #expect(setting.kind == .environment || !(entry["meaning"] as? String ?? "").isEmpty
-                || setting.variable == "WALLET_DEAD_LETTER_QUEUE", "\(setting.variable) has no meaning")
+            #expect(
+                setting.kind == .environment || !(entry["meaning"] as? String ?? "").isEmpty
+                    || setting.variable == "WALLET_DEAD_LETTER_QUEUE", "\(setting.variable) has no meaning")
         }
         let byVariable = Dictionary(uniqueKeysWithValues: entries.map { ($0["variable"] as! String, $0) })
         #expect(byVariable["WALLET_STORE_STATEMENT_TIMEOUT"]?["default"] as? String == "5s")
@@ -143,15 +145,17 @@ struct SettingsTableTests {
 
     @Test("the help names the variable and the default once")
     func helpHasTheSuffix() {
-        #expect(Setting.storeStatementTimeout.help == """
-            PostgreSQL statement timeout, lock waits included, e.g. 5s (env WALLET_STORE_STATEMENT_TIMEOUT). \
-            Default: 5s
-            """)
+        #expect(
+            Setting.storeStatementTimeout.help == """
+                PostgreSQL statement timeout, lock waits included, e.g. 5s (env WALLET_STORE_STATEMENT_TIMEOUT). \
+                Default: 5s
+                """)
         #expect(Setting.tlsCAFile.help == "CA certificate file for amqps:// (env AMQP_TLS_CA_FILE).")
         #expect(Setting.noDeclare.help.hasSuffix("(env WALLET_NO_DECLARE=true)"))
         #expect(Setting.retryDelayMax.help.hasSuffix("Default: 5m (or --retry-delay if longer)"))
-        #expect(Setting.logLevel.help
-            == "trace, debug, info, notice, warning, error or critical (env LOG_LEVEL). Default: info")
+        #expect(
+            Setting.logLevel.help
+                == "trace, debug, info, notice, warning, error or critical (env LOG_LEVEL). Default: info")
         #expect(Setting.consumerTimeout.expected == "a duration like 30m, from 2s to 87600h")
         #expect(Setting.heartbeat.expected == "a duration like 10s, from 0 to 87600h")
         #expect(Setting.orderedShards.expected == "an integer from 0 (off) to 64")

@@ -27,7 +27,10 @@ import Testing
         for (name, arguments) in queues {
             #expect(arguments["x-queue-type"] == .string("quorum"), "\(name)")
         }
-        #expect(retryLevels.map { queues[$0]?["x-message-ttl"] } == [.int64(5_000), .int64(10_000), .int64(20_000), .int64(40_000)])
+        #expect(
+            retryLevels.map { queues[$0]?["x-message-ttl"] } == [
+                .int64(5_000), .int64(10_000), .int64(20_000), .int64(40_000),
+            ])
     }
 
     @Test func inQuorumModeTheShardsRetryQueuesAreQuorumToo() throws {
@@ -103,11 +106,16 @@ import Testing
         #expect(dead?["x-dead-letter-strategy"] == nil)
         let operations = plan.flatMap(\.operations)
         #expect(operations.contains(.declareExchange(topology.deadLetterLoopExchange, type: "fanout", arguments: [:])))
-        #expect(operations.contains(.bindQueue(topology.deadLetterQueue, exchange: topology.deadLetterLoopExchange, routingKey: "")))
+        #expect(
+            operations.contains(
+                .bindQueue(topology.deadLetterQueue, exchange: topology.deadLetterLoopExchange, routingKey: "")))
 
         let classic = Topology()
         let classicQueues = declaredQueues(classic.declarationPlan(retry: .attempts(3)))
-        #expect(classicQueues[classic.deadLetterQueue] == ["x-dead-letter-exchange": .string(classic.deadLetterLoopExchange)])
+        #expect(
+            classicQueues[classic.deadLetterQueue] == [
+                "x-dead-letter-exchange": .string(classic.deadLetterLoopExchange)
+            ])
         #expect(classicQueues[classic.workQueue]?["x-dead-letter-strategy"] == nil, "classic queues have no strategy")
     }
 
@@ -116,10 +124,11 @@ import Testing
         let topology = quorum()
         let plan = topology.declarationPlan(retry: .attempts(2))
         let legacyWork = try #require(plan[0].legacy)
-        #expect(declaredQueues([legacyWork])[topology.workQueue] == [
-            "x-dead-letter-exchange": .string(topology.deadLetterExchange), "x-queue-type": .string("quorum"),
-            "x-delivery-limit": .int64(20),
-        ])
+        #expect(
+            declaredQueues([legacyWork])[topology.workQueue] == [
+                "x-dead-letter-exchange": .string(topology.deadLetterExchange), "x-queue-type": .string("quorum"),
+                "x-delivery-limit": .int64(20),
+            ])
         let legacyDead = try #require(plan.last?.legacy)
         #expect(declaredQueues([legacyDead])[topology.deadLetterQueue] == ["x-queue-type": .string("quorum")])
         #expect(Topology().declarationPlan(retry: .attempts(2))[0].legacy == nil, "a classic work queue did not change")

@@ -16,7 +16,8 @@ import Testing
     @Test func theLibraryVersionIsTheOneLoaded() {
         // Debian 12's librabbitmq is 0.11.0; newer ones are fine too, but it is a dotted version, never empty.
         let parts = AMQPLibrary.version.split(separator: ".")
-        #expect(parts.count >= 3 && parts.allSatisfy { Int($0.prefix(while: \.isNumber)) != nil }, "\(AMQPLibrary.version)")
+        #expect(
+            parts.count >= 3 && parts.allSatisfy { Int($0.prefix(while: \.isNumber)) != nil }, "\(AMQPLibrary.version)")
         #expect(WorkerVersion.description.contains("librabbitmq \(AMQPLibrary.version)"))
     }
 }

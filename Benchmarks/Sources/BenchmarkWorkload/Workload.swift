@@ -86,23 +86,28 @@ public struct Workload {
         var setup: [InboundMessage] = []
         for number in 0..<cardCount {
             let keyType = number % 10 == 0 ? #","keyType":"LUK""# : ""
-            setup.append(message(
-                #"{"sender":"CPS","digitalCardId":"\#(cardId(number))","tokenizedCardId":"TK-\#(number)-7f3a9c"\#(keyType),"serverMessage":{"code":"CBP.info.tokenProvisioned","text":"Card provisioned","severity":"info","params":[]}}"#,
-                id: "setup-install-\(number)"))
+            setup.append(
+                message(
+                    #"{"sender":"CPS","digitalCardId":"\#(cardId(number))","tokenizedCardId":"TK-\#(number)-7f3a9c"\#(keyType),"serverMessage":{"code":"CBP.info.tokenProvisioned","text":"Card provisioned","severity":"info","params":[]}}"#,
+                    id: "setup-install-\(number)"))
         }
         for number in 0..<cardCount {
             let roll = Double.random(in: 0..<1, using: &rng)
             let code = roll < 0.01 ? "CBP.info.tokenDeleted" : roll < 0.05 ? "CBP.info.tokenSuspended" : nil
             guard let code else { continue }
-            setup.append(message(
-                #"{"sender":"CPS","digitalCardId":"\#(cardId(number))","serverMessage":{"code":"\#(code)","text":"By issuer","severity":"info","params":[]}}"#,
-                id: "setup-state-\(number)"))
+            setup.append(
+                message(
+                    #"{"sender":"CPS","digitalCardId":"\#(cardId(number))","serverMessage":{"code":"\#(code)","text":"By issuer","severity":"info","params":[]}}"#,
+                    id: "setup-state-\(number)"))
         }
         // A history, so TNS results echo what a card in service returns (up to 10 records), from the first pass on.
         for number in 0..<cardCount {
             for record in 0..<historyPerCard {
-                setup.append(message(tns(index: -(number * historyPerCard + record) - 1, card: cardId(number),
-                                         recordType: "", using: &rng), id: "setup-history-\(number)-\(record)"))
+                setup.append(
+                    message(
+                        tns(
+                            index: -(number * historyPerCard + record) - 1, card: cardId(number),
+                            recordType: "", using: &rng), id: "setup-history-\(number)-\(record)"))
             }
         }
         return setup
@@ -128,8 +133,10 @@ public struct Workload {
 
     // MARK: - Bodies
 
-    static let merchants = ["Cafe de la Gare", "Boulangerie Paul", "SNCF", "Monoprix", "Shell Station 42", "Amazon EU",
-                            "Le Petit Bistro", "Pharmacie Centrale"]
+    static let merchants = [
+        "Cafe de la Gare", "Boulangerie Paul", "SNCF", "Monoprix", "Shell Station 42", "Amazon EU",
+        "Le Petit Bistro", "Pharmacie Centrale",
+    ]
 
     static func tns(index: Int, using rng: inout SplitMix64) -> String {
         let card = someCard(using: &rng)
@@ -141,19 +148,23 @@ public struct Workload {
     static func tns(index: Int, card: String, recordType: String, using rng: inout SplitMix64) -> String {
         if index >= 0, Double.random(in: 0..<1, using: &rng) < 0.10 {
             // A notification without an embedded record: the device just asks for the history.
-            return #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)"\#(recordType),"aps":{"content-available":1},"requestedAt":"2026-11-21T07:59:58Z"}"#
+            return
+                #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)"\#(recordType),"aps":{"content-available":1},"requestedAt":"2026-11-21T07:59:58Z"}"#
         }
         let day = Int.random(in: 1...30, using: &rng)
         let month = day > 20 ? 10 : 11
-        let date = "2026-\(month)-\(day < 10 ? "0" : "")\(day)T\(Int.random(in: 10...23, using: &rng)):\(Int.random(in: 10...59, using: &rng)):00Z"
+        let date =
+            "2026-\(month)-\(day < 10 ? "0" : "")\(day)T\(Int.random(in: 10...23, using: &rng)):\(Int.random(in: 10...59, using: &rng)):00Z"
         let cents = Int.random(in: 100...25_000, using: &rng)
         let amount = "\(cents / 100).\(cents % 100 < 10 ? "0" : "")\(cents % 100)"
         let auxiliary = Int.random(in: 0..<10, using: &rng) == 0
         let merchant = merchants.randomElement(using: &rng)!
         if Bool.random(using: &rng) {
-            return #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)"\#(recordType),"transaction":{"id":"T-\#(index)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(amount),"displayAmount":"\#(amount)","merchantName":"\#(merchant)","merchantType":"5814","merchantID":"M-91","isAuxiliaryTransaction":\#(auxiliary)}}"#
+            return
+                #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)"\#(recordType),"transaction":{"id":"T-\#(index)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(amount),"displayAmount":"\#(amount)","merchantName":"\#(merchant)","merchantType":"5814","merchantID":"M-91","isAuxiliaryTransaction":\#(auxiliary)}}"#
         }
-        return #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)"\#(recordType),"transaction":{"id":"T-\#(index)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(amount),"merchantName":"\#(merchant)","isAuxiliaryTransaction":\#(auxiliary)}}"#
+        return
+            #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"\#(card)"\#(recordType),"transaction":{"id":"T-\#(index)","date":"\#(date)","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#(amount),"merchantName":"\#(merchant)","isAuxiliaryTransaction":\#(auxiliary)}}"#
     }
 
     static let cpsCodes: [(code: String, text: String, weight: Double)] = [
@@ -183,21 +194,26 @@ public struct Workload {
     static func cps(using rng: inout SplitMix64) -> String {
         let card = someCard(using: &rng)
         if Double.random(in: 0..<1, using: &rng) < 0.10 {
-            return #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"TK-\#(card)-7f3a9c","serverMessages":[\#(serverMessage(using: &rng)),\#(serverMessage(using: &rng))]}"#
+            return
+                #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"TK-\#(card)-7f3a9c","serverMessages":[\#(serverMessage(using: &rng)),\#(serverMessage(using: &rng))]}"#
         }
-        return #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"TK-\#(card)-7f3a9c","serverMessage":\#(serverMessage(using: &rng)),"aps":{"content-available":1}}"#
+        return
+            #"{"sender":"CPS","digitalCardId":"\#(card)","tokenizedCardId":"TK-\#(card)-7f3a9c","serverMessage":\#(serverMessage(using: &rng)),"aps":{"content-available":1}}"#
     }
 
     static func mg(using rng: inout SplitMix64) -> String {
         let card = someCard(using: &rng)
-        return #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"\#(card)","aps":{"content-available":1},"requestId":"rq-\#(hex(rng.next()))"}"#
+        return
+            #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"\#(card)","aps":{"content-available":1},"requestId":"rq-\#(hex(rng.next()))"}"#
     }
 
     static func nonSDK(index: Int, using rng: inout SplitMix64) -> String {
         if Bool.random(using: &rng) {
-            return #"{"action":"showOffer","aps":{"alert":{"title":"Your card is ready","body":"Tap to add it to your wallet"},"sound":"default"},"offerId":"of-\#(index)","campaign":"winter-2026"}"#
+            return
+                #"{"action":"showOffer","aps":{"alert":{"title":"Your card is ready","body":"Tap to add it to your wallet"},"sound":"default"},"offerId":"of-\#(index)","campaign":"winter-2026"}"#
         }
-        return #"{"action":"refreshWallet","aps":{"content-available":1},"message":"Wallet refresh requested","reason":"profileUpdated","userId":"u-\#(index)","sentAt":"2026-11-21T07:59:58Z"}"#
+        return
+            #"{"action":"refreshWallet","aps":{"content-available":1},"message":"Wallet refresh requested","reason":"profileUpdated","userId":"u-\#(index)","sentAt":"2026-11-21T07:59:58Z"}"#
     }
 
     /// Bad input the worker must dead-letter: truncated JSON, a body that is not an object, invalid UTF-8.

@@ -60,11 +60,14 @@ let sizes = workload.messages.map(\.body.count).sorted()
 var share: [MessageKind: Int] = [:]
 for kind in workload.kinds { share[kind, default: 0] += 1 }
 
-print("routing-benchmark: \(workload.messages.count) messages over \(Workload.cardCount) pre-installed cards, "
-    + "\(options.runs) runs, pinned to CPU \(cpu >= 0 ? String(cpu) : "none (not supported)")")
-print("  mix: " + MessageKind.allCases.map { kind in
-    "\(kind.rawValue) \(String(format: "%.1f", 100 * Double(share[kind, default: 0]) / Double(workload.kinds.count)))%"
-}.joined(separator: ", "))
+print(
+    "routing-benchmark: \(workload.messages.count) messages over \(Workload.cardCount) pre-installed cards, "
+        + "\(options.runs) runs, pinned to CPU \(cpu >= 0 ? String(cpu) : "none (not supported)")")
+print(
+    "  mix: "
+        + MessageKind.allCases.map { kind in
+            "\(kind.rawValue) \(String(format: "%.1f", 100 * Double(share[kind, default: 0]) / Double(workload.kinds.count)))%"
+        }.joined(separator: ", "))
 print("  body bytes: min \(sizes.first ?? 0), median \(sizes[sizes.count / 2]), max \(sizes.last ?? 0)")
 for kind in MessageKind.allCases {
     let kindSizes = zip(workload.messages, workload.kinds).filter { $0.1 == kind }.map(\.0.body.count).sorted()
@@ -72,7 +75,9 @@ for kind in MessageKind.allCases {
     print("    \(kind.rawValue): \(first)-\(last) bytes, median \(kindSizes[kindSizes.count / 2])")
 }
 if CAllocationCounter_isAvailable() == 1 {
-    print("  allocation counter self-check: \(probeAllocations) allocations counted for \(probeSum) objects and their array")
+    print(
+        "  allocation counter self-check: \(probeAllocations) allocations counted for \(probeSum) objects and their array"
+    )
 }
 
 // MARK: - Routing
@@ -99,7 +104,8 @@ func routeAll() throws -> (seconds: Double, results: Int, allocations: UInt64) {
 
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    return sorted.count % 2 == 1
+        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
 func formatted(_ value: Double) -> String {
@@ -172,19 +178,22 @@ for _ in 0..<max(3, options.runs / 2) {
 }
 
 print("")
-print("median: \(formatted(median(rates))) notifications/s on one core (route + apply effects; "
-    + "\(resultCount) results per pass)")
+print(
+    "median: \(formatted(median(rates))) notifications/s on one core (route + apply effects; "
+        + "\(resultCount) results per pass)")
 if CAllocationCounter_isAvailable() == 1, probeAllocations < 1_000 {
     print("heap allocations: counter not in effect (1,000 objects counted as \(probeAllocations) for \(probeSum))")
 } else if CAllocationCounter_isAvailable() == 1 {
-    print("heap allocations: \(String(format: "%.1f", perNotification)) per notification (median run); by kind: "
-        + MessageKind.allCases.map { kind in
-            "\(kind.rawValue) \(String(format: "%.1f", Double(allocationsByKind[kind, default: 0]) / Double(max(1, share[kind, default: 0]))))"
-        }.joined(separator: ", "))
+    print(
+        "heap allocations: \(String(format: "%.1f", perNotification)) per notification (median run); by kind: "
+            + MessageKind.allCases.map { kind in
+                "\(kind.rawValue) \(String(format: "%.1f", Double(allocationsByKind[kind, default: 0]) / Double(max(1, share[kind, default: 0]))))"
+            }.joined(separator: ", "))
 } else {
     print("heap allocations: not counted on this platform (the interposer needs Linux with glibc)")
 }
 print("parse only: WalletRouting's JSONParser parses \(formatted(ownParseRate)) bodies/s")
-print("reference: Foundation JSONSerialization parses \(formatted(median(foundationRates))) bodies/s "
-    + "(the same bodies, parse only, median of \(foundationRates.count))")
+print(
+    "reference: Foundation JSONSerialization parses \(formatted(median(foundationRates))) bodies/s "
+        + "(the same bodies, parse only, median of \(foundationRates.count))")
 print("target: 150,000 notifications/s: \(median(rates) >= 150_000 ? "met" : "NOT met")")

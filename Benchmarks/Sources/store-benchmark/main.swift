@@ -1,7 +1,7 @@
+import BenchmarkWorkload
 import Foundation
 import WalletRouting
 import WalletStore
-import BenchmarkWorkload
 
 // The store's share of the worker, without the broker: the end-to-end benchmark's workload (setup phase, then
 // the measured mix) through `WalletStore.process` in batches, as the worker calls it, on a fresh SQLite file.
@@ -25,7 +25,8 @@ while let argument = arguments.next() {
     case "--store": storeKind = arguments.next() ?? storeKind
     case "--file": filePath = arguments.next()
     default:
-        FileHandle.standardError.write(Data("usage: store-benchmark [--messages N] [--batch B] [--store memory|sqlite] [--file PATH]\n".utf8))
+        FileHandle.standardError.write(
+            Data("usage: store-benchmark [--messages N] [--batch B] [--store memory|sqlite] [--file PATH]\n".utf8))
         exit(2)
     }
 }

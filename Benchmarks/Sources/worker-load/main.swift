@@ -84,7 +84,9 @@ func prepare() async throws {
     for queue in [workQueue, retryQueue, deadLetterQueue] + sinks {
         purged.append("\(queue) \(try await channel.purgeQueue(queue))")
     }
-    print("prepared: sinks \(sinks.joined(separator: ", ")) bound to \(resultExchanges.joined(separator: ", ")); purged: \(purged.joined(separator: ", "))")
+    print(
+        "prepared: sinks \(sinks.joined(separator: ", ")) bound to \(resultExchanges.joined(separator: ", ")); purged: \(purged.joined(separator: ", "))"
+    )
     await connection.close()
 }
 
@@ -130,8 +132,9 @@ func preload(messages count: Int, batch: Int, setup: Bool) async throws {
     let elapsed = monotonicSeconds() - started
     let total = (setup ? workload.setup.count : 0) + workload.messages.count
     let ready = try await channel.queueStatus(workQueue).messageCount
-    print("preloaded \(setup ? workload.setup.count : 0) setup + \(workload.messages.count) notifications in "
-        + String(format: "%.1f s (%.0f/s)", elapsed, Double(total) / elapsed) + "; '\(workQueue)' holds \(ready)")
+    print(
+        "preloaded \(setup ? workload.setup.count : 0) setup + \(workload.messages.count) notifications in "
+            + String(format: "%.1f s (%.0f/s)", elapsed, Double(total) / elapsed) + "; '\(workQueue)' holds \(ready)")
     await connection.close()
 }
 
@@ -145,7 +148,10 @@ func resultSize(messages count: Int) throws {
     for message in workload.setup {
         state.apply(try router.route(message, state: state, now: now).effects)
     }
-    var results = 0, bytes = 0, deadLetters = 0, silent = 0
+    var results = 0
+    var bytes = 0
+    var deadLetters = 0
+    var silent = 0
     for message in workload.messages {
         let decision = try router.route(message, state: state, now: now)
         state.apply(decision.effects)
@@ -155,8 +161,10 @@ func resultSize(messages count: Int) throws {
     }
     // Machine-readable first line: mean result body bytes.
     print(results > 0 ? bytes / results : 0)
-    print(String(format: "results per notification %.3f, mean result body %d bytes, dead-lettered %d, no result %d",
-                 Double(results) / Double(count), results > 0 ? bytes / results : 0, deadLetters, silent))
+    print(
+        String(
+            format: "results per notification %.3f, mean result body %d bytes, dead-lettered %d, no result %d",
+            Double(results) / Double(count), results > 0 ? bytes / results : 0, deadLetters, silent))
 }
 
 // MARK: - watch
@@ -164,7 +172,8 @@ func resultSize(messages count: Int) throws {
 /// utime + stime of a process (all its threads), in seconds.
 func cpuSeconds(pid: Int32) -> Double? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = text.lastIndex(of: ")") else { return nil }
+        let close = text.lastIndex(of: ")")
+    else { return nil }
     // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
     let fields = text[text.index(after: close)...].split(separator: " ")
     guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
@@ -176,19 +185,22 @@ func cpuSeconds(pid: Int32) -> Double? {
 func serverCPUSeconds(pid: Int32) -> Double? {
     func fields(_ pid: Int32) -> [Substring]? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return nil }
+            let close = text.lastIndex(of: ")")
+        else { return nil }
         return text[text.index(after: close)...].split(separator: " ")
     }
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
     // After "(comm)": field 4 (index 1) is the parent pid; utime, stime, cutime, cstime are fields 14-17.
     guard let own = fields(pid), own.count > 15,
-          let user = Double(own[11]), let system = Double(own[12]),
-          let childUser = Double(own[13]), let childSystem = Double(own[14]) else { return nil }
+        let user = Double(own[11]), let system = Double(own[12]),
+        let childUser = Double(own[13]), let childSystem = Double(own[14])
+    else { return nil }
     var total = user + system + childUser + childSystem
     let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
     for entry in entries {
         guard let child = Int32(entry), child != pid, let stat = fields(child), stat.count > 13,
-              Int32(stat[1]) == pid, let childUser = Double(stat[11]), let childSystem = Double(stat[12]) else { continue }
+            Int32(stat[1]) == pid, let childUser = Double(stat[11]), let childSystem = Double(stat[12])
+        else { continue }
         total += childUser + childSystem
     }
     return total / ticks
@@ -218,15 +230,19 @@ struct IOCounters {
 
     static func + (a: Self, b: Self) -> Self {
         var sum = a
-        sum.readCalls += b.readCalls; sum.readBytes += b.readBytes
-        sum.writeCalls += b.writeCalls; sum.writeBytes += b.writeBytes
+        sum.readCalls += b.readCalls
+        sum.readBytes += b.readBytes
+        sum.writeCalls += b.writeCalls
+        sum.writeBytes += b.writeBytes
         return sum
     }
 
     static func - (a: Self, b: Self) -> Self {
         var difference = a
-        difference.readCalls -= b.readCalls; difference.readBytes -= b.readBytes
-        difference.writeCalls -= b.writeCalls; difference.writeBytes -= b.writeBytes
+        difference.readCalls -= b.readCalls
+        difference.readBytes -= b.readBytes
+        difference.writeCalls -= b.writeCalls
+        difference.writeBytes -= b.writeBytes
         return difference
     }
 }
@@ -235,7 +251,8 @@ struct IOCounters {
 /// BENCH_ALLOC_COUNT_DIR/<pid>; nil when the directory is not set or the process was not started with the preload.
 func allocationCount(pid: Int32) -> Double? {
     guard let directory = environment["BENCH_ALLOC_COUNT_DIR"], !directory.isEmpty,
-          let handle = FileHandle(forReadingAtPath: "\(directory)/\(pid)") else { return nil }
+        let handle = FileHandle(forReadingAtPath: "\(directory)/\(pid)")
+    else { return nil }
     defer { try? handle.close() }
     guard let data = try? handle.read(upToCount: 8), data.count == 8 else { return nil }
     return Double(data.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
@@ -255,9 +272,11 @@ func watch(
     let connection = try await connect("worker-load watch")
     let channel = try await connection.openChannel()
     let deadline = monotonicSeconds() + timeout
-    var start: (
-        time: Double, cpu: Double, server: Double, broker: Double, io: IOCounters, allocations: Double?, ready: UInt32
-    )?
+    var start:
+        (
+            time: Double, cpu: Double, server: Double, broker: Double, io: IOCounters, allocations: Double?,
+            ready: UInt32
+        )?
     while true {
         let ready = try await channel.queueStatus(workQueue).messageCount
         let now = monotonicSeconds()
@@ -284,11 +303,12 @@ func watch(
             let moved = io - start.io
             var allocated = -1.0
             if let before = start.allocations, let after = allocations { allocated = after - before }
-            print(String(
-                format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d server_cpu_s=%.2f broker_cpu_s=%.2f "
-                    + "read_calls=%.0f read_bytes=%.0f write_calls=%.0f write_bytes=%.0f allocations=%.0f",
-                window, Int(start.ready), cpu - start.cpu, hwm, server - start.server, broker - start.broker,
-                moved.readCalls, moved.readBytes, moved.writeCalls, moved.writeBytes, allocated))
+            print(
+                String(
+                    format: "window_s=%.3f messages=%d cpu_s=%.2f peak_kib=%d server_cpu_s=%.2f broker_cpu_s=%.2f "
+                        + "read_calls=%.0f read_bytes=%.0f write_calls=%.0f write_bytes=%.0f allocations=%.0f",
+                    window, Int(start.ready), cpu - start.cpu, hwm, server - start.server, broker - start.broker,
+                    moved.readCalls, moved.readBytes, moved.writeCalls, moved.writeBytes, allocated))
             break
         }
         if now > deadline { fail("the queue still holds \(ready) after \(Int(timeout)) s") }
@@ -313,17 +333,21 @@ do {
         try resultSize(messages: option("--messages", in: arguments).flatMap(Int.init) ?? 100_000)
     case "watch":
         guard let pids = option("--pid", in: arguments)?.split(separator: ",").map({ Int32($0) }),
-              !pids.isEmpty, !pids.contains(nil),
-              let measured = option("--measured", in: arguments).flatMap(Int.init) else {
+            !pids.isEmpty, !pids.contains(nil),
+            let measured = option("--measured", in: arguments).flatMap(Int.init)
+        else {
             fail("watch needs --pid PID[,PID...] --measured N")
         }
-        try await watch(pids: pids.compactMap { $0 }, serverPID: option("--server-pid", in: arguments).flatMap(Int32.init),
-                        brokerPID: option("--broker-pid", in: arguments).flatMap(Int32.init),
-                        measured: measured,
-                        timeout: option("--timeout", in: arguments).flatMap(Double.init) ?? 900,
-                        interval: option("--interval", in: arguments).flatMap(Double.init) ?? 0.02)
+        try await watch(
+            pids: pids.compactMap { $0 }, serverPID: option("--server-pid", in: arguments).flatMap(Int32.init),
+            brokerPID: option("--broker-pid", in: arguments).flatMap(Int32.init),
+            measured: measured,
+            timeout: option("--timeout", in: arguments).flatMap(Double.init) ?? 900,
+            interval: option("--interval", in: arguments).flatMap(Double.init) ?? 0.02)
     default:
-        fail("usage: worker-load prepare | preload [--messages N] [--batch N] [--no-setup] | result-size [--messages N] | watch --pid PID[,PID...] --measured N [--server-pid PID] [--broker-pid PID] [--timeout S] [--interval S]")
+        fail(
+            "usage: worker-load prepare | preload [--messages N] [--batch N] [--no-setup] | result-size [--messages N] | watch --pid PID[,PID...] --measured N [--server-pid PID] [--broker-pid PID] [--timeout S] [--interval S]"
+        )
     }
 } catch {
     fail("\(error)")

@@ -45,7 +45,8 @@ extension AMQPFieldValue {
         case Self.kind(AMQP_FIELD_KIND_U64): self = .uint64(value.u64)
         case Self.kind(AMQP_FIELD_KIND_F32): self = .float(value.f32)
         case Self.kind(AMQP_FIELD_KIND_F64): self = .double(value.f64)
-        case Self.kind(AMQP_FIELD_KIND_DECIMAL): self = .decimal(scale: value.decimal.decimals, value: value.decimal.value)
+        case Self.kind(AMQP_FIELD_KIND_DECIMAL):
+            self = .decimal(scale: value.decimal.decimals, value: value.decimal.value)
         case Self.kind(AMQP_FIELD_KIND_UTF8):
             // RabbitMQ sends every long string as 'S'; bytes that are not UTF-8 stay bytes, of the same kind.
             let bytes = value.bytes.array
@@ -130,7 +131,8 @@ extension AMQPFieldValue {
             for (index, element) in elements.enumerated() {
                 entries[index] = element.encoded(in: pool)
             }
-            field.value.array = amqp_array_t(num_entries: Int32(elements.count), entries: elements.isEmpty ? nil : entries)
+            field.value.array = amqp_array_t(
+                num_entries: Int32(elements.count), entries: elements.isEmpty ? nil : entries)
         case .void:
             field.kind = Self.kind(AMQP_FIELD_KIND_VOID)
         }

@@ -18,7 +18,9 @@ enum LibraryReply {
     }
 
     /// Checks the reply of a synchronous method. A broker close is reported with its reply code and text.
-    static func check(_ reply: amqp_rpc_reply_t, context: String, file: String = #fileID, line: UInt = #line) throws(AMQPError) {
+    static func check(_ reply: amqp_rpc_reply_t, context: String, file: String = #fileID, line: UInt = #line)
+        throws(AMQPError)
+    {
         switch reply.reply_type {
         case AMQP_RESPONSE_NORMAL:
             return
@@ -27,12 +29,15 @@ enum LibraryReply {
         case AMQP_RESPONSE_SERVER_EXCEPTION:
             throw serverError(reply.reply, context: context, file: file, line: line)
         default:
-            throw AMQPError(code: .protocolError, message: "\(context): no reply from librabbitmq", file: file, line: line)
+            throw AMQPError(
+                code: .protocolError, message: "\(context): no reply from librabbitmq", file: file, line: line)
         }
     }
 
     /// A channel.close or connection.close the broker sent, as an error.
-    static func serverError(_ method: amqp_method_t, context: String, file: String = #fileID, line: UInt = #line) -> AMQPError {
+    static func serverError(_ method: amqp_method_t, context: String, file: String = #fileID, line: UInt = #line)
+        -> AMQPError
+    {
         if method.id == CRabbitMQShims_CHANNEL_CLOSE_METHOD, let decoded = method.decoded {
             let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
             let text = close.reply_text.string
@@ -50,7 +55,8 @@ enum LibraryReply {
             )
         }
         return AMQPError(
-            code: .protocolError, message: "\(context): unexpected method 0x\(String(method.id, radix: 16)) from the broker",
+            code: .protocolError,
+            message: "\(context): unexpected method 0x\(String(method.id, radix: 16)) from the broker",
             file: file, line: line
         )
     }
@@ -61,7 +67,8 @@ enum LibraryReply {
         case AMQP_STATUS_HEARTBEAT_TIMEOUT.rawValue: .heartbeatTimeout
         case AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED.rawValue, AMQP_STATUS_TCP_SOCKETLIB_INIT_ERROR.rawValue:
             .connectionFailed
-        case AMQP_STATUS_CONNECTION_CLOSED.rawValue, AMQP_STATUS_SOCKET_ERROR.rawValue, AMQP_STATUS_SOCKET_CLOSED.rawValue,
+        case AMQP_STATUS_CONNECTION_CLOSED.rawValue, AMQP_STATUS_SOCKET_ERROR.rawValue,
+            AMQP_STATUS_SOCKET_CLOSED.rawValue,
             AMQP_STATUS_TCP_ERROR.rawValue, AMQP_STATUS_SOCKET_INUSE.rawValue:
             .connectionLost
         case AMQP_STATUS_SSL_ERROR.rawValue, AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED.rawValue,

@@ -16,7 +16,9 @@ extension AMQPMessageProperties {
         }
         defer { undecodedStrings = undecoded }
         if has(CRabbitMQShims_CONTENT_TYPE_FLAG) { contentType = text(properties.content_type, .contentType) }
-        if has(CRabbitMQShims_CONTENT_ENCODING_FLAG) { contentEncoding = text(properties.content_encoding, .contentEncoding) }
+        if has(CRabbitMQShims_CONTENT_ENCODING_FLAG) {
+            contentEncoding = text(properties.content_encoding, .contentEncoding)
+        }
         if has(CRabbitMQShims_HEADERS_FLAG) { headers = AMQPTable(copying: properties.headers) }
         if has(CRabbitMQShims_DELIVERY_MODE_FLAG) { deliveryMode = DeliveryMode(rawValue: properties.delivery_mode) }
         if has(CRabbitMQShims_PRIORITY_FLAG) { priority = properties.priority }
@@ -36,7 +38,9 @@ extension AMQPMessageProperties {
         var properties = amqp_basic_properties_t()
         var flags: amqp_flags_t = 0
         func exact(_ value: String, _ field: StringProperty) -> amqp_bytes_t {
-            if let raw = undecodedStrings[field], String(decoding: raw, as: UTF8.self) == value { return pool.bytes(raw) }
+            if let raw = undecodedStrings[field], String(decoding: raw, as: UTF8.self) == value {
+                return pool.bytes(raw)
+            }
             return pool.bytes(value)
         }
         if let contentType {

@@ -32,7 +32,11 @@ struct ChannelTable {
     mutating func open(negotiatedChannelMax: Int) throws(AMQPError) -> ChannelReference {
         let maximum = negotiatedChannelMax == 0 ? Int(UInt16.max) : negotiatedChannelMax
         let start = Int(lastChannelNumber)
-        guard let number = (1...maximum).lazy.map({ UInt16((start + $0 - 1) % maximum + 1) }).first(where: { self.openChannels[$0] == nil }) else {
+        guard
+            let number = (1...maximum).lazy.map({ UInt16((start + $0 - 1) % maximum + 1) }).first(where: {
+                self.openChannels[$0] == nil
+            })
+        else {
             throw AMQPError(code: .invalidArgument, message: "all \(maximum) channels of the connection are open")
         }
         lastChannelNumber = number
@@ -77,7 +81,8 @@ struct ChannelTable {
     /// connection-level error there). An empty tag asks the broker for a new one, so it is always free.
     func checkTagIsFree(_ tag: String, channel: UInt16) throws(AMQPError) {
         guard !tag.isEmpty, consumers[ConsumerKey(channel: channel, tag: tag)] != nil else { return }
-        throw AMQPError(code: .invalidArgument, message: "consumer tag '\(tag)' is already consuming on channel \(channel)")
+        throw AMQPError(
+            code: .invalidArgument, message: "consumer tag '\(tag)' is already consuming on channel \(channel)")
     }
 
     mutating func register(_ consumer: ConsumerSink) {
@@ -110,12 +115,16 @@ struct ChannelTable {
 
     /// Where a delivery goes once its content was read. `consumer` is the one registered when its method frame
     /// arrived; the channel is looked up now, as reading the content may have let the channel close meanwhile.
-    func destination(ofDeliveryOn number: UInt16, consumerTag tag: String, consumer: ConsumerSink?) -> DeliveryDestination {
+    func destination(ofDeliveryOn number: UInt16, consumerTag tag: String, consumer: ConsumerSink?)
+        -> DeliveryDestination
+    {
         guard let channel = openChannels[number], let consumer else {
             // In flight while its consumer was being cancelled: given back now rather than holding a prefetch slot
             // until the channel closes. The broker acknowledged it already if the consumer was a `no-ack` one:
             // rejecting that tag would close the channel, so it is dropped.
-            if openChannels[number]?.automaticAcknowledgementTags.contains(tag) == true { return .droppedAsAcknowledgedByBroker }
+            if openChannels[number]?.automaticAcknowledgementTags.contains(tag) == true {
+                return .droppedAsAcknowledgedByBroker
+            }
             return .requeued
         }
         return .consumer(consumer, ChannelReference(number: number, id: channel.id))

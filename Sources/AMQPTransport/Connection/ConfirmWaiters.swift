@@ -150,8 +150,12 @@ struct ConfirmWaiters<Clock: _Concurrency.Clock> where Clock.Duration == Duratio
             waiters[batch] = nil
             heldBatches.removeAll { $0.batch == batch }
             let error = AMQPError(
-                code: .timeout, message: "\(waiter.remaining) of \(waiter.outcomes.count) publishes were not confirmed in time")
-            expired.append(Expiry(batch: batch, channel: waiter.channel, settlement: Settlement(pending: waiter.pending, result: .failure(error))))
+                code: .timeout,
+                message: "\(waiter.remaining) of \(waiter.outcomes.count) publishes were not confirmed in time")
+            expired.append(
+                Expiry(
+                    batch: batch, channel: waiter.channel,
+                    settlement: Settlement(pending: waiter.pending, result: .failure(error))))
         }
         return expired
     }

@@ -17,13 +17,18 @@ final class ConfirmedPublisher {
 
     /// Registers a batch and sends it, or holds it while the connection is blocked. A channel not in confirm mode, or
     /// an empty batch, is answered at once.
-    func publish(_ messages: [AMQPOutboundMessage], on channel: ChannelState, timeout: Duration, confirms: AMQPPendingConfirms) throws(AMQPError) {
+    func publish(
+        _ messages: [AMQPOutboundMessage], on channel: ChannelState, timeout: Duration, confirms: AMQPPendingConfirms
+    ) throws(AMQPError) {
         guard channel.confirms != nil else {
-            return confirms.resume(throwing: AMQPError(
-                code: .invalidArgument, message: "channel \(channel.number) is not in confirm mode; call enableConfirms() first"))
+            return confirms.resume(
+                throwing: AMQPError(
+                    code: .invalidArgument,
+                    message: "channel \(channel.number) is not in confirm mode; call enableConfirms() first"))
         }
         guard !messages.isEmpty else { return confirms.resume(returning: []) }
-        if case .send(let batch) = waiters.admit(messages, channel: channel.number, timeout: timeout, pending: confirms) {
+        if case .send(let batch) = waiters.admit(messages, channel: channel.number, timeout: timeout, pending: confirms)
+        {
             try send(messages, batch: batch, on: channel)
         }
     }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Why a TCP connect failed, in the system's words. librabbitmq 0.11 reports every failed connect as
@@ -32,7 +32,8 @@ enum ConnectProbe {
                 continue
             }
             var poller = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-            let milliseconds = Int32(clamping: timeout.components.seconds * 1_000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            let milliseconds = Int32(
+                clamping: timeout.components.seconds * 1_000 + timeout.components.attoseconds / 1_000_000_000_000_000)
             guard poll(&poller, 1, milliseconds) == 1 else { continue }
             var code: Int32 = 0
             var length = socklen_t(MemoryLayout<Int32>.size)

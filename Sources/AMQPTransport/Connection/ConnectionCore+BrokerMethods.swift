@@ -20,17 +20,32 @@ extension ConnectionCore {
                 channels[number]?.confirms?.returned(
                     exchange: returned.exchange, routingKey: returned.routingKey, body: body, properties: properties,
                     replyCode: returned.replyCode, replyText: returned.replyText)
-                logger.debug("message returned by the broker", metadata: [AMQPLoggingKeys.exchange: "\(returned.exchange)", AMQPLoggingKeys.routingKey: "\(returned.routingKey)", "reply": "\(returned.replyCode) \(returned.replyText)"])
+                logger.debug(
+                    "message returned by the broker",
+                    metadata: [
+                        AMQPLoggingKeys.exchange: "\(returned.exchange)",
+                        AMQPLoggingKeys.routingKey: "\(returned.routingKey)",
+                        "reply": "\(returned.replyCode) \(returned.replyText)",
+                    ])
             case .undecodableHeader(let error), .failed(let error): fail(error)
             case .withheld: break
             }
         case .acknowledged(let tag, let multiple):
-            if let resolutions = channels[number]?.confirms?.acknowledged(deliveryTag: tag, multiple: multiple) { publisher.resolve(resolutions) }
+            if let resolutions = channels[number]?.confirms?.acknowledged(deliveryTag: tag, multiple: multiple) {
+                publisher.resolve(resolutions)
+            }
         case .negativelyAcknowledged(let tag, let multiple):
-            if let resolutions = channels[number]?.confirms?.negativelyAcknowledged(deliveryTag: tag, multiple: multiple) { publisher.resolve(resolutions) }
+            if let resolutions = channels[number]?.confirms?.negativelyAcknowledged(
+                deliveryTag: tag, multiple: multiple)
+            {
+                publisher.resolve(resolutions)
+            }
         case .consumerCancelled(let tag):
             guard let consumer = channels.removeConsumer(channel: number, tag: tag) else { return }
-            consumer.finish(throwing: AMQPError(code: .consumerCancelled, message: "the broker cancelled consumer '\(tag)' (queue deleted or failed over)"))
+            consumer.finish(
+                throwing: AMQPError(
+                    code: .consumerCancelled,
+                    message: "the broker cancelled consumer '\(tag)' (queue deleted or failed over)"))
             logger.warning("consumer cancelled by the broker", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
         case .channelClosed(let error):
             acknowledgeChannelClose(number)
@@ -47,7 +62,9 @@ extension ConnectionCore {
             do throws(AMQPError) { try publisher.unblock { channels[$0] } } catch { fail(error) }
             events.yield(.unblocked)
         case .ignored(let id):
-            logger.debug("ignoring method frame", metadata: ["method": "0x\(String(id, radix: 16))", AMQPLoggingKeys.channel: "\(number)"])
+            logger.debug(
+                "ignoring method frame",
+                metadata: ["method": "0x\(String(id, radix: 16))", AMQPLoggingKeys.channel: "\(number)"])
         }
     }
 
@@ -55,8 +72,13 @@ extension ConnectionCore {
     private func receive(_ deliver: InboundMethod.Deliver, on number: UInt16) {
         let tag = deliver.consumerTag
         let consumer = channels.consumer(channel: number, tag: tag)
-        let body: [UInt8], properties: AMQPMessageProperties, withheldBodySize: UInt64?
-        switch readContent(on: number, bodyLimit: consumer?.maximumBodyBytes, keepingBodyWhen: consumer?.keepsBody, context: "reading a delivery") {
+        let body: [UInt8]
+        let properties: AMQPMessageProperties
+        let withheldBodySize: UInt64?
+        switch readContent(
+            on: number, bodyLimit: consumer?.maximumBodyBytes, keepingBodyWhen: consumer?.keepsBody,
+            context: "reading a delivery")
+        {
         case .failed(let error):
             return fail(error)
         case .read(let read, let readProperties):
@@ -73,33 +95,44 @@ extension ConnectionCore {
                 _ = amqp_basic_reject(state, number, deliver.deliveryTag, settlement == .requeued ? 1 : 0)
             }
             error.undecodableDelivery = UndecodableDelivery(
-                exchange: deliver.exchange, routingKey: deliver.routingKey, consumerTag: tag, redelivered: deliver.redelivered,
+                exchange: deliver.exchange, routingKey: deliver.routingKey, consumerTag: tag,
+                redelivered: deliver.redelivered,
                 settlement: settlement)
             let requeue = consumer?.deliveries.undecodableContent == .requeue
-            logger.error("a delivery's content header could not be decoded: \(requeue ? "requeued" : "rejected without requeue")", metadata: [
-                AMQPLoggingKeys.consumerTag: "\(tag)", AMQPLoggingKeys.routingKey: "\(deliver.routingKey)", AMQPLoggingKeys.error: "\(error)",
-            ])
+            logger.error(
+                "a delivery's content header could not be decoded: \(requeue ? "requeued" : "rejected without requeue")",
+                metadata: [
+                    AMQPLoggingKeys.consumerTag: "\(tag)", AMQPLoggingKeys.routingKey: "\(deliver.routingKey)",
+                    AMQPLoggingKeys.error: "\(error)",
+                ])
             return fail(error)
         }
         switch channels.destination(ofDeliveryOn: number, consumerTag: tag, consumer: consumer) {
         case .consumer(let consumer, let channel):
-            consumer.pending.append(AMQPDelivery(
-                body: body, properties: properties, withheldBodySize: withheldBodySize, deliveryTag: deliver.deliveryTag,
-                redelivered: deliver.redelivered, exchange: deliver.exchange, routingKey: deliver.routingKey, consumerTag: tag,
-                channel: channel, acknowledgedByBroker: consumer.automaticAcknowledgement))
+            consumer.pending.append(
+                AMQPDelivery(
+                    body: body, properties: properties, withheldBodySize: withheldBodySize,
+                    deliveryTag: deliver.deliveryTag,
+                    redelivered: deliver.redelivered, exchange: deliver.exchange, routingKey: deliver.routingKey,
+                    consumerTag: tag,
+                    channel: channel, acknowledgedByBroker: consumer.automaticAcknowledgement))
         case .droppedAsAcknowledgedByBroker:
-            logger.debug("dropped a delivery for a cancelled no-ack consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
+            logger.debug(
+                "dropped a delivery for a cancelled no-ack consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
         case .requeued:
             _ = amqp_basic_reject(state, number, deliver.deliveryTag, 1)
-            logger.debug("requeued a delivery for a cancelled consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
+            logger.debug(
+                "requeued a delivery for a cancelled consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
         }
     }
 
     private func readContent(
-        on number: UInt16, bodyLimit: Int?, keepingBodyWhen keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)? = nil, context: String
+        on number: UInt16, bodyLimit: Int?,
+        keepingBodyWhen keepsBody: (@Sendable (AMQPMessageProperties) -> Bool)? = nil, context: String
     ) -> FrameReader.Content {
         reader.readContent(
-            channel: number, bodyLimit: bodyLimit, keepingBodyWhen: keepsBody, context: context, isUsable: { failure == nil },
+            channel: number, bodyLimit: bodyLimit, keepingBodyWhen: keepsBody, context: context,
+            isUsable: { failure == nil },
             dispatch: dispatch)
     }
 }

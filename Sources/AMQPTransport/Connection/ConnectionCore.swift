@@ -3,9 +3,9 @@ internal import CRabbitMQShims
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Owns one librabbitmq connection and coordinates what hangs off it: channels, consumers, confirms.
@@ -42,15 +42,22 @@ final class ConnectionCore {
 
     // MARK: - Connect and close
 
-    init(configuration: AMQPConnectionConfiguration, logger: Logger, events: AsyncStream<AMQPConnectionEvent>.Continuation) throws(AMQPError) {
+    init(
+        configuration: AMQPConnectionConfiguration, logger: Logger,
+        events: AsyncStream<AMQPConnectionEvent>.Continuation
+    ) throws(AMQPError) {
         let opened = try ConnectionHandshake.open(configuration: configuration, logger: logger)
-        (state, socketDescriptor, heartbeat, frameMax) = (opened.state, opened.socketDescriptor, opened.heartbeat, opened.frameMax)
+        (state, socketDescriptor, heartbeat, frameMax) = (
+            opened.state, opened.socketDescriptor, opened.heartbeat, opened.frameMax
+        )
         self.logger = logger
         self.failureLogLevel = configuration.failureLogLevel
         self.events = events
         reader = FrameReader(state: state, heartbeat: heartbeat)
-        publisher = ConfirmedPublisher(writer: PublishWriter(
-            state: state, socketDescriptor: socketDescriptor, frameMax: frameMax, heartbeat: heartbeat, useTLS: configuration.url.useTLS))
+        publisher = ConfirmedPublisher(
+            writer: PublishWriter(
+                state: state, socketDescriptor: socketDescriptor, frameMax: frameMax, heartbeat: heartbeat,
+                useTLS: configuration.url.useTLS))
     }
 
     /// Closes consumers, channels and the connection politely. Safe to call on a failed connection.
@@ -72,7 +79,9 @@ final class ConnectionCore {
         }
         let reply = amqp_connection_close(state, Int32(AMQP_REPLY_SUCCESS))
         if reply.reply_type != AMQP_RESPONSE_NORMAL {
-            logger.debug("connection.close was not acknowledged cleanly", metadata: ["reason": "\(String(describing: try? LibraryReply.check(reply, context: "close")))"])
+            logger.debug(
+                "connection.close was not acknowledged cleanly",
+                metadata: ["reason": "\(String(describing: try? LibraryReply.check(reply, context: "close")))"])
         }
         fail(AMQPError(code: .closed, message: "the connection was closed by this process"), notify: false)
         events.yield(.closed(error: nil))
@@ -136,7 +145,9 @@ final class ConnectionCore {
         publisher.failChannel(number, error)
         for consumer in channels.removeConsumers(onChannel: number) { consumer.finish(throwing: error) }
         if error.code != .closed {
-            logger.warning("AMQP channel closed by the broker", metadata: [AMQPLoggingKeys.channel: "\(number)", AMQPLoggingKeys.error: "\(error)"])
+            logger.warning(
+                "AMQP channel closed by the broker",
+                metadata: [AMQPLoggingKeys.channel: "\(number)", AMQPLoggingKeys.error: "\(error)"])
         }
     }
 
@@ -147,7 +158,9 @@ final class ConnectionCore {
     }
 
     /// Runs one synchronous method and checks librabbitmq's reply.
-    func rpc<T>(channel reference: ChannelReference, _ context: String, _ call: () -> UnsafeMutablePointer<T>?) throws(AMQPError) -> T? {
+    func rpc<T>(channel reference: ChannelReference, _ context: String, _ call: () -> UnsafeMutablePointer<T>?)
+        throws(AMQPError) -> T?
+    {
         _ = try usableChannel(reference)
         let result = call()
         let reply = amqp_get_rpc_reply(state)
@@ -221,7 +234,9 @@ final class ConnectionCore {
             guard let channel = channels[number] else {
                 throw AMQPError(code: .closed, message: "channel \(number) is closed")
             }
-            _ = try rpc(channel: channel.reference, "cancelling consumer \(tag)") { amqp_basic_cancel(state, number, pool.bytes(tag)) }
+            _ = try rpc(channel: channel.reference, "cancelling consumer \(tag)") {
+                amqp_basic_cancel(state, number, pool.bytes(tag))
+            }
         } catch {
             channels.removeConsumer(channel: number, tag: tag)?.finish(throwing: error)
             throw error
@@ -234,7 +249,10 @@ final class ConnectionCore {
 
     /// Publishes the messages and registers a waiter resumed when the broker has confirmed (or nacked,
     /// or returned) every one of them, or when `timeout` passes. Held instead while the broker blocks the connection.
-    func publish(_ messages: [AMQPOutboundMessage], channel reference: ChannelReference, timeout: Duration, confirms: AMQPPendingConfirms) {
+    func publish(
+        _ messages: [AMQPOutboundMessage], channel reference: ChannelReference, timeout: Duration,
+        confirms: AMQPPendingConfirms
+    ) {
         let channel: ChannelState
         do throws(AMQPError) { channel = try usableChannel(reference) } catch {
             // Always answered here: this batch is in no waiter list yet, so a connection that has already failed
@@ -243,7 +261,9 @@ final class ConnectionCore {
             confirms.resume(throwing: error)
             return
         }
-        do throws(AMQPError) { try publisher.publish(messages, on: channel, timeout: timeout, confirms: confirms) } catch { fail(error) }
+        do throws(AMQPError) {
+            try publisher.publish(messages, on: channel, timeout: timeout, confirms: confirms)
+        } catch { fail(error) }
     }
 
     /// Publishes without waiting for anything (no confirm mode needed).
@@ -252,7 +272,10 @@ final class ConnectionCore {
         if let problem = message.encodingProblem(frameMax: frameMax) {
             throw AMQPError(code: .invalidArgument, message: "not published to '\(message.exchange)': \(problem)")
         }
-        do throws(AMQPError) { try publisher.publishUnconfirmed(message, on: channel) } catch { fail(error); throw error }
+        do throws(AMQPError) { try publisher.publishUnconfirmed(message, on: channel) } catch {
+            fail(error)
+            throw error
+        }
     }
 
     // MARK: - The I/O pump

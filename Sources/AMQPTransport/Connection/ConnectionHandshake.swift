@@ -3,9 +3,9 @@ internal import CRabbitMQShims
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Opening a connection: the socket (TCP, or TLS with its certificates), the AMQP handshake and login, and what the
@@ -38,7 +38,8 @@ enum ConnectionHandshake {
             let status = amqp_socket_open_noblock(socket, url.host, Int32(url.port), &connectTimeout)
             if status != AMQP_STATUS_OK.rawValue {
                 // librabbitmq says only "a socket error occurred": a connect of our own learns which.
-                let probed = status == AMQP_STATUS_SOCKET_ERROR.rawValue
+                let probed =
+                    status == AMQP_STATUS_SOCKET_ERROR.rawValue
                     ? ConnectProbe.failure(host: url.host, port: url.port, timeout: .seconds(1)) : nil
                 throw connectError(
                     LibraryReply.error(status: status, context: "connecting to \(url.host):\(url.port)"),
@@ -62,7 +63,8 @@ enum ConnectionHandshake {
                     _ = amqp_send_method(state, 0, CRabbitMQShims_CONNECTION_CLOSE_OK_METHOD, &closeOk)
                 }
                 throw loginError(
-                    error, saslMethodUnsupported: reply.library_error == AMQP_STATUS_BROKER_UNSUPPORTED_SASL_METHOD.rawValue,
+                    error,
+                    saslMethodUnsupported: reply.library_error == AMQP_STATUS_BROKER_UNSUPPORTED_SASL_METHOD.rawValue,
                     configuration: configuration)
             }
         } catch {
@@ -72,14 +74,18 @@ enum ConnectionHandshake {
         let opened = Opened(
             state: state, socketDescriptor: amqp_get_sockfd(state), heartbeat: .seconds(Int(amqp_get_heartbeat(state))),
             frameMax: Int(amqp_get_frame_max(state)))
-        logger.info("AMQP connection open", metadata: [
-            AMQPLoggingKeys.url: "\(url)", AMQPLoggingKeys.heartbeat: "\(amqp_get_heartbeat(state))",
-            AMQPLoggingKeys.frameMax: "\(amqp_get_frame_max(state))",
-        ])
+        logger.info(
+            "AMQP connection open",
+            metadata: [
+                AMQPLoggingKeys.url: "\(url)", AMQPLoggingKeys.heartbeat: "\(amqp_get_heartbeat(state))",
+                AMQPLoggingKeys.frameMax: "\(amqp_get_frame_max(state))",
+            ])
         return opened
     }
 
-    private static func makeSocket(state: amqp_connection_state_t, configuration: AMQPConnectionConfiguration) throws(AMQPError) -> OpaquePointer {
+    private static func makeSocket(state: amqp_connection_state_t, configuration: AMQPConnectionConfiguration)
+        throws(AMQPError) -> OpaquePointer
+    {
         guard configuration.url.useTLS else {
             guard let socket = amqp_tcp_socket_new(state) else {
                 throw AMQPError(code: .connectionFailed, message: "librabbitmq could not create a TCP socket")
@@ -87,12 +93,15 @@ enum ConnectionHandshake {
             return socket
         }
         guard let socket = amqp_ssl_socket_new(state) else {
-            throw AMQPError(code: .tlsFailed, message: "librabbitmq could not create a TLS socket (OpenSSL initialisation failed)")
+            throw AMQPError(
+                code: .tlsFailed, message: "librabbitmq could not create a TLS socket (OpenSSL initialisation failed)")
         }
         let tls = configuration.tls
         // librabbitmq trusts nothing by default: the configured file, else the system's bundle (SystemCABundle).
         if let caCertificatePath = SystemCABundle.path(for: tls) {
-            try LibraryReply.check(status: amqp_ssl_socket_set_cacert(socket, caCertificatePath), context: "loading CA file \(caCertificatePath)")
+            try LibraryReply.check(
+                status: amqp_ssl_socket_set_cacert(socket, caCertificatePath),
+                context: "loading CA file \(caCertificatePath)")
         } else if tls.verifyPeer {
             throw AMQPError(
                 code: .tlsFailed,
@@ -101,11 +110,14 @@ enum ConnectionHandshake {
         }
         switch (tls.clientCertificatePath, tls.clientKeyPath) {
         case (let certificate?, let key?):
-            try LibraryReply.check(status: amqp_ssl_socket_set_key(socket, certificate, key), context: "loading client certificate \(certificate)")
+            try LibraryReply.check(
+                status: amqp_ssl_socket_set_key(socket, certificate, key),
+                context: "loading client certificate \(certificate)")
         case (nil, nil):
             break
         default:
-            throw AMQPError(code: .invalidArgument, message: "a TLS client certificate needs both the certificate and the key file")
+            throw AMQPError(
+                code: .invalidArgument, message: "a TLS client certificate needs both the certificate and the key file")
         }
         amqp_ssl_socket_set_verify_peer(socket, tls.verifyPeer ? 1 : 0)
         amqp_ssl_socket_set_verify_hostname(socket, tls.verifyHostname ? 1 : 0)
@@ -121,7 +133,9 @@ enum ConnectionHandshake {
 
     /// A failed socket connect as an operator reads it: a timeout is the connect timeout, a lost or garbled
     /// connection is a failed connect, and `probedErrno` (what a connect of our own learned) names the cause.
-    static func connectError(_ error: AMQPError, probedErrno: Int32?, configuration: AMQPConnectionConfiguration) -> AMQPError {
+    static func connectError(_ error: AMQPError, probedErrno: Int32?, configuration: AMQPConnectionConfiguration)
+        -> AMQPError
+    {
         var error = error
         let url = configuration.url
         if error.code == .timeout {
@@ -149,7 +163,9 @@ enum ConnectionHandshake {
 
     /// A refused or unanswered login as an operator reads it: a timeout is the connect timeout; 403 ACCESS_REFUSED
     /// (bad credentials), 530 NOT_ALLOWED (no access to the vhost) and an unsupported SASL method are a refused login.
-    static func loginError(_ error: AMQPError, saslMethodUnsupported: Bool, configuration: AMQPConnectionConfiguration) -> AMQPError {
+    static func loginError(_ error: AMQPError, saslMethodUnsupported: Bool, configuration: AMQPConnectionConfiguration)
+        -> AMQPError
+    {
         var error = error
         let url = configuration.url
         if error.code == .timeout {
@@ -158,7 +174,8 @@ enum ConnectionHandshake {
         }
         if error.replyCode == 403 || error.replyCode == 530 || saslMethodUnsupported {
             error.code = .authenticationFailed
-            error.message = "the broker refused the login of user '\(url.user)' to vhost '\(url.virtualHost)': \(error.replyText ?? error.message)"
+            error.message =
+                "the broker refused the login of user '\(url.user)' to vhost '\(url.virtualHost)': \(error.replyText ?? error.message)"
         }
         return error
     }

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The thread that owns a `ConnectionCore`, and the queue through which async callers reach it.
@@ -55,7 +55,8 @@ final class ConnectionRuntime: @unchecked Sendable {
         let name = configuration.connectionName ?? "amqp"
         let frameMax: Int
         do {
-            frameMax = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
+            frameMax = try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<Int, any Error>) in
                 let thread = Thread {
                     let core: ConnectionCore
                     do throws(AMQPError) {
@@ -96,7 +97,9 @@ final class ConnectionRuntime: @unchecked Sendable {
     }
 
     /// Runs `body` on the I/O thread and returns its result.
-    func perform<T: Sendable>(_ body: @escaping @Sendable (ConnectionCore) throws(AMQPError) -> T) async throws(AMQPError) -> T {
+    func perform<T: Sendable>(_ body: @escaping @Sendable (ConnectionCore) throws(AMQPError) -> T)
+        async throws(AMQPError) -> T
+    {
         do {
             return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 if let terminated = submit({ core in

@@ -2,9 +2,9 @@ internal import CRabbitMQ
 internal import CRabbitMQShims
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Reads frames from librabbitmq for the connection's I/O thread: every frame already available (for the pump), a
@@ -107,7 +107,8 @@ final class FrameReader {
         var frame = amqp_frame_t()
         let status = nextFrame(&frame, channel: channel, isUsable: isUsable, dispatch: dispatch)
         if Self.decodingFailures.contains(status) {
-            return .undecodableHeader(LibraryReply.error(status: status, context: "\(context): decoding its content header"))
+            return .undecodableHeader(
+                LibraryReply.error(status: status, context: "\(context): decoding its content header"))
         }
         if let error = check(frame, status: status, type: AMQP_FRAME_HEADER, context: context) { return .failed(error) }
         let bodySize = frame.payload.properties.body_size
@@ -115,7 +116,8 @@ final class FrameReader {
             return .failed(AMQPError(code: .protocolError, message: "\(context): a content header without properties"))
         }
         // Copied before the channel's pool is recycled below.
-        let properties = AMQPMessageProperties(copying: decoded.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee)
+        let properties = AMQPMessageProperties(
+            copying: decoded.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee)
         // Decided from the content header, before any body frame is read: nothing is dropped that is then wanted.
         let withheld = (bodyLimit.map { bodySize > UInt64(max($0, 0)) } ?? false) && !(keepsBody?(properties) ?? false)
         var body: [UInt8] = []
@@ -124,7 +126,9 @@ final class FrameReader {
         while received < bodySize {
             amqp_maybe_release_buffers_on_channel(state, channel)
             let status = nextFrame(&frame, channel: channel, isUsable: isUsable, dispatch: dispatch)
-            if let error = check(frame, status: status, type: AMQP_FRAME_BODY, context: context) { return .failed(error) }
+            if let error = check(frame, status: status, type: AMQP_FRAME_BODY, context: context) {
+                return .failed(error)
+            }
             let bytes = frame.payload.body_fragment
             received += UInt64(bytes.len)
             if !withheld, bytes.len > 0, let start = bytes.bytes {
@@ -133,9 +137,13 @@ final class FrameReader {
         }
         amqp_maybe_release_buffers_on_channel(state, channel)
         guard received == bodySize else {
-            return .failed(AMQPError(code: .protocolError, message: "\(context): \(received) body bytes where the header announced \(bodySize)"))
+            return .failed(
+                AMQPError(
+                    code: .protocolError,
+                    message: "\(context): \(received) body bytes where the header announced \(bodySize)"))
         }
-        return withheld ? .withheld(byteCount: bodySize, properties: properties) : .read(body: body, properties: properties)
+        return withheld
+            ? .withheld(byteCount: bodySize, properties: properties) : .read(body: body, properties: properties)
     }
 
     /// Statuses of a frame librabbitmq read but could not decode (as opposed to a socket failure).
@@ -171,7 +179,8 @@ final class FrameReader {
         guard status == AMQP_STATUS_OK.rawValue else { return LibraryReply.error(status: status, context: context) }
         lastInbound = .now
         guard frame.frame_type == UInt8(type) else {
-            return AMQPError(code: .protocolError, message: "\(context): frame type \(frame.frame_type) where \(type) was expected")
+            return AMQPError(
+                code: .protocolError, message: "\(context): frame type \(frame.frame_type) where \(type) was expected")
         }
         return nil
     }

@@ -48,14 +48,18 @@ enum InboundMethod {
         switch method.id {
         case CRabbitMQShims_BASIC_DELIVER_METHOD:
             let deliver = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
-            self = .deliver(Deliver(
-                consumerTag: deliver.consumer_tag.string, deliveryTag: deliver.delivery_tag,
-                redelivered: deliver.redelivered != 0, exchange: deliver.exchange.string, routingKey: deliver.routing_key.string))
+            self = .deliver(
+                Deliver(
+                    consumerTag: deliver.consumer_tag.string, deliveryTag: deliver.delivery_tag,
+                    redelivered: deliver.redelivered != 0, exchange: deliver.exchange.string,
+                    routingKey: deliver.routing_key.string))
         case CRabbitMQShims_BASIC_RETURN_METHOD:
             let returned = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
-            self = .returned(Returned(
-                replyCode: returned.reply_code, replyText: returned.reply_text.string, exchange: returned.exchange.string,
-                routingKey: returned.routing_key.string))
+            self = .returned(
+                Returned(
+                    replyCode: returned.reply_code, replyText: returned.reply_text.string,
+                    exchange: returned.exchange.string,
+                    routingKey: returned.routing_key.string))
         case CRabbitMQShims_BASIC_ACK_METHOD:
             let ack = decoded.assumingMemoryBound(to: amqp_basic_ack_t.self).pointee
             self = .acknowledged(deliveryTag: ack.delivery_tag, multiple: ack.multiple != 0)
@@ -63,13 +67,15 @@ enum InboundMethod {
             let nack = decoded.assumingMemoryBound(to: amqp_basic_nack_t.self).pointee
             self = .negativelyAcknowledged(deliveryTag: nack.delivery_tag, multiple: nack.multiple != 0)
         case CRabbitMQShims_BASIC_CANCEL_METHOD:
-            self = .consumerCancelled(tag: decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee.consumer_tag.string)
+            self = .consumerCancelled(
+                tag: decoded.assumingMemoryBound(to: amqp_basic_cancel_t.self).pointee.consumer_tag.string)
         case CRabbitMQShims_CHANNEL_CLOSE_METHOD:
             self = .channelClosed(LibraryReply.serverError(method, context: "channel \(channel)"))
         case CRabbitMQShims_CONNECTION_CLOSE_METHOD:
             self = .connectionClosed(LibraryReply.serverError(method, context: "connection"))
         case CRabbitMQShims_CONNECTION_BLOCKED_METHOD:
-            self = .blocked(reason: decoded.assumingMemoryBound(to: amqp_connection_blocked_t.self).pointee.reason.string)
+            self = .blocked(
+                reason: decoded.assumingMemoryBound(to: amqp_connection_blocked_t.self).pointee.reason.string)
         case CRabbitMQShims_CONNECTION_UNBLOCKED_METHOD:
             self = .unblocked
         default:

@@ -2,9 +2,9 @@ internal import CRabbitMQ
 internal import CRabbitMQShims
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The frames of a batch of publishes in one buffer, for one write to the socket.
@@ -68,7 +68,9 @@ struct PublishFrames {
     }
 
     /// Appends the frames of `message` for `channel`, its strings and properties encoded into `pool` on the way.
-    mutating func append(_ message: AMQPOutboundMessage, channel: UInt16, frameMax: Int, pool: CMemoryPool) throws(AMQPError) {
+    mutating func append(_ message: AMQPOutboundMessage, channel: UInt16, frameMax: Int, pool: CMemoryPool)
+        throws(AMQPError)
+    {
         var properties = message.properties.encoded(in: pool)
         try append(
             channel: channel, exchange: pool.bytes(message.exchange), routingKey: pool.bytes(message.routingKey),
@@ -102,7 +104,8 @@ struct PublishFrames {
                 }
             default:
                 throw AMQPError(
-                    code: .connectionLost, message: "publishing: writing to the broker failed: \(String(cString: strerror(code)))")
+                    code: .connectionLost,
+                    message: "publishing: writing to the broker failed: \(String(cString: strerror(code)))")
             }
         }
     }

@@ -57,7 +57,9 @@ struct PublishWriter {
 
     /// One message through `amqp_basic_publish` (three sends), on either kind of socket. The caller has checked that
     /// AMQP can encode it.
-    func writeThroughLibrary(_ message: AMQPOutboundMessage, channel: UInt16, pool: CMemoryPool = CMemoryPool()) throws(AMQPError) {
+    func writeThroughLibrary(_ message: AMQPOutboundMessage, channel: UInt16, pool: CMemoryPool = CMemoryPool())
+        throws(AMQPError)
+    {
         var properties = message.properties.encoded(in: pool)
         let exchange = pool.bytes(message.exchange)
         let routingKey = pool.bytes(message.routingKey)

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// librabbitmq takes its timeouts as `struct timeval`; the connection keeps them as `Duration`.

@@ -76,7 +76,8 @@ public struct DeadLetter: Sendable, Hashable {
             hint = Self.brokerHints[why]
             deadLetteredBy = "broker"
         } else {
-            reason = "no reason recorded (no x-worker-error, no x-death): published to the dead-letter exchange by someone else"
+            reason =
+                "no reason recorded (no x-worker-error, no x-death): published to the dead-letter exchange by someone else"
             deadLetteredBy = "unknown"
         }
         if let timestamp = message.properties.timestamp {
@@ -92,7 +93,8 @@ public struct DeadLetter: Sendable, Hashable {
         "rejected":
             "the worker rejected it to the broker: a body over twice --max-body-bytes that it did not read, or a "
             + "content header it could not decode",
-        "delivery_limit": "a quorum queue's delivery limit: the message was delivered that often without being settled (crashes)",
+        "delivery_limit":
+            "a quorum queue's delivery limit: the message was delivered that often without being settled (crashes)",
         "expired": "its TTL ran out in the queue",
         "maxlen": "the queue was over its length limit",
     ]
@@ -125,8 +127,9 @@ public struct DeadLetter: Sendable, Hashable {
 
     /// The top-level `sender` of a JSON object body; bodies over 1 MiB are not parsed.
     static func sender(in body: [UInt8]) -> String? {
-        guard body.count <= 1 << 20, body.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "{"),
-              let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+        guard body.count <= 1 << 20,
+            body.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "{"),
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
         else { return nil }
         return object["sender"] as? String
     }
@@ -145,7 +148,9 @@ public struct DeadLetter: Sendable, Hashable {
             object["since"] = since.formatted(.iso8601)
             object["ageSeconds"] = Int(age(at: now) ?? 0)
         }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 }
@@ -200,15 +205,19 @@ public enum DeadLetterReplay {
         for message: DeadLetterMessage, inboundExchange: String, force: Bool = false
     ) -> Result<AMQPOutboundMessage, Refusal> {
         if let size = message.withheldBodySize {
-            return .failure(Refusal(description:
-                "its body (\(size) bytes) is over the tool's read limit (twice --max-body-bytes): not replayed; "
-                + "give the tool the --max-body-bytes the workers run with"))
+            return .failure(
+                Refusal(
+                    description:
+                        "its body (\(size) bytes) is over the tool's read limit (twice --max-body-bytes): not replayed; "
+                        + "give the tool the --max-body-bytes the workers run with"))
         }
         let missing = DeadLetter.missing(message.properties.headers)
         if !missing.isEmpty && !force {
-            return .failure(Refusal(description:
-                "truncated by the worker, a replay would be another message: it lacks "
-                + missing.joined(separator: "; ") + " (--force replays it as it is)"))
+            return .failure(
+                Refusal(
+                    description:
+                        "truncated by the worker, a replay would be another message: it lacks "
+                        + missing.joined(separator: "; ") + " (--force replays it as it is)"))
         }
         var properties = message.properties
         // Where the backend sent it, kept through every retry level (`OriginalDestination`).
@@ -223,14 +232,16 @@ public enum DeadLetterReplay {
             properties.undecodedStrings[.userID] = nil
         }
         properties.headers = kept.isEmpty ? nil : AMQPTable(kept)
-        return .success(AMQPOutboundMessage(
-            exchange: destination.exchange, routingKey: destination.routingKey, body: message.body,
-            properties: properties, mandatory: true))
+        return .success(
+            AMQPOutboundMessage(
+                exchange: destination.exchange, routingKey: destination.routingKey, body: message.body,
+                properties: properties, mandatory: true))
     }
 
     static func isAddedOnTheWay(_ key: String) -> Bool {
         // x-delivery-count: a quorum queue's count of this delivery's returns, not the message's.
-        key == WorkerHeaderNames.retryCount || key == "x-delivery-count" || key.hasPrefix("x-worker-") || key == WorkerHeaderNames.xDeath
+        key == WorkerHeaderNames.retryCount || key == "x-delivery-count" || key.hasPrefix("x-worker-")
+            || key == WorkerHeaderNames.xDeath
             || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
             || key == WorkerHeaderNames.xDeathKeptAs || key == WorkerHeaderNames.originalExpiration
             || key == OriginalDestination.exchangeHeader || key == OriginalDestination.routingKeyHeader

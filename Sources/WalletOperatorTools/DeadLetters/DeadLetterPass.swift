@@ -120,8 +120,9 @@ public struct DeadLetterPass: Sendable {
             properties.userID = nil
             properties.undecodedStrings[.userID] = nil
         }
-        return .asCopy(AMQPOutboundMessage(
-            exchange: "", routingKey: deadLetterQueue, body: message.body, properties: properties, mandatory: true))
+        return .asCopy(
+            AMQPOutboundMessage(
+                exchange: "", routingKey: deadLetterQueue, body: message.body, properties: properties, mandatory: true))
     }
 
     /// What becomes of a replayed message once the broker answered (nil: no answer in time, or the publish
@@ -163,12 +164,14 @@ public struct DeadLetterRunSummary: Sendable, Hashable {
         if failed > 0 { line += ", \(failed) failed (still dead letters)" }
         if refused > 0 { line += ", \(refused) selected but not acted on (see above)" }
         if undecodable > 0 {
-            line += "; \(undecodable) could not be shown: their content header cannot be decoded (a header table "
+            line +=
+                "; \(undecodable) could not be shown: their content header cannot be decoded (a header table "
                 + "larger than the tool's frame limit, or a field type librabbitmq does not know); they were kept, whole, in their place"
         }
         if staleMarkers > 0 { line += "; removed \(staleMarkers) marker(s) left by interrupted runs" }
         if reportedAtStart != seen + undecodable + staleMarkers && stoppedEarly == nil {
-            line += "; the queue reported \(reportedAtStart) when this run started (a quorum queue counts messages "
+            line +=
+                "; the queue reported \(reportedAtStart) when this run started (a quorum queue counts messages "
                 + "another consumer just returned late; this run walked everything up to its marker)"
         }
         if let stoppedEarly { line += "; stopped early: \(stoppedEarly)" }

@@ -2,7 +2,7 @@ import AMQPTransport
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A table on a terminal, JSON lines otherwise or with `--json`.
@@ -25,8 +25,9 @@ public struct DeadLetterPrinter {
         var reason = letter.reason
         if let hint = letter.hint { reason += " (\(hint))" }
         if !letter.missing.isEmpty { reason += " [truncated: lacks \(letter.missing.joined(separator: "; "))]" }
-        return try printLine(Self.row(
-            age, letter.deadLetteredBy, letter.sender ?? "-", letter.messageID ?? "-", reason))
+        return try printLine(
+            Self.row(
+                age, letter.deadLetteredBy, letter.sender ?? "-", letter.messageID ?? "-", reason))
     }
 
     public static func row(_ age: String, _ by: String, _ sender: String, _ id: String, _ reason: String) -> String {
@@ -68,7 +69,8 @@ public enum DeadLetterDetail {
         described["userId"] = properties.userID
         object["properties"] = described
         if let headers = properties.headers {
-            object["headers"] = Dictionary(headers.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })
+            object["headers"] = Dictionary(
+                headers.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })
         }
         if let size = message.withheldBodySize {
             object["bodyNotRead"] = "\(size) bytes, over the tool's read limit (twice --max-body-bytes)"
@@ -80,7 +82,9 @@ public enum DeadLetterDetail {
                 object["bodyBase64"] = Data(body).base64EncodedString()
             }
         }
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 
@@ -112,7 +116,8 @@ public enum DeadLetterDetail {
             String(validating: bytes, as: UTF8.self) ?? Data(bytes).base64EncodedString()
         case .timestamp(let seconds): Date(timeIntervalSince1970: TimeInterval(seconds)).formatted(.iso8601)
         case .array(let values): values.map(json)
-        case .table(let table): Dictionary(table.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })
+        case .table(let table):
+            Dictionary(table.entries.map { ($0.key, json($0.value)) }, uniquingKeysWith: { first, _ in first })
         case .void: NSNull()
         }
     }

@@ -126,9 +126,11 @@ public final class DeadLetterQueue: Sendable {
                 // Rejected to the loop by the transport before the connection ended: kept whole, at the tail.
                 summary.undecodable += 1
                 reconnects += 1
-                logger.warning("a dead letter's content header could not be decoded: kept in its place, unseen", metadata: [
-                    "routing_key": "\(error.undecodableDelivery?.routingKey ?? "")", "error": "\(error)",
-                ])
+                logger.warning(
+                    "a dead letter's content header could not be decoded: kept in its place, unseen",
+                    metadata: [
+                        "routing_key": "\(error.undecodableDelivery?.routingKey ?? "")", "error": "\(error)",
+                    ])
                 guard reconnects <= 10_000 else { throw error }
             } catch let stop as StopWalk {
                 summary.stoppedEarly = stop.reason
@@ -247,7 +249,10 @@ public final class DeadLetterQueue: Sendable {
                 let outcome = try? await publishChannel.publish(copy, confirmTimeout: confirmTimeout)
                 guard outcome == .confirmed else {
                     // Not copied: left where it is, and the run stops before it (nothing after it moves ahead).
-                    stop = StopWalk(reason: "a dead letter could not be copied to the tail (\(outcome.map { "\($0)" } ?? "no confirm in time")): it stays in place")
+                    stop = StopWalk(
+                        reason:
+                            "a dead letter could not be copied to the tail (\(outcome.map { "\($0)" } ?? "no confirm in time")): it stays in place"
+                    )
                     continue
                 }
                 try await enqueue(true, delivery.deliveryTag)
@@ -292,7 +297,9 @@ public final class DeadLetterQueue: Sendable {
         return false
     }
 
-    private func count(_ decision: DeadLetterPass.Decision, _ outcome: Outcome, into summary: inout DeadLetterRunSummary) {
+    private func count(
+        _ decision: DeadLetterPass.Decision, _ outcome: Outcome, into summary: inout DeadLetterRunSummary
+    ) {
         guard decision.letter != nil else {
             summary.staleMarkers += 1
             return

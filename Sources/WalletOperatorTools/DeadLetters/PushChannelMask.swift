@@ -7,7 +7,7 @@ enum PushChannelMask {
     /// is written back as parsed (members in order, numbers as written).
     static func masked(_ body: [UInt8]) -> [UInt8] {
         guard body.count <= 1 << 20, let value = try? JSONParser.parse(body), case .object(var object) = value,
-              object.members.contains(where: { $0.key == "pushChannel" })
+            object.members.contains(where: { $0.key == "pushChannel" })
         else { return body }
         for index in object.members.indices where object.members[index].key == "pushChannel" {
             if case .string(let token) = object.members[index].value {

@@ -83,7 +83,8 @@ extension NotificationRouter {
                 card?.tokenizedCardId = payloadTokenizedCardId
             }
             envelope.publish(
-                .cardEvent, exchange: exchange, routingKey: knownMessage?.routingKey ?? "card.serverMessage.informational"
+                .cardEvent, exchange: exchange,
+                routingKey: knownMessage?.routingKey ?? "card.serverMessage.informational"
             ) {
                 $0.key("event")
                 $0.string("serverMessage")

@@ -33,7 +33,9 @@ struct ResultEnvelope {
         inboundMessageID = inbound.messageID.flatMap { $0.isEmpty ? nil : $0 }
         numbersResults = (inboundMessageID?.utf8.count ?? 0) <= RoutingSettings.maximumMessageIDBytes
         correlationID = inbound.correlationID.flatMap { $0.isEmpty ? nil : $0 } ?? inboundMessageID
-        traceparent = inbound.traceparent.flatMap { $0.utf8.count <= RoutingSettings.maximumTraceparentBytes ? $0 : nil }
+        traceparent = inbound.traceparent.flatMap {
+            $0.utf8.count <= RoutingSettings.maximumTraceparentBytes ? $0 : nil
+        }
         replyTo = inbound.replyTo.flatMap { $0.isEmpty ? nil : $0 }
         processedAtEpochSeconds = now.timeIntervalSince1970
     }
@@ -60,7 +62,8 @@ struct ResultEnvelope {
             traceparent: traceparent
         )
         nextIndex += 1
-        let result = OutboundResult(exchange: exchange, routingKey: routingKey, body: writer.takeBytes(), properties: properties)
+        let result = OutboundResult(
+            exchange: exchange, routingKey: routingKey, body: writer.takeBytes(), properties: properties)
         results.append(result)
         if let replyTo {
             results.append(ReplyCopies.copy(of: result, to: replyTo))

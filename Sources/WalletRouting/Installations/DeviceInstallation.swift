@@ -105,7 +105,8 @@ extension NotificationRouter {
             for (index, element) in elements.enumerated() {
                 guard case .string(let tag) = element, isValidTag(tag) else {
                     throw Rejection(
-                        "tags[\(index)] must be a string of 1-\(maximumTagLength) characters of A-Z a-z 0-9 _ @ # . : -")
+                        "tags[\(index)] must be a string of 1-\(maximumTagLength) characters of A-Z a-z 0-9 _ @ # . : -"
+                    )
                 }
                 tags.append(tag)
             }

@@ -32,10 +32,12 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
             }
         case .invalidNumber: "body is not JSON: invalid number at byte \(offset) (NaN and Infinity are not JSON)"
         case .invalidEscape: "body is not JSON: invalid escape sequence at byte \(offset)"
-        case .invalidUnicodeScalar: "body is not JSON: \\u escape is not a Unicode scalar (lone surrogate) at byte \(offset)"
+        case .invalidUnicodeScalar:
+            "body is not JSON: \\u escape is not a Unicode scalar (lone surrogate) at byte \(offset)"
         case .controlCharacterInString: "body is not JSON: unescaped control character in a string at byte \(offset)"
         case .trailingData: "body is not JSON: data after the document at byte \(offset)"
-        case .nestingTooDeep: "body is not JSON we accept: nested deeper than \(JSONParser.maximumDepth) levels at byte \(offset)"
+        case .nestingTooDeep:
+            "body is not JSON we accept: nested deeper than \(JSONParser.maximumDepth) levels at byte \(offset)"
         }
     }
 }

@@ -7,7 +7,8 @@ public struct InboundMessage: Sendable, Hashable {
     /// then, and the message is rejected for its size without being read.
     public var omittedBodyByteCount: UInt64?
 
-    public init(body: [UInt8], properties: InboundProperties = InboundProperties(), omittedBodyByteCount: UInt64? = nil) {
+    public init(body: [UInt8], properties: InboundProperties = InboundProperties(), omittedBodyByteCount: UInt64? = nil)
+    {
         self.body = body
         self.properties = properties
         self.omittedBodyByteCount = omittedBodyByteCount

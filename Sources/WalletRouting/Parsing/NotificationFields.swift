@@ -19,9 +19,15 @@ struct NotificationFields {
             switch key.utf8.count {
             case 6:
                 if key == "sender" {
-                    if !exact.sender { sender = member.value; exact.sender = true }
+                    if !exact.sender {
+                        sender = member.value
+                        exact.sender = true
+                    }
                 } else if key == "action" {
-                    if !exact.action { action = member.value; exact.action = true }
+                    if !exact.action {
+                        action = member.value
+                        exact.action = true
+                    }
                 } else if sender == nil, ASCIICase.equals(key, "sender") {
                     sender = member.value
                 } else if action == nil, ASCIICase.equals(key, "action") {
@@ -29,7 +35,10 @@ struct NotificationFields {
                 }
             case 13:
                 if key == "digitalCardId" {
-                    if !exact.digitalCardId { digitalCardId = member.value; exact.digitalCardId = true }
+                    if !exact.digitalCardId {
+                        digitalCardId = member.value
+                        exact.digitalCardId = true
+                    }
                 } else if digitalCardId == nil, ASCIICase.equals(key, "digitalCardId") {
                     digitalCardId = member.value
                 }

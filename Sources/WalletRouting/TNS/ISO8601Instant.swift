@@ -15,15 +15,15 @@ enum ISO8601Instant {
     static func epochSeconds(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Double? {
         // The shortest valid form is `YYYY-MM-DDThh:mm:ssZ`.
         guard bytes.count >= 20,
-              let year = number(bytes, 0, 4), bytes[4] == UInt8(ascii: "-"),
-              let month = number(bytes, 5, 2), bytes[7] == UInt8(ascii: "-"),
-              let day = number(bytes, 8, 2), bytes[10] == UInt8(ascii: "T"),
-              let hour = number(bytes, 11, 2), bytes[13] == UInt8(ascii: ":"),
-              let minute = number(bytes, 14, 2), bytes[16] == UInt8(ascii: ":"),
-              let second = number(bytes, 17, 2)
+            let year = number(bytes, 0, 4), bytes[4] == UInt8(ascii: "-"),
+            let month = number(bytes, 5, 2), bytes[7] == UInt8(ascii: "-"),
+            let day = number(bytes, 8, 2), bytes[10] == UInt8(ascii: "T"),
+            let hour = number(bytes, 11, 2), bytes[13] == UInt8(ascii: ":"),
+            let minute = number(bytes, 14, 2), bytes[16] == UInt8(ascii: ":"),
+            let second = number(bytes, 17, 2)
         else { return nil }
         guard (1...12).contains(month), day >= 1, day <= CivilDate.daysInMonth(year: year, month: month),
-              hour < 24, minute < 60, second < 60
+            hour < 24, minute < 60, second < 60
         else { return nil }
 
         var index = 19
@@ -52,9 +52,9 @@ enum ISO8601Instant {
             index += 1
         case UInt8(ascii: "+"), UInt8(ascii: "-"):
             guard bytes.count - index == 6,
-                  let offsetHour = number(bytes, index + 1, 2), bytes[index + 3] == UInt8(ascii: ":"),
-                  let offsetMinute = number(bytes, index + 4, 2),
-                  offsetHour < 24, offsetMinute < 60
+                let offsetHour = number(bytes, index + 1, 2), bytes[index + 3] == UInt8(ascii: ":"),
+                let offsetMinute = number(bytes, index + 4, 2),
+                offsetHour < 24, offsetMinute < 60
             else { return nil }
             let magnitude = offsetHour * 3600 + offsetMinute * 60
             offsetSeconds = bytes[index] == UInt8(ascii: "-") ? -magnitude : magnitude

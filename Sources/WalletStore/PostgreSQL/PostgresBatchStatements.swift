@@ -67,7 +67,8 @@ struct PostgresBatchStatements {
         var bindings = PostgresBindings()
         bindings.append(ids)
         var cards: [String: CardRecord] = [:]
-        for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger) {
+        for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+        {
             let (id, state, tokenizedCardId, keyType, paymentsLeft, expiresAt) = try row.decode(
                 (String, String, String?, String, Int?, Double?).self)
             cards[id] = CardRecord(
@@ -97,20 +98,26 @@ struct PostgresBatchStatements {
                 """, binds: bindings)
         var decisions: [String: Decision] = [:]
         for try await row in try await connection.query(query, logger: logger) {
-            let (id, outcome, sender, digitalCardId, position, exchange, routingKey, body, resultID, correlationID,
-                 type, traceparent) = try row.decode(
-                    (String, String, String?, String?, Int?, String?, String?, ByteBuffer?, String?, String?, String?,
-                     String?).self)
+            let (
+                id, outcome, sender, digitalCardId, position, exchange, routingKey, body, resultID, correlationID,
+                type, traceparent
+            ) = try row.decode(
+                (
+                    String, String, String?, String?, Int?, String?, String?, ByteBuffer?, String?, String?, String?,
+                    String?
+                ).self)
             var decision =
                 try decisions[id]
                 ?? Decision.recorded(
-                    results: [], outcome: Self.columns.decode(Outcome.self, outcome, column: "processed_messages.outcome"),
+                    results: [],
+                    outcome: Self.columns.decode(Outcome.self, outcome, column: "processed_messages.outcome"),
                     sender: sender, digitalCardId: digitalCardId)
             // A message that published nothing (ignored) has one row with NULL result columns.
             if position != nil, let exchange, let routingKey, let type {
                 decision.results.append(
                     OutboundResult(
-                        exchange: exchange, routingKey: routingKey, body: body.map { Array($0.readableBytesView) } ?? [],
+                        exchange: exchange, routingKey: routingKey,
+                        body: body.map { Array($0.readableBytesView) } ?? [],
                         properties: OutboundProperties(
                             messageID: resultID, correlationID: correlationID, type: type, traceparent: traceparent)))
             }
@@ -148,10 +155,14 @@ struct PostgresBatchStatements {
         let query = PostgresQuery(unsafeSQL: Self.newestTransactions, binds: bindings)
         var histories: [Int: [TransactionRecord]] = [:]
         for try await row in try await connection.query(query, logger: logger) {
-            let (ordinal, id, date, instant, status, type, currencyCode, amount, displayAmount, merchantName,
-                 merchantType, merchantPostalCode, terminalID, merchantID, isAuxiliary) = try row.decode(
-                    (Int, String, String, Double, String, String, String, String, String?, String?, String?, String?,
-                     String?, String?, Bool).self)
+            let (
+                ordinal, id, date, instant, status, type, currencyCode, amount, displayAmount, merchantName,
+                merchantType, merchantPostalCode, terminalID, merchantID, isAuxiliary
+            ) = try row.decode(
+                (
+                    Int, String, String, Double, String, String, String, String, String?, String?, String?, String?,
+                    String?, String?, Bool
+                ).self)
             histories[ordinal - 1, default: []].append(
                 TransactionRecord(
                     id: id, date: date, instant: instant, status: status, type: type, currencyCode: currencyCode,
@@ -296,7 +307,9 @@ struct PostgresBatchStatements {
             """, messages)
 
         let results = recorded.flatMap { entry in
-            entry.decision.results.enumerated().map { (messageID: entry.messageID, position: $0.offset, result: $0.element) }
+            entry.decision.results.enumerated().map {
+                (messageID: entry.messageID, position: $0.offset, result: $0.element)
+            }
         }
         guard !results.isEmpty else { return }
         var bindings = PostgresBindings()

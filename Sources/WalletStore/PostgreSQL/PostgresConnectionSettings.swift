@@ -72,7 +72,8 @@ struct PostgresConnectionSettings: Sendable {
             case .require, .verifyFull: tls = .require(try NIOSSLContext(configuration: tlsConfiguration))
             }
         } catch {
-            throw StoreError(.permanent, "PostgreSQL TLS set-up failed (sslrootcert?): \(error) (\(location.shortName))")
+            throw StoreError(
+                .permanent, "PostgreSQL TLS set-up failed (sslrootcert?): \(error) (\(location.shortName))")
         }
         var configuration = PostgresConnection.Configuration(
             host: location.host, port: location.port, username: location.user, password: location.password,

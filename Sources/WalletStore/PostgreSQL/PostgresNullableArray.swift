@@ -3,7 +3,9 @@ import PostgresNIO
 
 /// A one-dimensional PostgreSQL array parameter whose elements may be NULL (PostgresNIO encodes arrays of
 /// non-optional values only). The store passes a batch's rows as one array per column, `unnest`ed on the server.
-struct PostgresNullableArray<Element: PostgresArrayEncodable & PostgresNonThrowingEncodable>: PostgresNonThrowingEncodable {
+struct PostgresNullableArray<Element: PostgresArrayEncodable & PostgresNonThrowingEncodable>:
+    PostgresNonThrowingEncodable
+{
     var elements: [Element?]
 
     init(_ elements: [Element?]) {

@@ -162,9 +162,11 @@ enum PostgresSchema {
         try await connection.query("BEGIN", logger: logger)
         // The connection's statement_timeout is the batches'; the migration has its own.
         try await connection.query(
-            PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"), logger: logger)
+            PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"),
+            logger: logger)
         // Keyed by schema: stores in different schemas of one database migrate independently.
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(location)), 0))", logger: logger)
+        try await connection.query(
+            "SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(location)), 0))", logger: logger)
         if let schema = location.schema {
             var exists = false
             for try await _ in try await connection.query(
@@ -197,7 +199,8 @@ enum PostgresSchema {
             throw StoreError(
                 .permanent,
                 "PostgreSQL schema of \(location.shortName) is newer than this build (unknown migrations: "
-                    + "\(incompatible.map(String.init).joined(separator: ", ")), not compatible with it): run a newer worker")
+                    + "\(incompatible.map(String.init).joined(separator: ", ")), not compatible with it): run a newer worker"
+            )
         }
         let isNew = applied.isEmpty
         var deferred: [Migration] = []
@@ -240,7 +243,9 @@ enum PostgresSchema {
             try await buildConcurrently(
                 migration, on: connection, location: location, timeout: indexBuildTimeout ?? timeout, logger: logger)
         }
-        if !deferred.isEmpty, let last = deferred.last, migrations.contains(where: { $0.version > last.version && $0.version <= lastVersion }) {
+        if !deferred.isEmpty, let last = deferred.last,
+            migrations.contains(where: { $0.version > last.version && $0.version <= lastVersion })
+        {
             // Table changes that came after the index builds.
             return try await migrate(
                 on: connection, location: location, timeout: timeout, logger: logger, through: lastVersion,

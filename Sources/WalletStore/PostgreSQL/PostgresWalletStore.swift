@@ -321,7 +321,8 @@ public final class PostgresWalletStore: WalletStore {
         } catch let exceeded as PostgresAttemptDeadline.Exceeded {
             if exceeded.phase == .running {
                 throw StoreError(
-                    .transient, "PostgreSQL did not answer within \(attemptLimit): connection closed (\(location.shortName))")
+                    .transient,
+                    "PostgreSQL did not answer within \(attemptLimit): connection closed (\(location.shortName))")
             }
             throw await leaseFailure(
                 otherwise: "no pooled connection within \(leaseLimit) (all \(configuration.poolSize) busy)")

@@ -9,7 +9,8 @@ extension SQLiteWalletStore {
     public func checkAvailable() async throws(StoreError) {
         try await writeAndRollBack { db in
             try db.execute(
-                sql: "INSERT INTO processed_messages (message_id, recorded_at, outcome, results) VALUES (?, 0, 'store-check', X'')",
+                sql:
+                    "INSERT INTO processed_messages (message_id, recorded_at, outcome, results) VALUES (?, 0, 'store-check', X'')",
                 arguments: [Self.storeCheckMessageID])
         }
     }

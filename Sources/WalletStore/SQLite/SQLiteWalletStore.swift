@@ -78,9 +78,11 @@ public final class SQLiteWalletStore: WalletStore {
             do {
                 switch configuration.schemaMode {
                 case .migrate:
-                    try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout, indexBuilds: true)
+                    try Self.migrate(
+                        queue, fileName: fileName, busyTimeout: configuration.busyTimeout, indexBuilds: true)
                 case .migrateWithoutIndexBuilds:
-                    try Self.migrate(queue, fileName: fileName, busyTimeout: configuration.busyTimeout, indexBuilds: false)
+                    try Self.migrate(
+                        queue, fileName: fileName, busyTimeout: configuration.busyTimeout, indexBuilds: false)
                 case .requireCurrent:
                     let status = try queue.read(Self.schemaStatus)
                     guard status.isUsable else {
@@ -101,7 +103,9 @@ public final class SQLiteWalletStore: WalletStore {
     /// Applies the migrations this build knows, refusing a file a newer build has migrated with a migration that
     /// is not compatible with this build: its schema may have changed in ways this code would silently get wrong.
     /// Without `indexBuilds`, an index build is applied only to a new file.
-    private static func migrate(_ queue: DatabaseQueue, fileName: String, busyTimeout: Duration, indexBuilds: Bool) throws {
+    private static func migrate(_ queue: DatabaseQueue, fileName: String, busyTimeout: Duration, indexBuilds: Bool)
+        throws
+    {
         // Two processes opening a new file at once race to create the schema: the loser's statements fail (e.g.
         // "no such table: grdb_migrations" between GRDB's two reads, "table cards already exists", or SQLITE_BUSY
         // without waiting when a read must become a write) and its migration transaction rolls back. Another
@@ -127,7 +131,8 @@ public final class SQLiteWalletStore: WalletStore {
             throw StoreError(
                 .permanent,
                 "SQLite schema of \(fileName) is newer than this build (unknown migrations: "
-                    + "\(status.incompatibleUnknown.joined(separator: ", "))): run a newer worker or restore a compatible file")
+                    + "\(status.incompatibleUnknown.joined(separator: ", "))): run a newer worker or restore a compatible file"
+            )
         }
         if !status.unknown.isEmpty {
             // A newer build's file that declares this build compatible: used as it is, nothing to apply.

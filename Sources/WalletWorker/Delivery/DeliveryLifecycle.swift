@@ -89,7 +89,8 @@ struct DeliveryLifecycle: Sendable {
             topology.retryQueue = queue.retryQueue
             return PipelineState(queue: queue, topology: topology, requeueBackoff: configuration.requeueBackoff)
         }
-        suspects = PoisonSuspects(failureLimit: configuration.poisonFailureLimit, capacity: configuration.poisonCapacity)
+        suspects = PoisonSuspects(
+            failureLimit: configuration.poisonFailureLimit, capacity: configuration.poisonCapacity)
         random = LifecycleRandom(seed: seed)
     }
 
@@ -144,8 +145,9 @@ struct DeliveryLifecycle: Sendable {
             let keys = deliveries.map { PoisonSuspects.key($0.original) }
             for segment in suspects.segments(keys) {
                 session.batches.append(
-                    Batch(id: BatchID(value: nextID()), deliveries: Array(deliveries[segment.range]),
-                          isSuspect: segment.isSuspect))
+                    Batch(
+                        id: BatchID(value: nextID()), deliveries: Array(deliveries[segment.range]),
+                        isSuspect: segment.isSuspect))
             }
         }
         advance(&session, now: now, &actions)
@@ -175,7 +177,8 @@ struct DeliveryLifecycle: Sendable {
         let topology = pipelines[id.pipeline].topology
         let count = session.batches[index].deliveries.count
         let done = min(answer.outcomes.count, count)
-        let failure = answer.failure
+        let failure =
+            answer.failure
             ?? (done < count ? StoreError(.transient, "the store answered for \(done) of \(count) messages") : nil)
         if done > 0 {
             let deliveries = session.batches[index].deliveries
@@ -211,11 +214,14 @@ struct DeliveryLifecycle: Sendable {
             return actions
         case .refusedInput where !oneAtATime && session.batches[index].deliveries.count > 1:
             // Some message's data: the batch again, one transaction per message, to find it.
-            actions.append(.report(.storingOneAtATime(
-                id, messages: session.batches[index].deliveries.count, error: failure)))
+            actions.append(
+                .report(
+                    .storingOneAtATime(
+                        id, messages: session.batches[index].deliveries.count, error: failure)))
             session.batches[index].phase = .storing(oneAtATime: true)
-            actions.append(.store(
-                id, batchID, session.batches[index].deliveries, oneAtATime: true))
+            actions.append(
+                .store(
+                    id, batchID, session.batches[index].deliveries, oneAtATime: true))
         case .refusedInput where session.batches[index].deliveries.count == 1:
             let plan = DeliveryPlan(
                 original: session.batches[index].deliveries[0].original, storeRefusal: failure.message,
@@ -284,8 +290,10 @@ struct DeliveryLifecycle: Sendable {
             } else if session.batches[index].failuresWhileStoreAnswers >= configuration.attemptsWhileStoreAnswers {
                 // The store answers, yet this batch keeps failing: the failure is its own.
                 let error = session.batches[index].lastStoreError ?? StoreError(.transient, "unknown store failure")
-                actions.append(.report(.batchFailsWhileStoreAnswers(
-                    id, messages: session.batches[index].deliveries.count, error: error)))
+                actions.append(
+                    .report(
+                        .batchFailsWhileStoreAnswers(
+                            id, messages: session.batches[index].deliveries.count, error: error)))
                 let topology = pipelines[id.pipeline].topology
                 let plans = session.batches[index].deliveries.map { delivery in
                     DeliveryPlan(
@@ -317,7 +325,8 @@ struct DeliveryLifecycle: Sendable {
         }
         switch session.batches[index].phase {
         case .publishing(_, let plans):
-            let failures = failures(of: plans, result, session: id, deliveries: session.batches[index].deliveries, &actions)
+            let failures = failures(
+                of: plans, result, session: id, deliveries: session.batches[index].deliveries, &actions)
             if failures.isEmpty {
                 settle(&session, at: index, plans, requeue: [], now: now, &actions)
                 break
@@ -325,13 +334,16 @@ struct DeliveryLifecycle: Sendable {
             let topology = pipelines[id.pipeline].topology
             let second = failures.map { failure -> (index: Int, plan: DeliveryPlan) in
                 let original = plans[failure.index].original
-                return (failure.index, failure.isPermanent
-                    ? DeliveryPlan(
-                        original: original, unpublishable: failure.reason, topology: topology,
-                        frameMax: session.frameMax)
-                    : DeliveryPlan(
-                        original: original, transientFailure: failure.reason, retry: configuration.retry,
-                        jitter: random.fraction(), topology: topology, frameMax: session.frameMax))
+                return (
+                    failure.index,
+                    failure.isPermanent
+                        ? DeliveryPlan(
+                            original: original, unpublishable: failure.reason, topology: topology,
+                            frameMax: session.frameMax)
+                        : DeliveryPlan(
+                            original: original, transientFailure: failure.reason, retry: configuration.retry,
+                            jitter: random.fraction(), topology: topology, frameMax: session.frameMax)
+                )
             }
             if second.allSatisfy({ $0.plan.messages.isEmpty }) {
                 var settled = plans
@@ -341,9 +353,10 @@ struct DeliveryLifecycle: Sendable {
             }
             let republish = PublishID(value: nextID())
             session.batches[index].phase = .republishing(republish, plans, second: second)
-            actions.append(.publish(
-                id, republish, tags: second.map { session.batches[index].deliveries[$0.index].tag },
-                plans: second.map(\.plan)))
+            actions.append(
+                .publish(
+                    id, republish, tags: second.map { session.batches[index].deliveries[$0.index].tag },
+                    plans: second.map(\.plan)))
         case .republishing(_, var plans, let second):
             let secondPlans = second.map(\.plan)
             let secondDeliveries = second.map { session.batches[index].deliveries[$0.index] }
@@ -382,8 +395,9 @@ struct DeliveryLifecycle: Sendable {
                     session.batches[index].phase = .held
                 } else {
                     session.batches[index].phase = .storing(oneAtATime: false)
-                    actions.append(.store(
-                        id, batchID, session.batches[index].deliveries, oneAtATime: false))
+                    actions.append(
+                        .store(
+                            id, batchID, session.batches[index].deliveries, oneAtATime: false))
                 }
             }
             putSession(session)
@@ -443,7 +457,11 @@ struct DeliveryLifecycle: Sendable {
         }
         if session.isConsuming { actions.append(.report(.sessionFailed(id, error: text))) }
         let dropped = session.batches.flatMap { batch -> [Delivery] in
-            if case .requeueing(_, let requeue, _) = batch.phase { requeue.map { batch.deliveries[$0] } } else { batch.deliveries }
+            if case .requeueing(_, let requeue, _) = batch.phase {
+                requeue.map { batch.deliveries[$0] }
+            } else {
+                batch.deliveries
+            }
         }
         if !dropped.isEmpty {
             actions.append(.report(.ended(dropped.map { end($0, id, .droppedWithSession(error: text), now) })))
@@ -574,7 +592,8 @@ struct DeliveryLifecycle: Sendable {
         if hasMessages {
             let publish = PublishID(value: nextID())
             session.batches[index].phase = .publishing(publish, plans)
-            actions.append(.publish(session.id, publish, tags: session.batches[index].deliveries.map(\.tag), plans: plans))
+            actions.append(
+                .publish(session.id, publish, tags: session.batches[index].deliveries.map(\.tag), plans: plans))
         }
         if hasDirectReplies { actions.append(.sendDirectReplies(session.id, plans.flatMap(\.directReplies))) }
         if !hasMessages { settle(&session, at: index, plans, requeue: [], now: now, &actions) }
@@ -647,7 +666,8 @@ struct DeliveryLifecycle: Sendable {
                 skippedReplyCopies: plan.skippedReplyCopies, elapsed: now - delivery.receivedAt)
             if case .retried = plan.fate, let copy = plan.messages.first {
                 // Level 1 waits the queue's TTL (the copy has no expiration of its own).
-                let wait = copy.properties.expiration.flatMap { Int64($0) } ?? configuration.retry.firstDelay.milliseconds
+                let wait =
+                    copy.properties.expiration.flatMap { Int64($0) } ?? configuration.retry.firstDelay.milliseconds
                 end.retryWait = (copy.routingKey, wait)
             }
             ends.append(end)
@@ -739,7 +759,8 @@ struct DeliveryLifecycle: Sendable {
     ) {
         session.givingBack = true
         session.takesNoMore = true
-        session.givingBackReason = "held \(DurationText.format(heldFor)) for the store: given back before the broker's consumer timeout"
+        session.givingBackReason =
+            "held \(DurationText.format(heldFor)) for the store: given back before the broker's consumer timeout"
         let count = session.batches.filter(\.isUncommitted).reduce(0) { $0 + $1.deliveries.count }
         actions.append(.report(.givingBack(session.id, deliveries: count, heldFor: heldFor)))
         abandonUncommitted(&session, now: now, &actions)
@@ -753,7 +774,8 @@ struct DeliveryLifecycle: Sendable {
         let reason = session.givingBackReason
         session.batches.removeAll { batch in
             guard batch.isUncommitted else { return false }
-            actions.append(.report(.ended(batch.deliveries.map { end($0, session.id, .requeued(reason: reason), now) })))
+            actions.append(
+                .report(.ended(batch.deliveries.map { end($0, session.id, .requeued(reason: reason), now) })))
             return true
         }
     }
@@ -811,9 +833,10 @@ struct DeliveryLifecycle: Sendable {
             session.giveBackTimer = nil
             if let held = session.batches.firstIndex(where: { if case .held = $0.phase { true } else { false } }) {
                 session.batches[held].phase = .storing(oneAtATime: false)
-                actions.append(.store(
-                    session.id, session.batches[held].id, session.batches[held].deliveries,
-                    oneAtATime: false))
+                actions.append(
+                    .store(
+                        session.id, session.batches[held].id, session.batches[held].deliveries,
+                        oneAtATime: false))
             }
             advance(&session, now: now, &actions)
             putSession(session)

@@ -98,10 +98,12 @@ struct DeliveryPlan: Sendable {
                 (WorkerHeaders.lastError, .string(error)),
             ])
         // A retry copy that would not fit a frame with the broker's `x-death` cannot come back: dead-lettered now.
-        let retryFits = retry.properties.encodingProblem(
-            frameMax: frameMax - OriginalMessage.brokerHeaderAllowance) == nil
+        let retryFits =
+            retry.properties.encodingProblem(
+                frameMax: frameMax - OriginalMessage.brokerHeaderAllowance) == nil
         if attempt >= schedule.attempts || !retryFits {
-            let reason = retryFits
+            let reason =
+                retryFits
                 ? "transient failure, gave up after \(attempt) attempts: \(error)"
                 : "transient failure (\(error)); its headers are too large for a retry copy"
             let (brokerFate, deadLetter) = Self.deadLettering(
@@ -118,7 +120,8 @@ struct DeliveryPlan: Sendable {
     /// retrying would fail the same way, so it is dead-lettered at once, with the store's words.
     init(original: OriginalMessage, storeRefusal error: String, topology: Topology, frameMax: Int) {
         self.init(
-            original: original, deadLettering: "the store refused this message: \(error)", as: DeliveryFate.storeRefused,
+            original: original, deadLettering: "the store refused this message: \(error)",
+            as: DeliveryFate.storeRefused,
             topology: topology, frameMax: frameMax)
     }
 

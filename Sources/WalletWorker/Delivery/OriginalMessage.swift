@@ -69,14 +69,15 @@ struct OriginalMessage: Sendable, Hashable {
         var message = moved.message
         let extra = moved.header
         var copy = message.copy(
-            exchange: exchange, routingKey: routingKey, addingHeaders: [(WorkerHeaders.workerError, .string(reason))] + extra)
+            exchange: exchange, routingKey: routingKey,
+            addingHeaders: [(WorkerHeaders.workerError, .string(reason))] + extra)
         let limit = frameMax - Self.brokerHeaderAllowance
         guard copy.properties.encodingProblem(frameMax: limit) != nil else { return copy }
 
         var kept = (properties.headers?.entries ?? []).map { (key: $0.key, value: $0.value) }
         var dropped: [String] = []
         while copy.properties.encodingProblem(frameMax: limit) != nil,
-              let largest = kept.indices.max(by: { kept[$0].value.encodedByteCount < kept[$1].value.encodedByteCount })
+            let largest = kept.indices.max(by: { kept[$0].value.encodedByteCount < kept[$1].value.encodedByteCount })
         {
             let entry = kept.remove(at: largest)
             dropped.append("\(entry.key.isEmpty ? "\"\"" : entry.key) (\(entry.value.encodedByteCount) bytes)")

@@ -41,7 +41,8 @@ struct PoisonSuspects: Sendable {
 
     /// A message's identity across redeliveries: not its delivery tag, which changes.
     static func key(_ original: OriginalMessage) -> Key {
-        key(routingKey: original.routingKey,
+        key(
+            routingKey: original.routingKey,
             messageID: original.properties.undecodedStrings[.messageID]
                 ?? original.properties.messageID.map { Array($0.utf8) },
             correlationID: original.properties.correlationID, body: original.body,

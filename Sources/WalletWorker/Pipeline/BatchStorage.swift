@@ -15,9 +15,10 @@ struct BatchStorage: Sendable {
         let messages = originals.map(InboundMessage.init)
         guard oneAtATime else {
             do throws(StoreError) {
-                return .stored(try await timed { () async throws(StoreError) in
-                    try await store.process(messages, router: router, now: Date())
-                })
+                return .stored(
+                    try await timed { () async throws(StoreError) in
+                        try await store.process(messages, router: router, now: Date())
+                    })
             } catch {
                 return .failed(error)
             }

@@ -16,7 +16,7 @@ enum DirectReplyToAddress {
         guard address.hasPrefix(prefix) else { return true }
         let parts = address.dropFirst(prefix.count).split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[1].isEmpty, Data(base64Encoded: String(parts[1])) != nil,
-              let term = Data(base64Encoded: String(parts[0]))
+            let term = Data(base64Encoded: String(parts[0]))
         else { return false }
         var reader = ExternalTermReader(bytes: Array(term))
         return reader.readsWholePidTerm()

@@ -37,9 +37,11 @@ struct LifecycleObserver: Sendable {
             logger.error("broker session failed", metadata: ["error": "\(error)", "session": "\(session)"])
         case .reconnecting(let pipeline, let attempt, let delay):
             metrics.reconnects.increment()
-            logger.info("reconnecting", metadata: [
-                "pipeline": "\(pipeline)", "in": "\(DurationText.format(delay))", "attempt": "\(attempt)",
-            ])
+            logger.info(
+                "reconnecting",
+                metadata: [
+                    "pipeline": "\(pipeline)", "in": "\(DurationText.format(delay))", "attempt": "\(attempt)",
+                ])
         case .received(let session, let deliveries):
             inFlight.add(deliveries.count)
             tracing?.started(session, deliveries)
@@ -59,17 +61,20 @@ struct LifecycleObserver: Sendable {
         case .replyCopiesReturned(let count):
             metrics.unroutableReplyCopies.increment(by: Int64(count))
         case .storingOneAtATime(_, let messages, let error):
-            logger.warning("the store refused the batch; storing its messages one at a time",
-                           metadata: ["error": "\(error)", "batch": "\(messages)"])
+            logger.warning(
+                "the store refused the batch; storing its messages one at a time",
+                metadata: ["error": "\(error)", "batch": "\(messages)"])
         case .batchFailsWhileStoreAnswers(_, let messages, let error):
-            logger.warning("the store answers but this batch keeps failing: it goes to the retry queue",
-                           metadata: ["error": "\(error)", "batch": "\(messages)"])
+            logger.warning(
+                "the store answers but this batch keeps failing: it goes to the retry queue",
+                metadata: ["error": "\(error)", "batch": "\(messages)"])
         case .storeOutageBegan(let error):
             health.storeAvailability(false)
             metrics.storeAvailable.set(0.0)
             metrics.storeOutages.increment()
-            logger.error("the store does not answer: holding the batch in hand and taking no more until it does",
-                         metadata: ["error": "\(error)"])
+            logger.error(
+                "the store does not answer: holding the batch in hand and taking no more until it does",
+                metadata: ["error": "\(error)"])
         case .storeOutageEnded(let after):
             health.storeAvailability(true)
             metrics.storeAvailable.set(1.0)
@@ -82,8 +87,9 @@ struct LifecycleObserver: Sendable {
                 ])
         case .requeueDelayed(_, let deliveries, let delay):
             metrics.delayedRequeues.increment(by: Int64(deliveries))
-            logger.warning("retry and dead-letter publishes failed; requeueing after a delay",
-                           metadata: ["deliveries": "\(deliveries)", "delay": "\(DurationText.format(delay))"])
+            logger.warning(
+                "retry and dead-letter publishes failed; requeueing after a delay",
+                metadata: ["deliveries": "\(deliveries)", "delay": "\(DurationText.format(delay))"])
         }
     }
 
@@ -98,7 +104,8 @@ struct LifecycleObserver: Sendable {
             // Given back: it is processed when it comes again. Counted as a requeue where the lifecycle decided it.
             let level = fate.logLevel(isDomainError: false)
             if logger.logLevel <= level {
-                logger.log(level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, fate.logMetadata))
+                logger.log(
+                    level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, fate.logMetadata))
             }
             return false
         }
@@ -107,7 +114,8 @@ struct LifecycleObserver: Sendable {
             metrics.skippedReplyCopies.increment(by: Int64(end.skippedReplyCopies))
             logger.warning(
                 "reply_to is malformed (not UTF-8, or a direct reply-to address RabbitMQ cannot decode); its copies were not published",
-                metadata: metadata(delivery, end.session, ["reply_to": "\(delivery.original.properties.replyTo ?? "")"]))
+                metadata: metadata(delivery, end.session, ["reply_to": "\(delivery.original.properties.replyTo ?? "")"])
+            )
         }
         if delivery.redelivered { metrics.redeliveries.increment() }
         if let timestamp = delivery.original.properties.timestamp {

@@ -213,13 +213,14 @@ struct Pipeline: Sendable {
                 ConfirmWait(pending: pending, publishID: publishID, count: messages.count, spans: spans))
             return true
         case .settle(let session, let settlements) where session == id:
-            resources.consume?.startSettling(settlements.map {
-                switch $0 {
-                case .ack(let tag, let multiple): .ack(deliveryTag: tag, multiple: multiple)
-                case .requeue(let tag): .nack(deliveryTag: tag, requeue: true)
-                case .reject(let tag): .nack(deliveryTag: tag, requeue: false)
-                }
-            })
+            resources.consume?.startSettling(
+                settlements.map {
+                    switch $0 {
+                    case .ack(let tag, let multiple): .ack(deliveryTag: tag, multiple: multiple)
+                    case .requeue(let tag): .nack(deliveryTag: tag, requeue: true)
+                    case .reject(let tag): .nack(deliveryTag: tag, requeue: false)
+                    }
+                })
             return true
         case .report(let event):
             observer.observe(event)
@@ -236,7 +237,8 @@ struct Pipeline: Sendable {
                 let now = driver.now
                 let deliveries = received.map {
                     DeliveryLifecycle.Delivery(
-                        tag: $0.deliveryTag, original: OriginalMessage($0), redelivered: $0.redelivered, receivedAt: now)
+                        tag: $0.deliveryTag, original: OriginalMessage($0), redelivered: $0.redelivered, receivedAt: now
+                    )
                 }
                 driver.handle { $0.batchReceived(id, deliveries, now: $1) }
             }
@@ -309,8 +311,9 @@ struct Pipeline: Sendable {
         for await event in connection.events {
             switch event {
             case .blocked(let reason):
-                logger.warning("the broker blocked the connection (resource alarm)",
-                               metadata: ["connection": "\(role)", "reason": "\(reason)"])
+                logger.warning(
+                    "the broker blocked the connection (resource alarm)",
+                    metadata: ["connection": "\(role)", "reason": "\(reason)"])
                 if !blocked { metrics.blockedConnections.increment() }
                 blocked = true
             case .unblocked:
@@ -350,7 +353,10 @@ struct Pipeline: Sendable {
 extension WorkerMetrics {
     /// Counts each publish's outcome.
     func countConfirms(_ outcomes: [AMQPPublishOutcome]) {
-        var confirmed = 0, nacked = 0, returned = 0, unencodable = 0
+        var confirmed = 0
+        var nacked = 0
+        var returned = 0
+        var unencodable = 0
         for outcome in outcomes {
             switch outcome {
             case .confirmed: confirmed += 1

@@ -1,9 +1,9 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 // Where a setting's value comes from, for every command that reads the settings table (`wallet-worker`,
@@ -84,4 +84,3 @@ func readSettingFile(_ path: String) throws(SettingFileError) -> String {
     }
     return text
 }
-

@@ -11,20 +11,21 @@ import WalletStore
 
 extension Setting {
     /// Every setting, in the README's order (settings of one row together).
-    public static let all: [Setting] = [
-        amqpURL.setting, tlsCAFile.setting, tlsCertFile.setting, tlsKeyFile.setting, heartbeat.setting,
-        store.setting, prefetch.setting, noMigrate.setting, noDeclare.setting, concurrency.setting,
-        orderedShards.setting, retryDelay.setting, retryDelayMax.setting, retryAttempts.setting,
-        confirmTimeout.setting, consumerTimeout.setting, storeBusyTimeout.setting, storePoolSize.setting,
-        storeStatementTimeout.setting, dedupRetention.setting, shutdownGrace.setting, httpPort.setting,
-        httpHost.setting, queuePollInterval.setting, logLevel.setting, logFormat.setting,
-        inboundExchange.setting, workQueue.setting, queueType.setting, deliveryLimit.setting, retryQueue.setting,
-        deadLetterExchange.setting, deadLetterQueue.setting,
-        eventsExchange.setting, transactionsExchange.setting, replenishmentExchange.setting,
-        actionsExchange.setting, installationsExchange.setting,
-        maxBodyBytes.setting, historyLimit.setting, historyWindow.setting, paymentKeyBatch.setting,
-        paymentKeyValidity.setting,
-    ] + tracing
+    public static let all: [Setting] =
+        [
+            amqpURL.setting, tlsCAFile.setting, tlsCertFile.setting, tlsKeyFile.setting, heartbeat.setting,
+            store.setting, prefetch.setting, noMigrate.setting, noDeclare.setting, concurrency.setting,
+            orderedShards.setting, retryDelay.setting, retryDelayMax.setting, retryAttempts.setting,
+            confirmTimeout.setting, consumerTimeout.setting, storeBusyTimeout.setting, storePoolSize.setting,
+            storeStatementTimeout.setting, dedupRetention.setting, shutdownGrace.setting, httpPort.setting,
+            httpHost.setting, queuePollInterval.setting, logLevel.setting, logFormat.setting,
+            inboundExchange.setting, workQueue.setting, queueType.setting, deliveryLimit.setting, retryQueue.setting,
+            deadLetterExchange.setting, deadLetterQueue.setting,
+            eventsExchange.setting, transactionsExchange.setting, replenishmentExchange.setting,
+            actionsExchange.setting, installationsExchange.setting,
+            maxBodyBytes.setting, historyLimit.setting, historyWindow.setting, paymentKeyBatch.setting,
+            paymentKeyValidity.setting,
+        ] + tracing
 
     /// The defaults: `WorkerConfiguration`'s.
     private static let defaults = WorkerConfiguration()
@@ -459,9 +460,10 @@ extension Setting.Typed where Value == Duration {
         range: SettingRange<Duration>? = nil, minimum: Duration? = nil, help: String, meaning: String
     ) -> Self {
         let example = DurationText.format(value)
-        let accepted = minimum.map {
-            "from \(DurationText.format($0)) to \(DurationText.format(DurationText.maximum))"
-        } ?? DurationText.rangeDescription
+        let accepted =
+            minimum.map {
+                "from \(DurationText.format($0)) to \(DurationText.format(DurationText.maximum))"
+            } ?? DurationText.rangeDescription
         return Self(
             name, variable, default: example, note: note, expected: "a duration like \(example), \(accepted)",
             range: minimum.map { SettingRange($0..., "at least \(DurationText.format($0))") } ?? range,

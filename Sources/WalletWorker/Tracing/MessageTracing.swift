@@ -1,11 +1,12 @@
 import AMQPTransport
-import Synchronization
 import Logging
-#if OpenTelemetry
-import OTel
-#endif
+import Synchronization
 import Tracing
 import WalletStore
+
+#if OpenTelemetry
+    import OTel
+#endif
 
 /// The spans of the messages the worker processes, following the OpenTelemetry messaging conventions: a CONSUMER
 /// span `process <queue>` per delivery, continuing the inbound `traceparent` when it is valid; under it a CLIENT
@@ -71,7 +72,8 @@ final class MessageTracing: Sendable {
                     attributes["server.port"] = serverPort
                     attributes["messaging.rabbitmq.message.delivery_tag"] = Int64(truncatingIfNeeded: delivery.tag)
                     attributes["messaging.message.body.size"] =
-                        delivery.original.withheldBodySize.map { Int64(clamping: $0) } ?? Int64(delivery.original.body.count)
+                        delivery.original.withheldBodySize.map { Int64(clamping: $0) }
+                        ?? Int64(delivery.original.body.count)
                     if let messageID = properties.messageID, !messageID.isEmpty {
                         attributes["messaging.message.id"] = messageID
                     }
@@ -121,7 +123,8 @@ final class MessageTracing: Sendable {
     }
 
     /// One PRODUCER span per message the plans publish, in publication order (the order of their confirms).
-    func startPublishSpans(_ session: DeliveryLifecycle.SessionID, tags: [UInt64], plans: [DeliveryPlan]) -> [any Span] {
+    func startPublishSpans(_ session: DeliveryLifecycle.SessionID, tags: [UInt64], plans: [DeliveryPlan]) -> [any Span]
+    {
         var spans: [any Span] = []
         spans.reserveCapacity(plans.reduce(0) { $0 + $1.messages.count })
         for (plan, parent) in zip(plans, parents(session, tags)) {
@@ -225,14 +228,14 @@ final class MessageTracing: Sendable {
     /// `trace_id`, `span_id` and `trace_flags` of a span, for the log lines about its message.
     static func logMetadata(of span: any Span) -> Logger.Metadata {
         #if OpenTelemetry
-        InstrumentationContext.withValue(span.context) { metadataProvider.get() }
+            InstrumentationContext.withValue(span.context) { metadataProvider.get() }
         #else
-        [:]  // no span of this build carries OpenTelemetry's context
+            [:]  // no span of this build carries OpenTelemetry's context
         #endif
     }
 
     #if OpenTelemetry
-    private static let metadataProvider = OTel.makeLoggingMetadataProvider()
+        private static let metadataProvider = OTel.makeLoggingMetadataProvider()
     #endif
 }
 

@@ -8,7 +8,7 @@ enum TraceParent {
         let bytes = Array(header.utf8)
         guard bytes.count >= 55 else { return false }
         guard isHex(bytes[0..<2]), bytes[2] == dash, isHex(bytes[3..<35]), bytes[35] == dash,
-              isHex(bytes[36..<52]), bytes[52] == dash, isHex(bytes[53..<55])
+            isHex(bytes[36..<52]), bytes[52] == dash, isHex(bytes[53..<55])
         else { return false }
         let version = bytes[0..<2]
         if version.elementsEqual("ff".utf8) { return false }
@@ -24,6 +24,8 @@ enum TraceParent {
     private static let zero = UInt8(ascii: "0")
 
     private static func isHex(_ bytes: ArraySlice<UInt8>) -> Bool {
-        bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+        bytes.allSatisfy {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+        }
     }
 }

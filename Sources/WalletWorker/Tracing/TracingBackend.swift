@@ -1,9 +1,10 @@
 import Logging
-#if OpenTelemetry
-import OTel
-#endif
 import ServiceLifecycle
 import Tracing
+
+#if OpenTelemetry
+    import OTel
+#endif
 
 /// swift-otel's tracer and the service that batches and exports its spans, built only when tracing is on.
 ///
@@ -37,27 +38,28 @@ struct TracingBackend: Sendable {
     static func make(_ settings: TracingSettings, metrics: WorkerMetrics, logger: Logger) throws -> TracingBackend? {
         guard settings.isEnabled else { return nil }
         #if OpenTelemetry
-        var configuration = OTel.Configuration.default
-        configuration.serviceName = serviceName  // `OTEL_SERVICE_NAME` overrides it
-        configuration.logs.enabled = false
-        configuration.metrics.enabled = false
-        configuration.traces.batchSpanProcessor.scheduleDelay = scheduleDelay
-        configuration.traces.batchSpanProcessor.maxExportBatchSize = maxExportBatchSize
-        configuration.traces.batchSpanProcessor.maxQueueSize = maxQueueSize
-        configuration.traces.batchSpanProcessor.exportTimeout = exportTimeout
-        configuration.traces.otlpExporter.timeout = exportTimeout
-        var diagnostics = Logger(label: logger.label) { _ in
-            OTelDiagnostics(output: logger.handler, metrics: metrics)
-        }
-        diagnostics[metadataKey: "component"] = "otel"
-        configuration.diagnosticLogger = .custom(diagnostics)
-        let backend = try OTel.makeTracingBackend(configuration: configuration)
-        return TracingBackend(
-            tracer: backend.factory, service: BoundedShutdown(backend.service, limit: shutdownLimit, logger: logger))
+            var configuration = OTel.Configuration.default
+            configuration.serviceName = serviceName  // `OTEL_SERVICE_NAME` overrides it
+            configuration.logs.enabled = false
+            configuration.metrics.enabled = false
+            configuration.traces.batchSpanProcessor.scheduleDelay = scheduleDelay
+            configuration.traces.batchSpanProcessor.maxExportBatchSize = maxExportBatchSize
+            configuration.traces.batchSpanProcessor.maxQueueSize = maxQueueSize
+            configuration.traces.batchSpanProcessor.exportTimeout = exportTimeout
+            configuration.traces.otlpExporter.timeout = exportTimeout
+            var diagnostics = Logger(label: logger.label) { _ in
+                OTelDiagnostics(output: logger.handler, metrics: metrics)
+            }
+            diagnostics[metadataKey: "component"] = "otel"
+            configuration.diagnosticLogger = .custom(diagnostics)
+            let backend = try OTel.makeTracingBackend(configuration: configuration)
+            return TracingBackend(
+                tracer: backend.factory, service: BoundedShutdown(backend.service, limit: shutdownLimit, logger: logger)
+            )
         #else
-        throw ConfigurationError(
-            "the OTEL_* environment turns tracing on, but this build has no OpenTelemetry exporter "
-                + "(built with --disable-default-traits): unset OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*")
+            throw ConfigurationError(
+                "the OTEL_* environment turns tracing on, but this build has no OpenTelemetry exporter "
+                    + "(built with --disable-default-traits): unset OTEL_TRACES_EXPORTER and OTEL_EXPORTER_OTLP_*")
         #endif
     }
 }

@@ -42,7 +42,8 @@ public struct TracingSettings: Sendable, Hashable {
             enabled = true
         case let other?:
             throw ConfigurationError(
-                "OTEL_TRACES_EXPORTER \"\(other.joined(separator: ","))\": expected otlp or none (this build exports OTLP only)")
+                "OTEL_TRACES_EXPORTER \"\(other.joined(separator: ","))\": expected otlp or none (this build exports OTLP only)"
+            )
         }
         guard enabled else {
             self = .off
@@ -55,7 +56,8 @@ public struct TracingSettings: Sendable, Hashable {
         let otlpProtocol = value(protocolVariable)?.lowercased() ?? "http/protobuf"
         guard otlpProtocol == "http/protobuf" || otlpProtocol == "http/json" else {
             throw ConfigurationError(
-                "\(protocolVariable) \"\(otlpProtocol)\": expected http/protobuf or http/json (this build has no gRPC exporter)")
+                "\(protocolVariable) \"\(otlpProtocol)\": expected http/protobuf or http/json (this build has no gRPC exporter)"
+            )
         }
         self.init(isEnabled: true, otlpProtocol: otlpProtocol)
     }

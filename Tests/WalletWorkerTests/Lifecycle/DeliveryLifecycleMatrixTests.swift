@@ -129,22 +129,39 @@ import WalletStore
         let delivery = DeliveryLifecycle.Delivery(
             tag: 77, original: H.original(id: "stale"), redelivered: false, receivedAt: now)
         return [
-            ("a store answer for no pending batch", {
-                $0.storeAnswered(current, DeliveryLifecycle.BatchID(value: 99_999), .stored([H.processed(1)]), now: now)
-            }),
-            ("a store answer of an ended session", {
-                $0.storeAnswered(ended, DeliveryLifecycle.BatchID(value: 1), .stored([H.processed(1)]), now: now)
-            }),
-            ("a check nobody asked for", { $0.storeChecked(DeliveryLifecycle.CheckID(value: 99_999), failure: nil, now: now) }),
-            ("confirms of no pending publish", {
-                $0.confirmsArrived(current, DeliveryLifecycle.PublishID(value: 99_999), .outcomes([.confirmed]), now: now)
-            }),
+            (
+                "a store answer for no pending batch",
+                {
+                    $0.storeAnswered(
+                        current, DeliveryLifecycle.BatchID(value: 99_999), .stored([H.processed(1)]), now: now)
+                }
+            ),
+            (
+                "a store answer of an ended session",
+                {
+                    $0.storeAnswered(ended, DeliveryLifecycle.BatchID(value: 1), .stored([H.processed(1)]), now: now)
+                }
+            ),
+            (
+                "a check nobody asked for",
+                { $0.storeChecked(DeliveryLifecycle.CheckID(value: 99_999), failure: nil, now: now) }
+            ),
+            (
+                "confirms of no pending publish",
+                {
+                    $0.confirmsArrived(
+                        current, DeliveryLifecycle.PublishID(value: 99_999), .outcomes([.confirmed]), now: now)
+                }
+            ),
             ("a timer that was never started", { $0.timerFired(DeliveryLifecycle.TimerID(value: 99_999), now: now) }),
             ("deliveries of an ended session", { $0.batchReceived(ended, [delivery], now: now) }),
             ("the consumer of an ended session ending", { $0.consumerEnded(ended, now: now) }),
-            ("an ended session failing", {
-                $0.sessionFailed(ended, error: AMQPError(code: .connectionLost, message: "late"), now: now)
-            }),
+            (
+                "an ended session failing",
+                {
+                    $0.sessionFailed(ended, error: AMQPError(code: .connectionLost, message: "late"), now: now)
+                }
+            ),
             ("an ended session closing", { $0.sessionClosed(ended, now: now) }),
             ("a session starting that was never connected", { $0.sessionStarted(ended, frameMax: 131_072, now: now) }),
         ]
@@ -177,7 +194,9 @@ import WalletStore
             ends[tag, default: 0] += 1
         }
         for tag in h.deliveries.keys.sorted() {
-            #expect(ends[tag] == 1, "\(state.name): delivery \(tag) ended \(ends[tag] ?? 0) times\n\(h.log.joined(separator: "\n"))")
+            #expect(
+                ends[tag] == 1,
+                "\(state.name): delivery \(tag) ended \(ends[tag] ?? 0) times\n\(h.log.joined(separator: "\n"))")
         }
         #expect(!lines.isEmpty || h.stores.isEmpty, "\(state.name) did not move")
         #expect(h.stores.isEmpty && h.publishes.isEmpty && h.checks.isEmpty && h.connects.isEmpty)
@@ -190,7 +209,8 @@ import WalletStore
         var stopped = false
         for _ in 0..<200 {
             if !h.stores.isEmpty {
-                lines += h.stores[0].oneAtATime
+                lines +=
+                    h.stores[0].oneAtATime
                     ? h.storeAnswers { tags in .stored(tags.map(H.processed)) } : h.stored()
             } else if !h.publishes.isEmpty {
                 lines += h.confirmed()

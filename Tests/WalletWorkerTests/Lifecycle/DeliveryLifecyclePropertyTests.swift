@@ -1,7 +1,7 @@
 import AMQPTransport
 import Foundation
-import Testing
 import TestSupport
+import Testing
 import WalletRouting
 import WalletStore
 
@@ -22,7 +22,9 @@ import WalletStore
     func invariantsHoldOverRandomInputs(seed: Int) {
         var world = SimulatedWorld(seed: UInt64(seed), shards: seed % 3 == 0)
         world.run(steps: 400)
-        #expect(world.violations.isEmpty, "seed \(seed): \(world.violations.prefix(5))\n\(world.trace.suffix(40).joined(separator: "\n"))")
+        #expect(
+            world.violations.isEmpty,
+            "seed \(seed): \(world.violations.prefix(5))\n\(world.trace.suffix(40).joined(separator: "\n"))")
     }
 }
 
@@ -80,7 +82,8 @@ struct SimulatedWorld {
             ConsumedQueue(name: shards ? "shard.\($0)" : "work", retryQueue: "retry.\($0)", isShard: shards)
         }
         var configuration = DeliveryLifecycle.Configuration(
-            topology: Topology(), retry: RetrySchedule(firstDelay: .seconds(1), longestDelay: .seconds(10), attempts: 3))
+            topology: Topology(), retry: RetrySchedule(firstDelay: .seconds(1), longestDelay: .seconds(10), attempts: 3)
+        )
         configuration.giveBackAfter = .seconds(30)
         machine = DeliveryLifecycle(configuration: configuration, queues: queues, seed: seed)
     }
@@ -100,9 +103,10 @@ struct SimulatedWorld {
             rounds += 1
         }
         if hasPending || stoppedPipelines.count < pipelines {
-            violations.append("not quiescent after the stop: \(stores.count) stores, \(publishes.count) publishes, "
-                + "\(checks.count) checks, \(timers.count) timers, \(connects.count) connects, \(closing.count) closing, "
-                + "stopped pipelines \(stoppedPipelines)")
+            violations.append(
+                "not quiescent after the stop: \(stores.count) stores, \(publishes.count) publishes, "
+                    + "\(checks.count) checks, \(timers.count) timers, \(connects.count) connects, \(closing.count) closing, "
+                    + "stopped pipelines \(stoppedPipelines)")
         }
         checkEnds()
     }
@@ -135,14 +139,23 @@ struct SimulatedWorld {
         case 88..<90: failSession()
         default:
             // Whatever is pending, oldest kind first, so a run always moves on.
-            if !connects.isEmpty { answerConnect() }
-            else if !closing.isEmpty { close() }
-            else if !stores.isEmpty { answerStore() }
-            else if !publishes.isEmpty { answerPublish() }
-            else if !checks.isEmpty { answerCheck() }
-            else if channels.values.contains(where: { $0.cancelled && !$0.closed && $0.consuming }) { endConsumers() }
-            else if !timers.isEmpty { fireTimer() }
-            else if allowDeliveries { deliver() }
+            if !connects.isEmpty {
+                answerConnect()
+            } else if !closing.isEmpty {
+                close()
+            } else if !stores.isEmpty {
+                answerStore()
+            } else if !publishes.isEmpty {
+                answerPublish()
+            } else if !checks.isEmpty {
+                answerCheck()
+            } else if channels.values.contains(where: { $0.cancelled && !$0.closed && $0.consuming }) {
+                endConsumers()
+            } else if !timers.isEmpty {
+                fireTimer()
+            } else if allowDeliveries {
+                deliver()
+            }
         }
     }
 
@@ -166,9 +179,10 @@ struct SimulatedWorld {
             channel.received.append(tag)
             // A few identities, so redelivered messages meet their poison records.
             let identity = random.next(below: 12)
-            deliveries.append(DeliveryLifecycle.Delivery(
-                tag: tag, original: LifecycleHarness.original(id: "m\(identity)", body: #"{"n":\#(identity)}"#),
-                redelivered: false, receivedAt: now))
+            deliveries.append(
+                DeliveryLifecycle.Delivery(
+                    tag: tag, original: LifecycleHarness.original(id: "m\(identity)", body: #"{"n":\#(identity)}"#),
+                    redelivered: false, receivedAt: now))
         }
         channels[id] = channel
         apply(machine.batchReceived(id, deliveries, now: now), "received \(id) \(deliveries.map(\.tag))")
@@ -198,8 +212,10 @@ struct SimulatedWorld {
         }
         let committed = answer.outcomes.indices.map { call.tags[$0] }
         if channels[call.session]?.closed == false { channels[call.session]?.committed.formUnion(committed) }
-        apply(machine.storeAnswered(call.session, call.batch, answer, now: now),
-              "store answered \(call.session) \(call.tags) committed \(committed) failure \(answer.failure.map { "\($0.kind)" } ?? "none")")
+        apply(
+            machine.storeAnswered(call.session, call.batch, answer, now: now),
+            "store answered \(call.session) \(call.tags) committed \(committed) failure \(answer.failure.map { "\($0.kind)" } ?? "none")"
+        )
     }
 
     private mutating func failure(_ roll: Int) -> StoreError {
@@ -230,7 +246,8 @@ struct SimulatedWorld {
         case 90..<95: outcome = .unencodable(reason: "too big")
         default: outcome = .nacked
         }
-        result = roll >= 95 ? .timedOut(after: .seconds(10)) : .outcomes(Array(repeating: outcome, count: publish.messages))
+        result =
+            roll >= 95 ? .timedOut(after: .seconds(10)) : .outcomes(Array(repeating: outcome, count: publish.messages))
         let confirmed = roll < 75
         if var channel = channels[publish.session] {
             for tag in publish.tags {
@@ -239,15 +256,17 @@ struct SimulatedWorld {
             }
             channels[publish.session] = channel
         }
-        apply(machine.confirmsArrived(publish.session, publish.id, result, now: now),
-              "confirms \(publish.session) \(publish.tags) \(confirmed ? "confirmed" : "failed")")
+        apply(
+            machine.confirmsArrived(publish.session, publish.id, result, now: now),
+            "confirms \(publish.session) \(publish.tags) \(confirmed ? "confirmed" : "failed")")
     }
 
     mutating func answerCheck() {
         let check = checks.removeFirst()
         let passes = random.next(below: 100) < 60
-        apply(machine.storeChecked(check, failure: passes ? nil : LifecycleHarness.outage, now: now),
-              "check \(passes ? "passed" : "failed")")
+        apply(
+            machine.storeChecked(check, failure: passes ? nil : LifecycleHarness.outage, now: now),
+            "check \(passes ? "passed" : "failed")")
     }
 
     mutating func fireTimer() {
@@ -262,8 +281,9 @@ struct SimulatedWorld {
         channels[id] = Channel()
         if random.next(below: 5) == 0 {
             channels[id]?.closed = false
-            apply(machine.sessionFailed(id, error: AMQPError(code: .connectionFailed, message: "refused"), now: now),
-                  "connect failed \(id)")
+            apply(
+                machine.sessionFailed(id, error: AMQPError(code: .connectionFailed, message: "refused"), now: now),
+                "connect failed \(id)")
         } else {
             channels[id]?.consuming = true
             apply(machine.sessionStarted(id, frameMax: 131_072, now: now), "started \(id)")
@@ -318,7 +338,10 @@ struct SimulatedWorld {
                 connects.append(id)
             case .store(let id, let batch, let deliveries, let oneAtATime):
                 let tags = deliveries.map(\.tag)
-                guard var channel = channels[id] else { violations.append("store for unknown session \(id)"); break }
+                guard var channel = channels[id] else {
+                    violations.append("store for unknown session \(id)")
+                    break
+                }
                 let again = tags.filter { channel.committed.contains($0) }
                 if !again.isEmpty { violations.append("\(id): stored again after commit: \(again)") }
                 if channel.storeCalls > 0 { violations.append("\(id): two store calls at once") }
@@ -343,7 +366,9 @@ struct SimulatedWorld {
                 channels[id]?.endRequested = true
                 closing.append(id)
             case .stopPipeline(let pipeline):
-                if !stoppedPipelines.insert(pipeline).inserted { violations.append("pipeline \(pipeline) stopped twice") }
+                if !stoppedPipelines.insert(pipeline).inserted {
+                    violations.append("pipeline \(pipeline) stopped twice")
+                }
             case .startTimer(let timer, let delay):
                 timers.append((timer, now + delay))
             case .checkStore(let check):
@@ -415,9 +440,13 @@ struct SimulatedWorld {
                         violations.append("\(id): \(tag) acknowledged but ended \(fate.name)")
                     }
                 } else if channel.rejected.contains(tag) {
-                    if fate.name != "rejected_to_broker" { violations.append("\(id): \(tag) rejected but ended \(fate.name)") }
+                    if fate.name != "rejected_to_broker" {
+                        violations.append("\(id): \(tag) rejected but ended \(fate.name)")
+                    }
                 } else if channel.requeued.contains(tag) || channel.returned.contains(tag) {
-                    if fate.leavesTheQueue { violations.append("\(id): \(tag) went back to the queue but ended \(fate.name)") }
+                    if fate.leavesTheQueue {
+                        violations.append("\(id): \(tag) went back to the queue but ended \(fate.name)")
+                    }
                 } else {
                     violations.append("\(id): \(tag) never settled nor returned (ended \(fate.name))")
                 }

@@ -41,7 +41,8 @@ import WalletStore
         h.stored()
         // The second batch's confirms come first: its tags are acknowledged one by one, batch 1 is still unsettled.
         let second = h.publishes.removeLast()
-        let lines = h.apply(h.machine.confirmsArrived(second.session, second.id, .outcomes([.confirmed, .confirmed]), now: h.now))
+        let lines = h.apply(
+            h.machine.confirmsArrived(second.session, second.id, .outcomes([.confirmed, .confirmed]), now: h.now))
         #expect(lines == ["settle ack 3, ack 4", "3 processed", "4 processed"])
         #expect(h.confirmed() == ["settle ack ≤2", "1 processed", "2 processed"])
     }
@@ -139,7 +140,9 @@ import WalletStore
         #expect(h.storeFails(H.refused) == ["one at a time", "store one by one 1,2,3"])
         let lines = h.storeAnswers { tags in
             StoreAnswer(
-                outcomes: [.stored(H.processed(tags[0])), .refused(reason: "NUL in text"), .stored(H.processed(tags[2]))],
+                outcomes: [
+                    .stored(H.processed(tags[0])), .refused(reason: "NUL in text"), .stored(H.processed(tags[2])),
+                ],
                 failure: nil)
         }
         #expect(lines == ["publish 1×1,2×1,3×1"])
@@ -161,7 +164,8 @@ import WalletStore
         h.receive([1, 2, 3, 4])
         h.storeFails(H.refused)
         let lines = h.storeAnswers { tags in
-            StoreAnswer(outcomes: [.stored(H.processed(tags[0])), .stored(H.processed(tags[1]))], failure: H.ownFailure)
+            StoreAnswer(
+                outcomes: [.stored(H.processed(tags[0])), .stored(H.processed(tags[1]))], failure: H.ownFailure)
         }
         #expect(lines == ["publish 1×1,2×1", "check store"])
         #expect(h.confirmed() == ["settle ack ≤2", "1 processed", "2 processed"])
@@ -183,7 +187,9 @@ import WalletStore
         var h = H.consuming()
         h.receive([1, 2])
         h.storeFails(H.refused)
-        let lines = h.storeAnswers { tags in StoreAnswer(outcomes: [.stored(H.processed(tags[0]))], failure: H.permanent) }
+        let lines = h.storeAnswers { tags in
+            StoreAnswer(outcomes: [.stored(H.processed(tags[0]))], failure: H.permanent)
+        }
         #expect(lines == ["publish 1×1", "fail worker", "2 requeued", "cancel consumer"])
         #expect(h.failures.count == 1)
         #expect(h.receive([3]) == ["3 requeued"], "nothing more is stored")
@@ -200,9 +206,10 @@ import WalletStore
         h.receive([1, 2])
         h.storeFails(H.outage)
         h.receive([3])
-        #expect(h.fire("give back", advance: .seconds(60)) == [
-            "giving back 3", "1 requeued", "2 requeued", "3 requeued", "end session paused for the store",
-        ])
+        #expect(
+            h.fire("give back", advance: .seconds(60)) == [
+                "giving back 3", "1 requeued", "2 requeued", "3 requeued", "end session paused for the store",
+            ])
         #expect(h.receive([4]) == ["4 requeued"], "what arrives before the channel closes goes back too")
         #expect(h.closed() == [], "paused: no session until the store answers")
         h.fire("probe")
@@ -273,7 +280,8 @@ import WalletStore
         h.stored()
         h.confirmed(.nacked)
         let second = h.publishes.removeFirst()
-        let lines = h.apply(h.machine.confirmsArrived(second.session, second.id, .outcomes([.confirmed, .nacked]), now: h.now))
+        let lines = h.apply(
+            h.machine.confirmsArrived(second.session, second.id, .outcomes([.confirmed, .nacked]), now: h.now))
         #expect(lines == ["settle ack 1", "1 retried", "requeue delayed 1", "timer requeue"])
         #expect(h.stop() == ["cancel consumer", "settle requeue 2", "2 requeued"], "stopping ends the delay")
         #expect(h.consumerEnded() == ["end session stopped"])
@@ -367,10 +375,11 @@ import WalletStore
         h.receive([1, 2])
         h.stored()
         h.receive([3])
-        #expect(h.sessionFailed() == [
-            "session failed", "1 dropped_with_session", "2 dropped_with_session", "3 dropped_with_session",
-            "end session failed",
-        ])
+        #expect(
+            h.sessionFailed() == [
+                "session failed", "1 dropped_with_session", "2 dropped_with_session", "3 dropped_with_session",
+                "end session failed",
+            ])
         #expect(h.confirmed() == [], "a confirm of the failed session changes nothing")
         #expect(h.closed() == ["reconnecting 1", "connect 0.2"])
     }
@@ -380,7 +389,8 @@ import WalletStore
         h.start()
         for attempt in 1...3 {
             let id = h.connects.removeFirst()
-            h.apply(h.machine.sessionFailed(id, error: AMQPError(code: .connectionFailed, message: "refused"), now: h.now))
+            h.apply(
+                h.machine.sessionFailed(id, error: AMQPError(code: .connectionFailed, message: "refused"), now: h.now))
             #expect(h.closed() == ["reconnecting \(attempt)", "connect 0.\(attempt + 1)"])
         }
     }
@@ -407,7 +417,9 @@ import WalletStore
         var h = H.consuming()
         let timedOut = AMQPError(
             code: .channelClosedByBroker, message: "closed", replyCode: 406,
-            replyText: "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 1800000 ms.")
+            replyText:
+                "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 1800000 ms."
+        )
         h.receive([1])
         h.sessionFailed(timedOut)
         h.closed()

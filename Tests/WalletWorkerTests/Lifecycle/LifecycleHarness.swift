@@ -14,9 +14,12 @@ struct LifecycleHarness {
     var now: Duration = .zero
     var session: DeliveryLifecycle.SessionID?
     /// Store calls not yet answered, oldest first.
-    var stores: [(session: DeliveryLifecycle.SessionID, batch: DeliveryLifecycle.BatchID, tags: [UInt64], oneAtATime: Bool)] = []
+    var stores:
+        [(session: DeliveryLifecycle.SessionID, batch: DeliveryLifecycle.BatchID, tags: [UInt64], oneAtATime: Bool)] =
+            []
     /// Publishes not yet confirmed, oldest first, with the number of messages each sent.
-    var publishes: [(session: DeliveryLifecycle.SessionID, id: DeliveryLifecycle.PublishID, tags: [UInt64], messages: Int)] = []
+    var publishes:
+        [(session: DeliveryLifecycle.SessionID, id: DeliveryLifecycle.PublishID, tags: [UInt64], messages: Int)] = []
     var checks: [DeliveryLifecycle.CheckID] = []
     var timers: [(id: DeliveryLifecycle.TimerID, purpose: String)] = []
     /// Every timer's delay so far, by purpose.
@@ -31,10 +34,13 @@ struct LifecycleHarness {
 
     static let topology = Topology()
 
-    init(queues: [ConsumedQueue] = [ConsumedQueue(name: "work", retryQueue: "work.retry", isShard: false)],
-         configure: (inout DeliveryLifecycle.Configuration) -> Void = { _ in }) {
+    init(
+        queues: [ConsumedQueue] = [ConsumedQueue(name: "work", retryQueue: "work.retry", isShard: false)],
+        configure: (inout DeliveryLifecycle.Configuration) -> Void = { _ in }
+    ) {
         var configuration = DeliveryLifecycle.Configuration(
-            topology: Self.topology, retry: RetrySchedule(firstDelay: .seconds(5), longestDelay: .seconds(300), attempts: 5))
+            topology: Self.topology,
+            retry: RetrySchedule(firstDelay: .seconds(5), longestDelay: .seconds(300), attempts: 5))
         configuration.giveBackAfter = .seconds(60)
         configure(&configuration)
         machine = DeliveryLifecycle(configuration: configuration, queues: queues, seed: 42)
@@ -81,8 +87,9 @@ struct LifecycleHarness {
     @discardableResult
     mutating func stored(_ decision: (UInt64) -> StoredDecision = { Self.processed($0) }) -> [String] {
         let call = stores.removeFirst()
-        return apply(machine.storeAnswered(
-            call.session, call.batch, .stored(call.tags.map(decision)), now: now))
+        return apply(
+            machine.storeAnswered(
+                call.session, call.batch, .stored(call.tags.map(decision)), now: now))
     }
 
     /// The oldest store call answered with `answer` built from its tags.
@@ -101,16 +108,18 @@ struct LifecycleHarness {
     @discardableResult
     mutating func checked(passes: Bool) -> [String] {
         let check = checks.removeFirst()
-        return apply(machine.storeChecked(
-            check, failure: passes ? nil : StoreError(.transient, "check failed", outage: true), now: now))
+        return apply(
+            machine.storeChecked(
+                check, failure: passes ? nil : StoreError(.transient, "check failed", outage: true), now: now))
     }
 
     /// The oldest publish confirmed: every message `outcome`.
     @discardableResult
     mutating func confirmed(_ outcome: AMQPPublishOutcome = .confirmed) -> [String] {
         let publish = publishes.removeFirst()
-        return apply(machine.confirmsArrived(
-            publish.session, publish.id, .outcomes(Array(repeating: outcome, count: publish.messages)), now: now))
+        return apply(
+            machine.confirmsArrived(
+                publish.session, publish.id, .outcomes(Array(repeating: outcome, count: publish.messages)), now: now))
     }
 
     @discardableResult
@@ -196,13 +205,14 @@ struct LifecycleHarness {
             "publish " + zip(tags, plans).map { "\($0)×\($1.messages.count)" }.joined(separator: ",")
         case .sendDirectReplies(_, let copies): "direct replies \(copies.count)"
         case .settle(_, let settlements):
-            "settle " + settlements.map {
-                switch $0 {
-                case .ack(let tag, let multiple): multiple ? "ack ≤\(tag)" : "ack \(tag)"
-                case .requeue(let tag): "requeue \(tag)"
-                case .reject(let tag): "reject \(tag)"
-                }
-            }.joined(separator: ", ")
+            "settle "
+                + settlements.map {
+                    switch $0 {
+                    case .ack(let tag, let multiple): multiple ? "ack ≤\(tag)" : "ack \(tag)"
+                    case .requeue(let tag): "requeue \(tag)"
+                    case .reject(let tag): "reject \(tag)"
+                    }
+                }.joined(separator: ", ")
         case .cancelConsumer: "cancel consumer"
         case .endSession(_, let end): "end session \(name(end))"
         case .stopPipeline(let pipeline): "stop pipeline \(pipeline)"
@@ -276,7 +286,8 @@ struct LifecycleHarness {
     static func decision(_ tag: UInt64, results: Int, disposition: Disposition, outcome: Outcome) -> StoredDecision {
         let result = OutboundResult(
             exchange: topology.resultExchanges.actions, routingKey: "action.refresh", body: Array("{}".utf8),
-            properties: OutboundProperties(messageID: "m\(tag)/0", correlationID: nil, type: "actionTriggered", traceparent: nil))
+            properties: OutboundProperties(
+                messageID: "m\(tag)/0", correlationID: nil, type: "actionTriggered", traceparent: nil))
         return StoredDecision(
             decision: Decision(
                 effects: [], results: Array(repeating: result, count: results), disposition: disposition,
