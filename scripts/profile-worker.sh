@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Where the worker's CPU goes, by thread: the end-to-end benchmark's workload through a release worker under
+# `perf record`, then a report per thread (Benchmarks/README.md, "Issue 27").
+#
+#   scripts/profile-worker.sh [--messages N] [--store sqlite|memory]   # default 50,000 after the setup phase, SQLite
+#   WORKER_BIN=/path/to/wallet-worker scripts/profile-worker.sh          # another build (release, with symbols)
+#
+# Starts a private broker (RABBITMQ_PORT, default 5852), preloads the setup phase and N notifications
+# (`worker-load preload`), starts the worker under `perf record -e cpu-clock -g` (no hardware counters on this
+# VM), waits until the measured notifications are drained (`worker-load watch`), stops it, and prints: CPU per
+# message, the samples per thread (each named by its busiest function: the transport's I/O thread polls, the
+# store's thread runs SQLite, the cooperative pool routes), then the top functions of each busy thread.
+# The recording stays in the printed directory (perf report -i DIR/perf.data).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+messages=50000
+store=sqlite
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --messages) messages="$2"; shift 2 ;;
+        --store) store="$2"; shift 2 ;;
+        *) echo "usage: $0 [--messages N] [--store sqlite|memory]" >&2; exit 2 ;;
+    esac
+done
+
+# shellcheck source=lib/prerequisites.sh
+source "$root/scripts/lib/prerequisites.sh"
+ensure_prerequisites linux-perf
+
+export RABBITMQ_PORT="${RABBITMQ_PORT:-5852}"
+export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-/tmp/rmq-profile}"
+export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
+work="$(mktemp -d /tmp/profile-worker.XXXXXX)"
+worker_pid=""
+cleanup() {
+    local status=$?
+    [ -n "$worker_pid" ] && kill -TERM "$worker_pid" 2>/dev/null && wait "$worker_pid" 2>/dev/null
+    "$root/scripts/rabbitmq-local.sh" stop >/dev/null 2>&1 || true
+    rm -f "$work"/*.sqlite*
+    echo "profile-worker: recording and logs in $work" >&2
+    exit "$status"
+}
+trap cleanup EXIT
+
+if [ -z "${WORKER_BIN:-}" ]; then
+    (cd "$root" && swift build -c release --product wallet-worker --scratch-path .build-bench-release 2>&1 | tail -n 1)
+    WORKER_BIN="$root/.build-bench-release/release/wallet-worker"
+fi
+(cd "$root/Benchmarks" && swift build -c release --product worker-load --scratch-path .build-bench 2>&1 | tail -n 1)
+load="$root/Benchmarks/.build-bench/release/worker-load"
+
+"$root/scripts/rabbitmq-local.sh" start
+"$WORKER_BIN" declare --amqp-url "$AMQP_URL" >"$work/declare.log" 2>&1
+"$load" prepare >"$work/prepare.log"
+"$load" preload --messages "$messages"
+case "$store" in
+    sqlite) store_flag="sqlite:$work/profile.sqlite" ;;
+    memory) store_flag=memory ;;
+    *) echo "profile-worker: --store sqlite or memory" >&2; exit 2 ;;
+esac
+perf record -e cpu-clock -F 999 -g -o "$work/perf.data" -- \
+    "$WORKER_BIN" run --amqp-url "$AMQP_URL" --store "$store_flag" --prefetch 200 --http-port off \
+    >"$work/worker.log" 2>&1 &
+perf_pid=$!
+# perf's child is the worker: the watch needs its pid.
+for _ in $(seq 1 100); do
+    worker_pid=$(pgrep -P "$perf_pid" -f "wallet-worker run" || true)
+    [ -n "$worker_pid" ] && break
+    sleep 0.1
+done
+[ -n "$worker_pid" ] || { echo "profile-worker: the worker did not start" >&2; cat "$work/worker.log" >&2; exit 1; }
+line=$("$load" watch --pid "$worker_pid" --measured "$messages" --interval 0.05)
+kill -TERM "$worker_pid"
+wait "$perf_pid" || true
+worker_pid=""
+echo "$line" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+    printf "worker (%s store): %.1f CPU us/message in the measured window (%d messages, %.1f s)\n", "'"$store"'",
+        1e6 * v["cpu_s"] / v["messages"], v["messages"], v["window_s"] }'
+echo "== samples per thread (whole run: start-up, the setup phase and the measured window) =="
+perf report -i "$work/perf.data" --no-children --sort pid -g none --stdio 2>/dev/null | grep '%' | head -n 12 \
+    >"$work/threads.txt"
+while read -r share tid_comm; do
+    tid=${tid_comm%%:*}
+    busiest=$(perf report -i "$work/perf.data" --no-children --tid "$tid" --sort sym -g none --stdio 2>/dev/null |
+        grep '%' | head -n 1 | awk '{ $1 = ""; $2 = ""; print }' | cut -c1-90)
+    printf '  %7s  thread %-8s busiest: %s\n' "$share" "$tid" "$busiest"
+done <"$work/threads.txt"
+echo "== top functions of the three busiest threads =="
+head -n 3 "$work/threads.txt" | while read -r share tid_comm; do
+    tid=${tid_comm%%:*}
+    echo "-- thread $tid ($share of all samples) --"
+    perf report -i "$work/perf.data" --no-children --tid "$tid" --sort dso,sym -g none --stdio 2>/dev/null |
+        grep '%' | head -n 12 | cut -c1-140
+done
