@@ -46,18 +46,44 @@ final class ConnectionRuntime: @unchecked Sendable {
         close(wakeWriter)
     }
 
+    /// The I/O thread's name, as `top -H`, `perf` and `/proc/PID/task/*/comm` show it: "amqp-io" and the connection
+    /// name's last word ("amqp-io publish", "amqp-io consume", "amqp-io reply"). Linux keeps at most 15 bytes of a
+    /// thread's name and refuses a longer one, and the thread then keeps its creator's (a dispatch queue's): the
+    /// full connection name never showed.
+    static func ioThreadName(connectionName: String?) -> String {
+        let lastWord = connectionName?.split(separator: " ").last.map(String.init) ?? ""
+        var name = lastWord.isEmpty ? "amqp-io" : "amqp-io \(lastWord)"
+        while name.utf8.count > 15 { name.removeLast() }
+        return name
+    }
+
+    /// Gives the calling thread its name in the kernel (at most 15 bytes: `ioThreadName`), through
+    /// `/proc/thread-self/comm`: Glibc's module does not export `pthread_setname_np`. Best effort.
+    private static func nameCurrentThread(_ name: String) {
+        #if os(Linux)
+            let descriptor = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return }
+            defer { close(descriptor) }
+            var bytes = Array(name.utf8)
+            _ = write(descriptor, &bytes, bytes.count)
+        #endif
+    }
+
     /// Starts the thread, connects on it, and returns once the login has succeeded or failed.
     static func start(
         configuration: AMQPConnectionConfiguration, logger: Logger,
         events: AsyncStream<AMQPConnectionEvent>.Continuation
     ) async throws(AMQPError) -> (runtime: ConnectionRuntime, frameMax: Int) {
         let runtime = ConnectionRuntime()
-        let name = configuration.connectionName ?? "amqp"
         let frameMax: Int
         do {
             frameMax = try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<Int, any Error>) in
+                let threadName = ioThreadName(connectionName: configuration.connectionName)
                 let thread = Thread {
+                    // Named here, by the thread itself: Foundation's `Thread.name` did not reach the kernel on
+                    // Linux (`/proc/PID/task/*/comm` kept the creating dispatch thread's name).
+                    nameCurrentThread(threadName)
                     let core: ConnectionCore
                     do throws(AMQPError) {
                         core = try ConnectionCore(configuration: configuration, logger: logger, events: events)
@@ -71,7 +97,7 @@ final class ConnectionRuntime: @unchecked Sendable {
                     continuation.resume(returning: core.frameMax)
                     runtime.run(core)
                 }
-                thread.name = "amqp-io:\(name)"
+                thread.name = threadName
                 // Generous: librabbitmq and the header copy recurse once per nesting level of a field table,
                 // and any publisher can nest headers. Only the pages touched are committed.
                 thread.stackSize = 16 << 20
