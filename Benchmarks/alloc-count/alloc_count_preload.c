@@ -5,12 +5,11 @@
 //
 // Preloaded, it defines malloc and friends before glibc does, so every allocation of the process (the Swift runtime,
 // Foundation, librabbitmq, SQLite, every thread) calls these; they count and forward to glibc's own implementations
-// through its exported __libc_* entry points (no dlsym, so no bootstrap recursion). The count lives in a file,
-// BENCH_ALLOC_COUNT_DIR/<pid> (8 bytes, a native-endian uint64 mapped shared), so another process reads it at any
+// (../Sources/CAllocationCounter/InterposedAllocators.h, shared with the benchmarks' linked-in counter). The count
+// lives in a file, BENCH_ALLOC_COUNT_DIR/<pid> (8 bytes, a native-endian uint64 mapped shared), so another process reads it at any
 // moment without the counted one's help: `worker-load watch` reads it at the start and the end of the measured
-// window. Frees are not counted: the benchmark wants the number of allocations, not the balance.
+// window.
 #define _GNU_SOURCE
-#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -19,11 +18,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-extern void *__libc_malloc(size_t size);
-extern void *__libc_calloc(size_t count, size_t size);
-extern void *__libc_realloc(void *pointer, size_t size);
-extern void *__libc_memalign(size_t alignment, size_t size);
 
 // Allocations before the file is mapped (the dynamic loader's, the constructors') count here, then move to the file.
 static _Atomic uint64_t early;
@@ -53,36 +47,4 @@ __attribute__((constructor)) static void map_counter(void) {
     atomic_store_explicit(&shared, counter, memory_order_release);
 }
 
-void *malloc(size_t size) {
-    counted();
-    return __libc_malloc(size);
-}
-
-void *calloc(size_t count, size_t size) {
-    counted();
-    return __libc_calloc(count, size);
-}
-
-void *realloc(void *pointer, size_t size) {
-    counted();
-    return __libc_realloc(pointer, size);
-}
-
-int posix_memalign(void **result, size_t alignment, size_t size) {
-    counted();
-    if (alignment < sizeof(void *) || (alignment & (alignment - 1)) != 0) return EINVAL;
-    void *pointer = __libc_memalign(alignment, size);
-    if (pointer == NULL) return ENOMEM;
-    *result = pointer;
-    return 0;
-}
-
-void *aligned_alloc(size_t alignment, size_t size) {
-    counted();
-    return __libc_memalign(alignment, size);
-}
-
-void *memalign(size_t alignment, size_t size) {
-    counted();
-    return __libc_memalign(alignment, size);
-}
+#include "../Sources/CAllocationCounter/InterposedAllocators.h"

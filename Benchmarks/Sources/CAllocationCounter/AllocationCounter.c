@@ -1,7 +1,6 @@
 // Counting allocations by interposition: the executable defines malloc and friends, so every shared library the
 // process loads (the Swift runtime and Foundation included) calls these, and they forward to glibc's own
-// implementations through its exported __libc_* entry points. No dlsym is needed, so there is no bootstrap
-// recursion to handle. Frees are not counted: a benchmark wants the number of allocations, not the balance.
+// implementations (InterposedAllocators.h, shared with ../../alloc-count's preload).
 #define _GNU_SOURCE
 #include "CAllocationCounter.h"
 
@@ -9,13 +8,7 @@
 #include <stddef.h>
 
 #if defined(__linux__) && defined(__GLIBC__)
-#include <errno.h>
 #include <sched.h>
-
-extern void *__libc_malloc(size_t size);
-extern void *__libc_calloc(size_t count, size_t size);
-extern void *__libc_realloc(void *pointer, size_t size);
-extern void *__libc_memalign(size_t alignment, size_t size);
 
 static _Atomic uint64_t allocations;
 
@@ -23,39 +16,7 @@ static inline void counted(void) {
     atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
 }
 
-void *malloc(size_t size) {
-    counted();
-    return __libc_malloc(size);
-}
-
-void *calloc(size_t count, size_t size) {
-    counted();
-    return __libc_calloc(count, size);
-}
-
-void *realloc(void *pointer, size_t size) {
-    counted();
-    return __libc_realloc(pointer, size);
-}
-
-int posix_memalign(void **result, size_t alignment, size_t size) {
-    counted();
-    if (alignment < sizeof(void *) || (alignment & (alignment - 1)) != 0) return EINVAL;
-    void *pointer = __libc_memalign(alignment, size);
-    if (pointer == NULL) return ENOMEM;
-    *result = pointer;
-    return 0;
-}
-
-void *aligned_alloc(size_t alignment, size_t size) {
-    counted();
-    return __libc_memalign(alignment, size);
-}
-
-void *memalign(size_t alignment, size_t size) {
-    counted();
-    return __libc_memalign(alignment, size);
-}
+#include "InterposedAllocators.h"
 
 uint64_t CAllocationCounter_count(void) {
     return atomic_load_explicit(&allocations, memory_order_relaxed);
