@@ -77,6 +77,8 @@ worker_pid=""
 echo "$line" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
     printf "worker (%s store): %.1f CPU us/message in the measured window (%d messages, %.1f s)\n", "'"$store"'",
         1e6 * v["cpu_s"] / v["messages"], v["messages"], v["window_s"] }'
+# The reports below cut perf's output short (head): its SIGPIPE is not a failure.
+set +o pipefail
 echo "== samples per thread (whole run: start-up, the setup phase and the measured window) =="
 perf report -i "$work/perf.data" --no-children --sort pid -g none --stdio 2>/dev/null | grep '%' | head -n 12 \
     >"$work/threads.txt"
@@ -84,7 +86,7 @@ while read -r share tid_comm; do
     tid=${tid_comm%%:*}
     busiest=$(perf report -i "$work/perf.data" --no-children --tid "$tid" --sort sym -g none --stdio 2>/dev/null |
         grep '%' | head -n 1 | awk '{ $1 = ""; $2 = ""; print }' | cut -c1-90)
-    printf '  %7s  thread %-8s busiest: %s\n' "$share" "$tid" "$busiest"
+    printf '  %7s  thread %-24s busiest: %s\n' "$share" "$tid_comm" "$busiest"
 done <"$work/threads.txt"
 echo "== top functions of the three busiest threads =="
 head -n 3 "$work/threads.txt" | while read -r share tid_comm; do
