@@ -4,15 +4,25 @@ internal import CRabbitMQShims
 extension AMQPMessageProperties {
     /// Copies every set property out of C memory.
     init(copying properties: amqp_basic_properties_t) {
+        var strings = RecentStrings()
+        self.init(copying: properties, strings: &strings)
+    }
+
+    /// Copies every set property out of C memory; the properties that repeat from message to message (content
+    /// type, type, reply-to, ...) come from `strings` when they do. Message and correlation ids are unique: made
+    /// anew.
+    init(copying properties: amqp_basic_properties_t, strings: inout RecentStrings) {
         self.init()
         let flags = properties._flags
         func has(_ flag: amqp_flags_t) -> Bool { flags & flag != 0 }
         var undecoded: [StringProperty: [UInt8]] = [:]
         func text(_ bytes: amqp_bytes_t, _ field: StringProperty) -> String {
-            let array = bytes.array
-            if let valid = String(validating: array, as: UTF8.self) { return valid }
-            undecoded[field] = array
-            return String(decoding: array, as: UTF8.self)
+            let raw = bytes.buffer
+            let repeats = field != .messageID && field != .correlationID
+            // Validated straight from librabbitmq's buffer: no array before the string.
+            if let valid = repeats ? strings.string(raw) : String(validating: raw, as: UTF8.self) { return valid }
+            undecoded[field] = Array(raw)
+            return String(decoding: raw, as: UTF8.self)
         }
         defer { undecodedStrings = undecoded }
         if has(CRabbitMQShims_CONTENT_TYPE_FLAG) { contentType = text(properties.content_type, .contentType) }

@@ -19,6 +19,8 @@ final class FrameReader {
     private let heartbeat: Duration
     /// When a frame (or readable socket) last showed that the broker is there.
     private var lastInbound = ContinuousClock.now
+    /// Consumer tags, exchanges, content types: the strings every delivery repeats, made once.
+    private var recentStrings = RecentStrings()
 
     init(state: amqp_connection_state_t, heartbeat: Duration) {
         self.state = state
@@ -73,7 +75,7 @@ final class FrameReader {
     /// The method a frame carries; nil for a heartbeat, header or body frame, or an undecoded method.
     func method(of frame: amqp_frame_t) -> InboundMethod? {
         guard frame.frame_type == UInt8(AMQP_FRAME_METHOD) else { return nil }
-        return InboundMethod(frame.payload.method, channel: frame.channel)
+        return InboundMethod(frame.payload.method, channel: frame.channel, strings: &recentStrings)
     }
 
     // MARK: - Content
@@ -117,7 +119,7 @@ final class FrameReader {
         }
         // Copied before the channel's pool is recycled below.
         let properties = AMQPMessageProperties(
-            copying: decoded.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee)
+            copying: decoded.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee, strings: &recentStrings)
         // Decided from the content header, before any body frame is read: nothing is dropped that is then wanted.
         let withheld = (bodyLimit.map { bodySize > UInt64(max($0, 0)) } ?? false) && !(keepsBody?(properties) ?? false)
         var body: [UInt8] = []

@@ -42,17 +42,18 @@ enum InboundMethod {
         var routingKey: String
     }
 
-    /// Decodes a method frame received on `channel`; nil for a method librabbitmq did not decode.
-    init?(_ method: amqp_method_t, channel: UInt16) {
+    /// Decodes a method frame received on `channel`; nil for a method librabbitmq did not decode. A delivery's tag,
+    /// exchange and routing key come from `strings` when they repeat.
+    init?(_ method: amqp_method_t, channel: UInt16, strings: inout RecentStrings) {
         guard let decoded = method.decoded else { return nil }
         switch method.id {
         case CRabbitMQShims_BASIC_DELIVER_METHOD:
             let deliver = decoded.assumingMemoryBound(to: amqp_basic_deliver_t.self).pointee
             self = .deliver(
                 Deliver(
-                    consumerTag: deliver.consumer_tag.string, deliveryTag: deliver.delivery_tag,
-                    redelivered: deliver.redelivered != 0, exchange: deliver.exchange.string,
-                    routingKey: deliver.routing_key.string))
+                    consumerTag: strings.text(deliver.consumer_tag), deliveryTag: deliver.delivery_tag,
+                    redelivered: deliver.redelivered != 0, exchange: strings.text(deliver.exchange),
+                    routingKey: strings.text(deliver.routing_key)))
         case CRabbitMQShims_BASIC_RETURN_METHOD:
             let returned = decoded.assumingMemoryBound(to: amqp_basic_return_t.self).pointee
             self = .returned(
