@@ -13,12 +13,15 @@ struct DirectStatement: ~Copyable {
     private let handle: OpaquePointer
     private let connection: OpaquePointer
     private var nextParameter: Int32 = 1
+    /// Where texts and blobs are copied to be bound in place (`BindingArena`); nil: SQLite copies them.
+    private let arena: BindingArena?
 
-    fileprivate init(_ statement: Statement, connection: OpaquePointer) {
+    fileprivate init(_ statement: Statement, connection: OpaquePointer, arena: BindingArena?) {
         // Not `statement.sql` here: GRDB trims the text on every read (it was 40% of a batch's CPU).
         self.statement = statement
         self.handle = statement.sqliteStatement
         self.connection = connection
+        self.arena = arena
     }
 
     // MARK: - Binding, in parameter order
@@ -26,9 +29,13 @@ struct DirectStatement: ~Copyable {
     mutating func bind(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in
-            // An empty buffer may have no address, and a NULL pointer would bind SQL NULL.
-            let bytes = utf8.baseAddress.map { UnsafeRawPointer($0) } ?? UnsafeRawPointer(Self.emptyText)
-            _ = sqlite3_bind_text(handle, nextParameter, bytes, Int32(utf8.count), sqliteTransient)
+            if let copy = arena?.copy(UnsafeRawBufferPointer(utf8)) {
+                _ = sqlite3_bind_text(handle, nextParameter, copy, Int32(utf8.count), sqliteStatic)
+            } else {
+                // An empty buffer may have no address, and a NULL pointer would bind SQL NULL.
+                let bytes = utf8.baseAddress.map { UnsafeRawPointer($0) } ?? UnsafeRawPointer(Self.emptyText)
+                _ = sqlite3_bind_text(handle, nextParameter, bytes, Int32(utf8.count), sqliteTransient)
+            }
         }
         nextParameter += 1
     }
@@ -57,8 +64,12 @@ struct DirectStatement: ~Copyable {
 
     mutating func bind(bytes: [UInt8]) {
         bytes.withUnsafeBytes { buffer in
-            let address = buffer.baseAddress ?? UnsafeRawPointer(Self.emptyText)
-            _ = sqlite3_bind_blob(handle, nextParameter, address, Int32(buffer.count), sqliteTransient)
+            if let copy = arena?.copy(buffer) {
+                _ = sqlite3_bind_blob(handle, nextParameter, copy, Int32(buffer.count), sqliteStatic)
+            } else {
+                let address = buffer.baseAddress ?? UnsafeRawPointer(Self.emptyText)
+                _ = sqlite3_bind_blob(handle, nextParameter, address, Int32(buffer.count), sqliteTransient)
+            }
         }
         nextParameter += 1
     }
@@ -128,6 +139,11 @@ struct DirectStatement: ~Copyable {
         _ = sqlite3_reset(handle)
     }
 
+    /// Unbinds every parameter (bindings outlive a reset): done before arena space bound in place is reused.
+    fileprivate func clearBindings() {
+        _ = sqlite3_clear_bindings(handle)
+    }
+
     /// A valid address for zero bytes (never written, never freed).
     nonisolated(unsafe) private static let emptyText: UnsafePointer<CChar> = {
         let byte = UnsafeMutablePointer<CChar>.allocate(capacity: 1)
@@ -138,17 +154,29 @@ struct DirectStatement: ~Copyable {
 
 /// SQLite's `SQLITE_TRANSIENT` (a destructor of -1: copy the bytes now), which Swift cannot import as a macro.
 private let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+/// SQLite's `SQLITE_STATIC` (a destructor of 0: the bytes stay valid and unchanged until unbound).
+private let sqliteStatic = unsafeBitCast(OpaquePointer(bitPattern: 0), to: sqlite3_destructor_type.self)
 
 extension Database {
-    /// Runs `body` with the connection's cached statement for `sql`, reset before binding and after use.
-    func withDirectStatement<T>(sql: String, _ body: (inout DirectStatement) throws -> T) throws -> T {
+    /// Runs `body` with the connection's cached statement for `sql`, reset before binding and after use. With an
+    /// `arena`, texts and blobs are bound in place from it (`BindingArena`) and unbound before its space is reused.
+    func withDirectStatement<T>(sql: String, arena: BindingArena? = nil, _ body: (inout DirectStatement) throws -> T)
+        throws -> T
+    {
         let statement = try cachedStatement(sql: sql)
         guard let connection = sqliteConnection else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the connection is closed", sql: sql)
         }
-        var direct = DirectStatement(statement, connection: connection)
+        var direct = DirectStatement(statement, connection: connection, arena: arena)
+        let mark = arena?.mark
         direct.reset()
-        defer { direct.reset() }
+        defer {
+            direct.reset()
+            if let arena, let mark {
+                direct.clearBindings()
+                arena.release(to: mark)
+            }
+        }
         return try body(&direct)
     }
 }

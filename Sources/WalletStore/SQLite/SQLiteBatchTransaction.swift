@@ -11,11 +11,19 @@ import WalletRouting
 final class SQLiteBatchTransaction: WalletStoreTransaction {
     private let db: Database
     private let cache: SQLiteStateCache?
+    /// The texts and blobs of the transaction's statements, bound in place: SQLite allocates nothing to copy them.
+    /// Room for any ordinary row; a larger value (a big recorded result) is copied by SQLite.
+    private let arena = BindingArena(capacity: 64 * 1024)
     private static let columns = StoredColumns(store: "SQLite store")
 
     init(_ db: Database, cache: SQLiteStateCache? = nil) {
         self.db = db
         self.cache = cache
+    }
+
+    /// The connection's cached statement for `sql`, bound from the arena (`Database.withDirectStatement`).
+    private func withStatement<T>(_ sql: String, _ body: (inout DirectStatement) throws -> T) throws -> T {
+        try db.withDirectStatement(sql: sql, arena: arena, body)
     }
 
     // MARK: - WalletStateReading
@@ -28,11 +36,11 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     }
 
     private func readCard(_ digitalCardId: String) throws -> CardRecord? {
-        try db.withDirectStatement(
-            sql: """
-                SELECT state, tokenized_card_id, key_type, payments_left, keys_expire_at
-                FROM cards WHERE digital_card_id = ?
-                """
+        try withStatement(
+            """
+            SELECT state, tokenized_card_id, key_type, payments_left, keys_expire_at
+            FROM cards WHERE digital_card_id = ?
+            """
         ) { statement in
             statement.bind(digitalCardId)
             guard try statement.step() else { return nil }
@@ -50,7 +58,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     }
 
     func hasTransaction(digitalCardId: String, recordId: String) throws -> Bool {
-        try db.withDirectStatement(sql: "SELECT 1 FROM transactions WHERE digital_card_id = ? AND record_id = ?") {
+        try withStatement("SELECT 1 FROM transactions WHERE digital_card_id = ? AND record_id = ?") {
             statement in
             statement.bind(digitalCardId)
             statement.bind(recordId)
@@ -87,7 +95,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
         guard let auxiliary else {
             return Array(try readNewestOfBothKinds(digitalCardId: digitalCardId, limit: limit).prefix(limit))
         }
-        return try db.withDirectStatement(sql: Self.newestOfOneKind) { statement in
+        return try withStatement(Self.newestOfOneKind) { statement in
             statement.bind(digitalCardId)
             statement.bind(auxiliary)
             statement.bind(limit)
@@ -97,7 +105,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
 
     /// The card's newest `limit` primary and newest `limit` auxiliary records in one list, in the views' order.
     private func readNewestOfBothKinds(digitalCardId: String, limit: Int) throws -> [TransactionRecord] {
-        try db.withDirectStatement(sql: Self.newestOfBothKinds) { statement in
+        try withStatement(Self.newestOfBothKinds) { statement in
             for auxiliary in [false, true] {
                 statement.bind(digitalCardId)
                 statement.bind(auxiliary)
@@ -162,7 +170,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             case .upsertInstallation(let installation):
                 try upsert(installation)
             case .deleteInstallation(let installationId):
-                try db.withDirectStatement(sql: "DELETE FROM installations WHERE installation_id = ?") { statement in
+                try withStatement("DELETE FROM installations WHERE installation_id = ?") { statement in
                     statement.bind(installationId)
                     try statement.execute()
                 }
@@ -171,15 +179,15 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     }
 
     private func upsert(_ card: CardRecord) throws {
-        try db.withDirectStatement(
-            sql: """
-                INSERT INTO cards (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
-                VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (digital_card_id) DO UPDATE SET
-                    state = excluded.state, tokenized_card_id = excluded.tokenized_card_id,
-                    key_type = excluded.key_type, payments_left = excluded.payments_left,
-                    keys_expire_at = excluded.keys_expire_at
-                """
+        try withStatement(
+            """
+            INSERT INTO cards (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
+            VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (digital_card_id) DO UPDATE SET
+                state = excluded.state, tokenized_card_id = excluded.tokenized_card_id,
+                key_type = excluded.key_type, payments_left = excluded.payments_left,
+                keys_expire_at = excluded.keys_expire_at
+            """
         ) { statement in
             statement.bind(card.digitalCardId)
             statement.bind(card.state.rawValue)
@@ -194,14 +202,14 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
 
     private func store(_ record: TransactionRecord, digitalCardId: String) throws {
         // The first record with an id is kept (as InMemoryWalletState does): a repeat is ignored, not an error.
-        try db.withDirectStatement(
-            sql: """
-                INSERT INTO transactions (
-                    digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
-                    merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (digital_card_id, record_id) DO NOTHING
-                """
+        try withStatement(
+            """
+            INSERT INTO transactions (
+                digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
+                merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (digital_card_id, record_id) DO NOTHING
+            """
         ) { statement in
             statement.bind(digitalCardId)
             statement.bind(record.id)
@@ -226,12 +234,12 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
 
     private func upsert(_ installation: Installation) throws {
         let tags = try StoredColumns.encodeTags(installation.tags)
-        try db.withDirectStatement(
-            sql: """
-                INSERT INTO installations (installation_id, platform, push_channel, tags) VALUES (?, ?, ?, ?)
-                ON CONFLICT (installation_id) DO UPDATE SET
-                    platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
-                """
+        try withStatement(
+            """
+            INSERT INTO installations (installation_id, platform, push_channel, tags) VALUES (?, ?, ?, ?)
+            ON CONFLICT (installation_id) DO UPDATE SET
+                platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
+            """
         ) { statement in
             statement.bind(installation.installationId)
             statement.bind(installation.platform)
@@ -244,8 +252,8 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     // MARK: - Processed messages
 
     func recordedDecision(messageID: String) throws -> Decision? {
-        try db.withDirectStatement(
-            sql: "SELECT outcome, sender, digital_card_id, results FROM processed_messages WHERE message_id = ?"
+        try withStatement(
+            "SELECT outcome, sender, digital_card_id, results FROM processed_messages WHERE message_id = ?"
         ) { statement in
             statement.bind(messageID)
             guard try statement.step() else { return nil }
@@ -260,11 +268,11 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     }
 
     func record(messageID: String, decision: Decision, at now: Date) throws {
-        try db.withDirectStatement(
-            sql: """
-                INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id, results)
-                VALUES (?, ?, ?, ?, ?, ?)
-                """
+        try withStatement(
+            """
+            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id, results)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """
         ) { statement in
             statement.bind(messageID)
             statement.bind(now.timeIntervalSince1970)
@@ -279,8 +287,8 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     // MARK: - Reads outside the protocol (tests, diagnostics)
 
     func installation(_ installationId: String) throws -> Installation? {
-        try db.withDirectStatement(
-            sql: "SELECT platform, push_channel, tags FROM installations WHERE installation_id = ?"
+        try withStatement(
+            "SELECT platform, push_channel, tags FROM installations WHERE installation_id = ?"
         ) { statement in
             statement.bind(installationId)
             guard try statement.step() else { return nil }
