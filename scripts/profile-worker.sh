@@ -3,6 +3,7 @@
 # `perf record`, then a report per thread (Benchmarks/README.md, "Issue 27").
 #
 #   scripts/profile-worker.sh [--messages N] [--store sqlite|memory]   # default 50,000 after the setup phase, SQLite
+#   scripts/profile-worker.sh --allocations [--messages N] [--store ...] # where the heap allocations come from
 #   WORKER_BIN=/path/to/wallet-worker scripts/profile-worker.sh          # another build (release, with symbols)
 #
 # Starts a private broker (RABBITMQ_PORT, default 5852), preloads the setup phase and N notifications
@@ -10,17 +11,23 @@
 # VM), waits until the measured notifications are drained (`worker-load watch`), stops it, and prints: CPU per
 # message, the samples per thread (each named by its busiest function: the transport's I/O thread polls, the
 # store's thread runs SQLite, the cooperative pool routes), then the top functions of each busy thread.
+# With --allocations it records every call of glibc's `malloc` instead (a uprobe on libc's `malloc` that reads its
+# return address)
+# and prints, per thread, the allocations per measured message and the functions of the worker that asked for
+# them (scripts/lib/allocation-callers.py: the first frame outside the allocators and Swift's runtime).
 # The recording stays in the printed directory (perf report -i DIR/perf.data).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 messages=50000
 store=sqlite
+allocations=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --messages) messages="$2"; shift 2 ;;
         --store) store="$2"; shift 2 ;;
-        *) echo "usage: $0 [--messages N] [--store sqlite|memory]" >&2; exit 2 ;;
+        --allocations) allocations=true; shift ;;
+        *) echo "usage: $0 [--messages N] [--store sqlite|memory] [--allocations]" >&2; exit 2 ;;
     esac
 done
 
@@ -53,13 +60,25 @@ load="$root/Benchmarks/.build-bench/release/worker-load"
 "$root/scripts/rabbitmq-local.sh" start
 "$WORKER_BIN" declare --amqp-url "$AMQP_URL" >"$work/declare.log" 2>&1
 "$load" prepare >"$work/prepare.log"
-"$load" preload --messages "$messages"
+preloaded=$("$load" preload --messages "$messages")
+echo "$preloaded"
+# Every delivery of the run: the setup phase and the measured notifications ("preloaded S setup + N notifications").
+deliveries=$(echo "$preloaded" | awk '{ print $2 + $5 }')
 case "$store" in
     sqlite) store_flag="sqlite:$work/profile.sqlite" ;;
     memory) store_flag=memory ;;
     *) echo "profile-worker: --store sqlite or memory" >&2; exit 2 ;;
 esac
-perf record -e cpu-clock -F 999 -g -o "$work/perf.data" -- \
+if $allocations; then
+    libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ { print $NF; exit }')
+    # With its return address: the frame-pointer chain starts at the caller's caller (allocation-callers.py).
+    perf probe -l 2>/dev/null | grep -q 'probe_libc:mallocra' ||
+        perf probe -q -x "$libc" -a 'mallocra=malloc caller=+0(%sp):x64'
+    events=(-e probe_libc:mallocra)
+else
+    events=(-e cpu-clock -F 999)
+fi
+perf record "${events[@]}" -g -o "$work/perf.data" -- \
     "$WORKER_BIN" run --amqp-url "$AMQP_URL" --store "$store_flag" --prefetch 200 --http-port off \
     >"$work/worker.log" 2>&1 &
 perf_pid=$!
@@ -79,6 +98,11 @@ echo "$line" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] =
         1e6 * v["cpu_s"] / v["messages"], v["messages"], v["window_s"] }'
 # The reports below cut perf's output short (head): its SIGPIPE is not a failure.
 set +o pipefail
+if $allocations; then
+    perf script -i "$work/perf.data" -F tid,comm,ip,sym,dso,trace --show-mmap-events 2>/dev/null |
+        python3 "$root/scripts/lib/allocation-callers.py" --deliveries "$deliveries"
+    exit 0
+fi
 echo "== samples per thread (whole run: start-up, the setup phase and the measured window) =="
 perf report -i "$work/perf.data" --no-children --sort pid -g none --stdio 2>/dev/null | grep '%' | head -n 12 \
     >"$work/threads.txt"
