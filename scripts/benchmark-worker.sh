@@ -320,3 +320,31 @@ target "worker bytes written/message (SQLite)" "$(column_of worker 12 %.0f)" "<=
 target "worker peak RSS MiB (SQLite)" "$(column_of worker 5 %.1f)" "<=" 64
 echo "  the throughput target's floor: floor / baseline2 = $(ratio_of floor baseline2) (the C loop given only the"
 echo "  SQLite store's work); worker / floor = $(ratio_of worker floor) (what the worker's own overhead costs)"
+
+# --- floors (issue 27) ---------------------------------------------------------------------------------------
+# What each target out of reach cannot go below on this machine, measured now without the broker: the routing core
+# alone (routing-benchmark), routing with each store (store-benchmark), and what the SQLite store's bytes are made of
+# (store-benchmark --pages: the WAL's frames by table and index). BENCH_NO_FLOORS=1 skips it.
+if [ "${BENCH_NO_FLOORS:-0}" != 1 ]; then
+    echo "== floors, measured now (no broker; Benchmarks/README.md, \"Issue 27\") =="
+    for product in routing-benchmark store-benchmark; do
+        (cd "$root/Benchmarks" && swift build -c release --product "$product" --scratch-path .build-bench 2>&1 |
+            tail -n 1) >&2
+    done
+    bench_bin="$root/Benchmarks/.build-bench/release"
+    routing_line=$("$bench_bin/routing-benchmark" --messages 50000 --runs 3 | grep 'heap allocations' || true)
+    routing_allocations=$(echo "$routing_line" | sed -n 's/.*heap allocations: \([0-9.]*\) per notification.*/\1/p')
+    store_cpu() { "$bench_bin/store-benchmark" --messages 20000 --batch 200 --store "$1" |
+        sed -n 's/.*: \([0-9.]*\) CPU µs\/msg.*/\1/p'; }
+    memory_cpu=$(store_cpu memory)
+    sqlite_cpu=$(store_cpu sqlite)
+    baseline2_cpu=$(column_of baseline2 4 %.1f)
+    baseline2_allocations=$(column_of baseline2 17 %.1f)
+    awk -v c="$baseline2_cpu" -v m="$memory_cpu" -v s="$sqlite_cpu" -v a="$baseline2_allocations" \
+        -v r="$routing_allocations" 'BEGIN {
+        printf "  CPU, memory store: the C loop %.1f + routing with the memory store %.1f = %.1f us/message\n", c, m, c + m
+        printf "  CPU, SQLite: the C loop %.1f + routing with the SQLite store %.1f = %.1f us/message\n", c, s, c + s
+        printf "  allocations: the C loop (librabbitmq) %.1f + the routing core alone %.1f = %.1f per message\n", a, r, a + r }'
+    echo "  bytes written, SQLite: what the store writes, by table and index (store-benchmark --pages):"
+    "$bench_bin/store-benchmark" --messages 20000 --batch 200 --pages | sed 's/^/    /'
+fi
