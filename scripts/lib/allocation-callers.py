@@ -26,7 +26,7 @@ PASS_THROUGH = re.compile(
     r"^(malloc|__GI___libc_malloc|__libc_malloc|_int_malloc|operator new|swift_slowAlloc|swift_allocObject"
     r"|swift_allocBox|swift_allocEmptyBox|_swift_allocObject_|swift::|_swift_|__swift|\[unknown\]"
     r"|\$ss|\$sSa|\$sSD|\$sSh|\$sSS|\$sSJ|\$sSr|\$sSR)")
-RUNTIME = ("libc.so.6", "libswiftCore.so", "libstdc++")
+RUNTIME = ("libc.so.6", "libswiftCore.so", "libstdc++.so.6")
 
 
 class Symbols:
@@ -104,11 +104,11 @@ def main():
         total += 1
         by_thread[thread] += 1
         name, path = mappings.resolve(caller) if caller is not None else (None, None)
-        if name and path and not path.endswith(RUNTIME) and "libswiftCore" not in path and not PASS_THROUGH.match(name):
+        if name and path and not path.endswith(RUNTIME) and not PASS_THROUGH.match(name):
             owner = (name, path)
         else:
             owner = next(((s, d) for s, d in frames[1:]
-                          if not d.endswith(RUNTIME) and "libswiftCore" not in d and not PASS_THROUGH.match(s)),
+                          if not d.endswith(RUNTIME) and not PASS_THROUGH.match(s)),
                          frames[-1] if frames else ("?", "?"))
         library = owner[1].rsplit("/", 1)[-1]
         by_owner[(re.sub(r"\+0x[0-9a-f]+$", "", owner[0]), library)] += 1

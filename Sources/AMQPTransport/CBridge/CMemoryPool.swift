@@ -39,17 +39,17 @@ final class CMemoryPool {
 }
 
 extension amqp_bytes_t {
-    /// Copies the bytes out of C memory.
-    var array: [UInt8] {
-        guard len > 0, let bytes else { return [] }
-        return Array(UnsafeRawBufferPointer(start: bytes, count: len))
+    /// The bytes in place (valid while librabbitmq keeps them).
+    var buffer: UnsafeBufferPointer<UInt8> {
+        guard len > 0, let bytes else { return UnsafeBufferPointer(start: nil, count: 0) }
+        return UnsafeBufferPointer(start: bytes.assumingMemoryBound(to: UInt8.self), count: len)
     }
 
+    /// Copies the bytes out of C memory.
+    var array: [UInt8] { Array(buffer) }
+
     /// Decodes the bytes as UTF-8, repairing invalid sequences (AMQP short strings are meant to be UTF-8).
-    var string: String {
-        guard len > 0, let bytes else { return "" }
-        return String(decoding: UnsafeRawBufferPointer(start: bytes, count: len), as: UTF8.self)
-    }
+    var string: String { String(decoding: buffer, as: UTF8.self) }
 }
 
 /// Runs `body` with an `amqp_bytes_t` that borrows the array's storage. Do not let the value escape.

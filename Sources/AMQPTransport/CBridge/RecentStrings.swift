@@ -41,17 +41,8 @@ struct RecentStrings {
         return made
     }
 
-    /// Librabbitmq's bytes as a string, invalid UTF-8 repaired (AMQP short strings are meant to be UTF-8).
+    /// Librabbitmq's bytes as a string, invalid UTF-8 repaired as `amqp_bytes_t.string` does.
     mutating func text(_ bytes: amqp_bytes_t) -> String {
-        let buffer = bytes.buffer
-        return string(buffer) ?? String(decoding: buffer, as: UTF8.self)
-    }
-}
-
-extension amqp_bytes_t {
-    /// The bytes in place (valid while librabbitmq keeps them).
-    var buffer: UnsafeBufferPointer<UInt8> {
-        guard len > 0, let bytes else { return UnsafeBufferPointer(start: nil, count: 0) }
-        return UnsafeBufferPointer(start: bytes.assumingMemoryBound(to: UInt8.self), count: len)
+        string(bytes.buffer) ?? bytes.string
     }
 }
