@@ -14,7 +14,8 @@ public enum WorkerLogging {
                 case .json: JSONLogHandler(label: label)
                 }
             handler.logLevel = level
-            return secrets.isEmpty ? handler : RedactingLogHandler(handler, secrets: secrets)
+            // Always: a URL's password is masked even when the configuration names no secret.
+            return RedactingLogHandler(handler, secrets: secrets)
         }
     }
 }
@@ -27,6 +28,7 @@ public enum WorkerLogging {
 /// value) and for a secret that turns up where nobody expected it, such as a password pasted into a host name.
 /// Values shorter than `minimumLength` are left out: masking `guest` or `wallet` would mask user names, queue
 /// names and every other word that happens to contain them; such a value is still never logged by the worker.
+/// Whatever its length, the password of any URL a line contains (`scheme://user:password@host`) is masked too.
 public struct SecretRedaction: Sendable, Hashable {
     public static let minimumLength = 8
     public static let none = SecretRedaction([])
@@ -42,9 +44,9 @@ public struct SecretRedaction: Sendable, Hashable {
 
     public var isEmpty: Bool { values.isEmpty }
 
-    /// `text` with every secret replaced by `***`.
+    /// `text` with every secret and every URL's password replaced by `***`.
     public func redact(_ text: String) -> String {
-        var text = text
+        var text = Self.maskingURLPasswords(in: text)
         for secret in values where text.contains(secret) {
             text = text.replacingOccurrences(of: secret, with: "***")
         }
@@ -52,12 +54,35 @@ public struct SecretRedaction: Sendable, Hashable {
     }
 
     func contains(in text: String) -> Bool {
-        values.contains { text.contains($0) }
+        Self.maskingURLPasswords(in: text) != text || values.contains { text.contains($0) }
+    }
+
+    /// `text` with the password of each URL in it (`scheme://user:password@host`) replaced by `***`; a password
+    /// already masked stays as it is.
+    public static func maskingURLPasswords(in text: String) -> String {
+        guard text.contains("://") else { return text }
+        var result = ""
+        var rest = text[...]
+        while let scheme = rest.firstRange(of: "://") {
+            result += rest[..<scheme.upperBound]
+            rest = rest[scheme.upperBound...]
+            // The authority ends at the first `/`, `?`, `#` or white space; its user information before its last `@`.
+            let authorityEnd = rest.firstIndex { "/?#".contains($0) || $0.isWhitespace } ?? rest.endIndex
+            guard let at = rest[..<authorityEnd].lastIndex(of: "@"),
+                let colon = rest[..<at].firstIndex(of: ":"),
+                rest[rest.index(after: colon)..<at] != "***"
+            else { continue }
+            result += rest[...colon]
+            result += "***"
+            rest = rest[at...]
+        }
+        return result + rest
     }
 
     /// The secrets of `configuration` and of the OpenTelemetry variables of `environment`: the broker's password
-    /// (percent-decoded and as written in the URL), the store's, and each header value of
-    /// `OTEL_EXPORTER_OTLP_HEADERS` and its per-signal forms (as written and percent-decoded).
+    /// (percent-decoded and as written in the URL), the store's, each header value of
+    /// `OTEL_EXPORTER_OTLP_HEADERS` and its per-signal forms (as written and percent-decoded), and the password of
+    /// an `OTEL_EXPORTER_OTLP_ENDPOINT` URL (and of its per-signal forms).
     public static func of(_ configuration: WorkerConfiguration, environment: [String: String]) -> SecretRedaction {
         var values: [String] = []
         values += passwords(inURL: configuration.amqpURL)
@@ -65,8 +90,9 @@ public struct SecretRedaction: Sendable, Hashable {
             values.append(password)
             values.append(password.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? password)
         }
-        for (name, value) in environment where OTelDiagnostics.isSecretVariable(name) {
-            values += headerValues(value)
+        for (name, value) in environment where name.hasPrefix("OTEL_EXPORTER_OTLP") {
+            if OTelDiagnostics.isSecretVariable(name) { values += headerValues(value) }
+            if name.hasSuffix("ENDPOINT") { values += passwords(inURL: value) }
         }
         return SecretRedaction(values)
     }

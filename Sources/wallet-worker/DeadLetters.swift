@@ -246,7 +246,9 @@ extension WalletWorkerCommand.DeadLetters {
                 }
             }
             if filter.isEmpty {
-                WorkerLogging.bootstrap(format: .text, level: .warning)
+                WorkerLogging.bootstrap(
+                    format: .text, level: .warning,
+                    secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
                 let queue = DeadLetterQueue(
                     configuration: configuration, logger: Logger(label: "wallet-worker"),
                     maximumBodyBytes: try read.readLimit)

@@ -26,7 +26,7 @@ struct StoreRefusedInputTests {
 
                 // Install and replenish nine cards, the poison in the middle, an action last: 20 messages in the
                 // queue before the worker starts, so they arrive in one batch or a few (what arrived together);
-                // BatchPlannerTests cover the one-at-a-time pass without depending on that.
+                // DeliveryLifecycleTests cover the one-at-a-time pass without depending on that.
                 func pair(_ card: Int) -> [InboundSpec] {
                     [
                         InboundSpec(json: Self.install("DC-\(card)"), messageID: "install-\(card)"),

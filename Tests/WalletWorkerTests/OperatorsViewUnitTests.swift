@@ -40,6 +40,45 @@ import WalletStore
         #expect(SecretRedaction.of(configuration, environment: [:]).redact("guest:guest") == "guest:guest")
     }
 
+    @Test(arguments: [
+        ("amqp://worker:pw@rabbit:5672/%2f", "amqp://worker:***@rabbit:5672/%2f"),
+        ("x=https://otel:s3@collector/v1 y", "x=https://otel:***@collector/v1 y"),
+        ("a postgres://u:p%40ss@db?sslmode=require b", "a postgres://u:***@db?sslmode=require b"),
+        ("two: amqp://a:1@h amqp://b:2@k/", "two: amqp://a:***@h amqp://b:***@k/"),
+        ("already amqp://a:***@h", "already amqp://a:***@h"),
+        ("no password amqp://user@h/ or http://h:8080/x@y", "no password amqp://user@h/ or http://h:8080/x@y"),
+        ("no URL user:pw@host", "no URL user:pw@host"),
+    ])
+    func aURLsPasswordIsMaskedWhateverItsLength(line: String, masked: String) {
+        #expect(SecretRedaction.maskingURLPasswords(in: line) == masked)
+        #expect(SecretRedaction.none.redact(line) == masked)
+    }
+
+    @Test func theCollectorEndpointsPasswordIsASecret() {
+        let secrets = SecretRedaction.of(
+            WorkerConfiguration(),
+            environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "https://otel:endpoint-password-1@collector:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://otel:traces-password-2@collector:4318/v1/traces",
+                "OTEL_SERVICE_NAME": "not-a-secret-name",
+            ])
+        // Written elsewhere than in a URL (swift-otel's `environment_value`, an error's text): masked too.
+        let redacted = secrets.redact("endpoint-password-1 traces-password-2 not-a-secret-name")
+        #expect(redacted == "*** *** not-a-secret-name")
+    }
+
+    @Test func theHandlerMasksURLPasswordsWithoutAnyConfiguredSecret() {
+        let captured = CapturedLines()
+        var logger = Logger(label: "test") { _ in
+            RedactingLogHandler(CapturingHandler(lines: captured), secrets: .none)
+        }
+        logger.logLevel = .info
+        logger.info("connecting to amqp://guest:guest@localhost/", metadata: ["url": "postgres://u:pw@db/wallet"])
+        let line = captured.all.joined()
+        #expect(!line.contains(":guest@") && !line.contains(":pw@"), "\(line)")
+        #expect(line.contains("amqp://guest:***@localhost/") && line.contains("postgres://u:***@db/wallet"))
+    }
+
     @Test func theRedactingHandlerMasksMessagesMetadataAndErrors() {
         let captured = CapturedLines()
         let secrets = SecretRedaction(["very-secret-token"])

@@ -87,9 +87,9 @@ extension ConnectionCore {
             (body, properties, withheldBodySize) = ([], readProperties, byteCount)
         case .undecodableHeader(var error):
             // Redelivered, it would end every session the same way: the broker dead-letters it instead (the
-            // queue's dead-letter exchange, with x-death), and this connection ends. A consumer whose queue
-            // has no dead-letter exchange that keeps it (the dead-letter tool's fallback) asks for a requeue:
-            // the message stays where it was, never dropped.
+            // queue's dead-letter exchange, with x-death), and this connection ends. The dead-letter tool's
+            // queue dead-letters into its own loop, back into itself (`Topology`'s dead-letter queue); a
+            // consumer that asks for `.requeue` leaves the message where it was. Never dropped either way.
             let settlement = UndecodableDelivery.Settlement(for: consumer)
             if settlement != .acknowledgedByBroker {
                 _ = amqp_basic_reject(state, number, deliver.deliveryTag, settlement == .requeued ? 1 : 0)
