@@ -134,6 +134,23 @@ struct EnvelopeTests {
     ])
     func timestampsAreISO8601UTCWithMilliseconds(_ seconds: Double, _ expected: String) {
         #expect(UTCTimestamp.string(epochSeconds: seconds) == expected)
+        // Written into a result's JSON without a String: the same text, quoted, after its key.
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("at")
+        writer.utcTimestamp(epochSeconds: seconds)
+        writer.key("next")
+        writer.int(1)
+        writer.endObject()
+        #expect(String(decoding: writer.takeBytes(), as: UTF8.self) == "{\"at\":\"\(expected)\",\"next\":1}")
+    }
+
+    @Test func aYearBeforeZeroKeepsItsSignInJSON() {
+        var writer = JSONWriter()
+        writer.utcTimestamp(epochSeconds: -62_198_755_200)  // 0000-01-01 less 365 days
+        let text = String(decoding: writer.takeBytes(), as: UTF8.self)
+        #expect(text == "\"-0001-01-01T00:00:00.000Z\"")
+        #expect(text == "\"\(UTCTimestamp.string(epochSeconds: -62_198_755_200))\"")
     }
 
     @Test func timestampsAgreeWithFoundation() {

@@ -55,7 +55,7 @@ extension NotificationRouter {
             $0.key("numberOfPaymentsLeft")
             $0.int(keys.numberOfPaymentsLeft)
             $0.key("expiryDate")
-            $0.string(UTCTimestamp.string(epochSeconds: keys.expiresAt))
+            $0.utcTimestamp(epochSeconds: keys.expiresAt)
             $0.key("needsReplenishment")
             $0.bool(false)
             $0.key("keyType")

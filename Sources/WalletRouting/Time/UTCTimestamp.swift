@@ -3,36 +3,42 @@
 /// Used for `processedAt` and `keyInfo.expiryDate`. Formatted by hand: `DateFormatter` and
 /// `ISO8601DateFormatter` cost microseconds per call, which the worker's budget cannot afford.
 enum UTCTimestamp {
+    /// The most bytes `write` writes: at most 19 year digits and a sign, then the 20 of `-MM-DDThh:mm:ss.sssZ`.
+    static let maximumLength = 40
+
     /// The instant `epochSeconds` after 1970-01-01T00:00:00Z, rounded to the nearest millisecond.
     static func string(epochSeconds: Double) -> String {
+        String(unsafeUninitializedCapacity: maximumLength) { write(epochSeconds: epochSeconds, into: $0) }
+    }
+
+    /// Writes the instant as `string(epochSeconds:)` does at the start of `buffer` (at least `maximumLength`
+    /// bytes) and returns how many bytes it wrote: results write it into their JSON without making a `String`.
+    static func write(epochSeconds: Double, into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
         let milliseconds = Int((epochSeconds * 1000).rounded())
         let (days, millisecondOfDay) = floorDivision(milliseconds, 86_400_000)
         let (year, month, day) = CivilDate.date(daysSinceEpoch: days)
         let secondOfDay = millisecondOfDay / 1000
-
-        // At most 19 year digits and a sign, then the 20 bytes of `-MM-DDThh:mm:ss.sssZ`, written in place.
-        return String(unsafeUninitializedCapacity: 40) { buffer in
-            var at = 0
-            if year < 0 {
-                buffer[at] = UInt8(ascii: "-")
-                at += 1
-            }
-            at = writeDigits(abs(year), width: 4, into: buffer, at: at)
+        precondition(buffer.count >= maximumLength)
+        var at = 0
+        if year < 0 {
             buffer[at] = UInt8(ascii: "-")
-            at = writeDigits(month, width: 2, into: buffer, at: at + 1)
-            buffer[at] = UInt8(ascii: "-")
-            at = writeDigits(day, width: 2, into: buffer, at: at + 1)
-            buffer[at] = UInt8(ascii: "T")
-            at = writeDigits(secondOfDay / 3600, width: 2, into: buffer, at: at + 1)
-            buffer[at] = UInt8(ascii: ":")
-            at = writeDigits(secondOfDay / 60 % 60, width: 2, into: buffer, at: at + 1)
-            buffer[at] = UInt8(ascii: ":")
-            at = writeDigits(secondOfDay % 60, width: 2, into: buffer, at: at + 1)
-            buffer[at] = UInt8(ascii: ".")
-            at = writeDigits(millisecondOfDay % 1000, width: 3, into: buffer, at: at + 1)
-            buffer[at] = UInt8(ascii: "Z")
-            return at + 1
+            at += 1
         }
+        at = writeDigits(abs(year), width: 4, into: buffer, at: at)
+        buffer[at] = UInt8(ascii: "-")
+        at = writeDigits(month, width: 2, into: buffer, at: at + 1)
+        buffer[at] = UInt8(ascii: "-")
+        at = writeDigits(day, width: 2, into: buffer, at: at + 1)
+        buffer[at] = UInt8(ascii: "T")
+        at = writeDigits(secondOfDay / 3600, width: 2, into: buffer, at: at + 1)
+        buffer[at] = UInt8(ascii: ":")
+        at = writeDigits(secondOfDay / 60 % 60, width: 2, into: buffer, at: at + 1)
+        buffer[at] = UInt8(ascii: ":")
+        at = writeDigits(secondOfDay % 60, width: 2, into: buffer, at: at + 1)
+        buffer[at] = UInt8(ascii: ".")
+        at = writeDigits(millisecondOfDay % 1000, width: 3, into: buffer, at: at + 1)
+        buffer[at] = UInt8(ascii: "Z")
+        return at + 1
     }
 
     private static func floorDivision(_ value: Int, _ divisor: Int) -> (quotient: Int, remainder: Int) {
@@ -59,5 +65,19 @@ enum UTCTimestamp {
             index -= 1
         }
         return start + count
+    }
+}
+
+extension JSONWriter {
+    /// Writes the instant as a JSON string (`UTCTimestamp.string(epochSeconds:)`), formatted on the stack.
+    mutating func utcTimestamp(epochSeconds: Double) {
+        // The quotes around it: no escaping is due, the text is ASCII digits and punctuation.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: UTCTimestamp.maximumLength + 2) { buffer in
+            buffer[0] = UInt8(ascii: "\"")
+            let length = UTCTimestamp.write(
+                epochSeconds: epochSeconds, into: UnsafeMutableBufferPointer(rebasing: buffer[1...]))
+            buffer[length + 1] = UInt8(ascii: "\"")
+            raw(UnsafeBufferPointer(rebasing: buffer[..<(length + 2)]))
+        }
     }
 }
