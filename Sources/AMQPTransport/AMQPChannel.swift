@@ -168,8 +168,9 @@ public final class AMQPChannel: Sendable {
     /// Starts a consumer, with manual acknowledgement unless told otherwise. Deliveries arrive in batches (all
     /// that were available at once, at most the prefetch). A body over `maximumBodyBytes` is not kept: the
     /// delivery arrives with an empty body and `withheldBodySize` set; unless `keepingBodyWhen` accepts the
-    /// delivery's properties (it is asked from the content header, before any body frame is read). The sequence ends when the consumer is cancelled by us,
-    /// and throws when the broker cancels it (`.consumerCancelled`) or the channel or connection fails.
+    /// delivery's properties (it is asked from the content header, before any body frame is read). The sequence
+    /// ends when the consumer is cancelled by us, and throws when the broker cancels it (`.consumerCancelled`) or
+    /// the channel or connection fails.
     /// A delivery whose content header cannot be decoded ends the connection; `undecodableContent` says how it
     /// is settled first (rejected to the queue's dead-letter exchange by default, or requeued).
     public func consume(
@@ -241,14 +242,20 @@ public final class AMQPChannel: Sendable {
             throw AMQPError(
                 code: .invalidArgument,
                 message:
-                    "delivery \(delivery.deliveryTag) came from a consumer with automatic acknowledgement: the broker acknowledged it when it sent it"
+                    """
+                    delivery \(delivery.deliveryTag) came from a consumer with automatic acknowledgement: the \
+                    broker acknowledged it when it sent it
+                    """
             )
         }
         guard delivery.channel == reference else {
             throw AMQPError(
                 code: .invalidArgument,
                 message:
-                    "delivery \(delivery.deliveryTag) came from another channel: delivery tags are valid only on the channel that delivered them"
+                    """
+                    delivery \(delivery.deliveryTag) came from another channel: delivery tags are valid only \
+                    on the channel that delivered them
+                    """
             )
         }
     }

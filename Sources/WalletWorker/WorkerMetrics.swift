@@ -67,7 +67,10 @@ public final class WorkerMetrics: Sendable {
         deadLetters = Self.labelled(
             registry, "dead_letters", label: "reason",
             help:
-                "Messages dead-lettered: published to the dead-letter exchange, or (rejected_to_broker) rejected for the broker to dead-letter",
+                """
+                Messages dead-lettered: published to the dead-letter exchange, or (rejected_to_broker) \
+                rejected for the broker to dead-letter
+                """,
             DeadLetterReason.self)
         confirms = Self.labelled(
             registry, "publish_confirms", label: "outcome",
@@ -99,7 +102,10 @@ public final class WorkerMetrics: Sendable {
                         descriptor: Self.name(
                             "store_batch", unit: "seconds",
                             help:
-                                "One store transaction for a batch, by outcome: committed, or failed (transient, tried again); the store's share of the processing time"
+                                """
+                                One store transaction for a batch, by outcome: committed, or failed \
+                                (transient, tried again); the store's share of the processing time
+                                """
                         ),
                         labels: [("outcome", outcome.rawValue)],
                         buckets: latencyBuckets)
@@ -175,19 +181,29 @@ public final class WorkerMetrics: Sendable {
             descriptor: Self.name(
                 "last_processed_timestamp", unit: "seconds",
                 help:
-                    "Unix time a message was last processed (its results confirmed and its delivery acknowledged); the worker's start until the first. time() minus it grows while the worker is stuck"
+                    """
+                    Unix time a message was last processed (its results confirmed and its delivery \
+                    acknowledged); the worker's start until the first. time() minus it grows while the worker \
+                    is stuck
+                    """
             ))
         lastProcessed.set(Date().timeIntervalSince1970)
         brokerLoginRefusals = registry.makeCounter(
             descriptor: Self.name(
                 "broker_login_refusals", unit: "total",
                 help:
-                    "Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the worker had logged in once: credentials rotated or a vhost removed; the pipelines keep trying"
+                    """
+                    Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the worker had logged \
+                    in once: credentials rotated or a vhost removed; the pipelines keep trying
+                    """
             ))
         spansDropped = Self.labelled(
             registry, "spans_dropped", label: "reason",
             help:
-                "Spans not exported: queue_full (the exporter's queue, OTEL_BSP_MAX_QUEUE_SIZE, was full), export_failed (the collector did not take a batch in time)",
+                """
+                Spans not exported: queue_full (the exporter's queue, OTEL_BSP_MAX_QUEUE_SIZE, was full), \
+                export_failed (the collector did not take a batch in time)
+                """,
             SpanDropReason.self)
         inFlight = InFlightDeliveries(
             gauge: registry.makeGauge(
@@ -265,7 +281,10 @@ public final class WorkerMetrics: Sendable {
                     descriptor: Self.name(
                         "queue_messages_ready", unit: "",
                         help:
-                            "Messages ready in a queue the worker reads or feeds (role: work, retry, dead_letter), as the broker reported it (polled)"
+                            """
+                            Messages ready in a queue the worker reads or feeds (role: work, retry, \
+                            dead_letter), as the broker reported it (polled)
+                            """
                     ),
                     labels: labels),
                 consumers: registry.makeGauge(

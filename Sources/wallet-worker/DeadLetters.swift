@@ -34,7 +34,11 @@ extension WalletWorkerCommand {
 struct DeadLetterFilterOptions: ParsableArguments {
     @Option(
         help:
-            "Only dead letters whose recorded reason (x-worker-error, or the broker's x-death reason and queue) contains this text, case-insensitive; the hint shown beside a broker's reason is not matched"
+            """
+            Only dead letters whose recorded reason (x-worker-error, or the broker's x-death reason and \
+            queue) contains this text, case-insensitive; the hint shown beside a broker's reason is not \
+            matched
+            """
     )
     var reason: String?
     @Option(help: "Only notifications of this sender (CPS, TNS, MG, …)")

@@ -37,7 +37,10 @@ extension WalletWorkerCommand {
         var store: String?
         @Flag(
             help:
-                "Write each line's effects to the store and record its message_id, as the worker would (sqlite or postgres; migrates the schema)"
+                """
+                Write each line's effects to the store and record its message_id, as the worker would (sqlite \
+                or postgres; migrates the schema)
+                """
         )
         var commit = false
         @Option(help: "Processing time for every line, ISO 8601 (e.g. 2026-11-21T08:00:00Z). Default: the clock")

@@ -249,10 +249,9 @@ public final class DeadLetterQueue: Sendable {
                 let outcome = try? await publishChannel.publish(copy, confirmTimeout: confirmTimeout)
                 guard outcome == .confirmed else {
                     // Not copied: left where it is, and the run stops before it (nothing after it moves ahead).
+                    let answer = outcome.map { "\($0)" } ?? "no confirm in time"
                     stop = StopWalk(
-                        reason:
-                            "a dead letter could not be copied to the tail (\(outcome.map { "\($0)" } ?? "no confirm in time")): it stays in place"
-                    )
+                        reason: "a dead letter could not be copied to the tail (\(answer)): it stays in place")
                     continue
                 }
                 try await enqueue(true, delivery.deliveryTag)

@@ -234,7 +234,10 @@ enum PostgresSchema {
         guard scope == .everything else {
             if !deferred.isEmpty {
                 logger.warning(
-                    "schema migrations that build an index are not applied at start: run `wallet-worker migrate` (the migrate Job); the worker runs without them",
+                    """
+                    schema migrations that build an index are not applied at start: run `wallet-worker \
+                    migrate` (the migrate Job); the worker runs without them
+                    """,
                     metadata: ["migrations": "\(deferred.map { versionName($0.version) }.joined(separator: ", "))"])
             }
             return deferred.map { versionName($0.version) }

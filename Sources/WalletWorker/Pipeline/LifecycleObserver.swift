@@ -81,7 +81,10 @@ struct LifecycleObserver: Sendable {
             logger.notice("the store answers again: consuming", metadata: ["outage": "\(DurationText.format(after))"])
         case .givingBack(let session, let deliveries, let heldFor):
             logger.warning(
-                "the store has been out for long: giving the held deliveries back to the queue before the broker's consumer timeout, and pausing until it answers",
+                """
+                the store has been out for long: giving the held deliveries back to the queue before the \
+                broker's consumer timeout, and pausing until it answers
+                """,
                 metadata: [
                     "deliveries": "\(deliveries)", "held": "\(DurationText.format(heldFor))", "session": "\(session)",
                 ])

@@ -5,9 +5,11 @@ import WalletStore
 // The settings of `wallet-worker run`, each declared once: flag, variable, default (taken from
 // `WorkerConfiguration`, never typed again), what a value must be, its range, its help and its README meaning.
 //
-// A new setting: declare it here and list it in `all` (where the README shows it), give it an `@Option` that names it
-// and a line in `apply(to:)` (Sources/wallet-worker/Options.swift), then run `wallet-worker settings --markdown` into
-// the README. A setting deployed with a value other than its default also goes into deploy/kubernetes/configmap.yaml.
+// A new setting: declare it here and list it in `all` (where the README shows it), hold its value and default in a
+// `WorkerConfiguration` property, give it an `@Option` that names it and a line in `apply(to:)`
+// (Sources/wallet-worker/Options.swift), a `check` in `WorkerConfiguration.validate()` when it has a range, then run
+// `wallet-worker settings --markdown` into the README. A setting deployed with a value other than its default also
+// goes into deploy/kubernetes/configmap.yaml.
 
 extension Setting {
     /// Every setting, in the README's order (settings of one row together).
