@@ -16,6 +16,8 @@
 # RABBITMQ_DEFINITIONS (a definitions file or folder imported at boot, as deploy/rabbitmq/rabbitmq.conf does; such a
 # node seeds no guest user: the definitions must bring a user), RABBITMQ_CONSUMER_TIMEOUT_MS (the broker's
 # consumer_timeout, checked every second, for a test of what the worker does before it fires).
+# RABBITMQ_FRAME_MAX (the broker's frame_max, 131072 by default: a smaller one for a test of what the worker
+# fits into the frame size the broker agreed to).
 # The TLS listener uses a CA and a server certificate for the name localhost (only) generated into $RABBITMQ_DATA_DIR/tls
 # (ca.pem is what clients verify against).
 set -euo pipefail
@@ -92,6 +94,9 @@ disk_free_limit.absolute = 200MB
 CONF
     if [ -n "${RABBITMQ_DEFINITIONS:-}" ]; then
         echo "load_definitions = $RABBITMQ_DEFINITIONS" >> "$RABBITMQ_CONFIG_FILE.conf"
+    fi
+    if [ -n "${RABBITMQ_FRAME_MAX:-}" ]; then
+        echo "frame_max = $RABBITMQ_FRAME_MAX" >> "$RABBITMQ_CONFIG_FILE.conf"
     fi
     if [ -n "${RABBITMQ_CONSUMER_TIMEOUT_MS:-}" ]; then
         # A short consumer timeout for a test, checked every second (channel_tick_interval, 60 s by default).

@@ -19,11 +19,14 @@ struct PrivateRabbitNode {
     /// The broker's `consumer_timeout`, checked every second; nil for RabbitMQ's default (30 minutes, checked every
     /// minute).
     var consumerTimeout: Duration?
+    /// The broker's `frame_max`; nil for RabbitMQ's default (131,072 bytes).
+    var frameMax: Int?
     var url: String { "amqp://guest:guest@127.0.0.1:\(port)/%2f" }
 
-    init(port: Int, consumerTimeout: Duration? = nil) {
+    init(port: Int, consumerTimeout: Duration? = nil, frameMax: Int? = nil) {
         self.port = port
         self.consumerTimeout = consumerTimeout
+        self.frameMax = frameMax
         dataDirectory =
             FileManager.default.temporaryDirectory
             .appendingPathComponent("wnw-resilience-rabbit-\(port)-\(UUID().uuidString.prefix(8))").path
@@ -34,6 +37,7 @@ struct PrivateRabbitNode {
         if let consumerTimeout {
             environment["RABBITMQ_CONSUMER_TIMEOUT_MS"] = "\(Int(consumerTimeout.inSeconds * 1_000))"
         }
+        if let frameMax { environment["RABBITMQ_FRAME_MAX"] = "\(frameMax)" }
         return environment
     }
 
