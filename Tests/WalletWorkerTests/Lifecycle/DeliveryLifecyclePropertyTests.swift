@@ -9,7 +9,7 @@ import WalletStore
 
 /// The lifecycle's promises over random input sequences: a simulated broker, store and clock answer the machine's
 /// actions in a random order (store answers of every kind, confirms that fail, checks, timers, session failures,
-/// consumer ends, a stop), and every step is checked:
+/// consumer ends, a stop), and every step is checked (`LifecycleInvariants`):
 ///
 /// - no delivery is acknowledged (by its tag or by a `multiple` acknowledgement) before everything it published
 ///   is confirmed, and none is settled twice (acknowledged and requeued, say);
@@ -17,6 +17,7 @@ import WalletStore
 /// - one store call at a time per session;
 /// and at the end, after a stop: every delivery has exactly one end (`ended`), which agrees with how the channel
 /// settled it: acknowledged, rejected, requeued, or left unsettled to the session's close (given back or dropped).
+/// The run is also quiescent after the stop, and no pipeline is stopped twice.
 @Suite("Delivery lifecycle: random inputs") struct DeliveryLifecyclePropertyTests {
     @Test(arguments: 0..<300)
     func invariantsHoldOverRandomInputs(seed: Int) {
@@ -32,24 +33,9 @@ import WalletStore
 struct SimulatedWorld {
     typealias SessionID = DeliveryLifecycle.SessionID
 
-    /// What the simulated consume channel of one session knows.
+    /// What the simulated consume channel of one session does (what it knows for the invariants is `invariants`).
     struct Channel {
         var nextTag: UInt64 = 1
-        var unsettled: Set<UInt64> = []
-        var received: [UInt64] = []
-        var acknowledged: Set<UInt64> = []
-        var rejected: Set<UInt64> = []
-        var requeued: Set<UInt64> = []
-        /// Unsettled when the session closed: returned by the broker.
-        var returned: Set<UInt64> = []
-        var ends: [UInt64: [DeliveryFate]] = [:]
-        /// Committed by the store in this session.
-        var committed: Set<UInt64> = []
-        /// Publishes containing the delivery's messages not yet answered.
-        var awaiting: [UInt64: Int] = [:]
-        /// Whether the last answered publish with the delivery's messages was confirmed whole.
-        var lastPublishConfirmed: [UInt64: Bool] = [:]
-        var storeCalls = 0
         var consuming = false
         var cancelled = false
         var endRequested = false
@@ -72,7 +58,8 @@ struct SimulatedWorld {
     var pipelines: Int
     var isStopping = false
     var failed = false
-    var violations: [String] = []
+    var invariants = LifecycleInvariants()
+    var violations: [String] { invariants.violations }
     var trace: [String] = []
 
     init(seed: UInt64, shards: Bool) {
@@ -103,12 +90,12 @@ struct SimulatedWorld {
             rounds += 1
         }
         if hasPending || stoppedPipelines.count < pipelines {
-            violations.append(
+            invariants.violations.append(
                 "not quiescent after the stop: \(stores.count) stores, \(publishes.count) publishes, "
                     + "\(checks.count) checks, \(timers.count) timers, \(connects.count) connects, \(closing.count) closing, "
                     + "stopped pipelines \(stoppedPipelines)")
         }
-        checkEnds()
+        invariants.checkEnds()
     }
 
     var hasPending: Bool {
@@ -175,8 +162,7 @@ struct SimulatedWorld {
         for _ in 0..<count {
             let tag = channel.nextTag
             channel.nextTag += 1
-            channel.unsettled.insert(tag)
-            channel.received.append(tag)
+            invariants.received(id, tag)
             // A few identities, so redelivered messages meet their poison records.
             let identity = random.next(below: 12)
             deliveries.append(
@@ -190,7 +176,6 @@ struct SimulatedWorld {
 
     mutating func answerStore() {
         let call = stores.remove(at: random.next(below: min(stores.count, 2)))
-        channels[call.session]?.storeCalls -= 1
         let roll = random.next(below: 100)
         let answer: StoreAnswer
         if call.oneAtATime {
@@ -211,7 +196,7 @@ struct SimulatedWorld {
             }
         }
         let committed = answer.outcomes.indices.map { call.tags[$0] }
-        if channels[call.session]?.closed == false { channels[call.session]?.committed.formUnion(committed) }
+        invariants.storeAnswered(call.session, committed: committed)
         apply(
             machine.storeAnswered(call.session, call.batch, answer, now: now),
             "store answered \(call.session) \(call.tags) committed \(committed) failure \(answer.failure.map { "\($0.kind)" } ?? "none")"
@@ -249,13 +234,7 @@ struct SimulatedWorld {
         result =
             roll >= 95 ? .timedOut(after: .seconds(10)) : .outcomes(Array(repeating: outcome, count: publish.messages))
         let confirmed = roll < 75
-        if var channel = channels[publish.session] {
-            for tag in publish.tags {
-                channel.awaiting[tag, default: 0] -= 1
-                channel.lastPublishConfirmed[tag] = confirmed
-            }
-            channels[publish.session] = channel
-        }
+        invariants.publishAnswered(publish.session, publish.tags, confirmed: confirmed)
         apply(
             machine.confirmsArrived(publish.session, publish.id, result, now: now),
             "confirms \(publish.session) \(publish.tags) \(confirmed ? "confirmed" : "failed")")
@@ -279,6 +258,7 @@ struct SimulatedWorld {
     mutating func answerConnect() {
         let id = connects.removeFirst()
         channels[id] = Channel()
+        invariants.opened(id)
         if random.next(below: 5) == 0 {
             channels[id]?.closed = false
             apply(
@@ -318,11 +298,11 @@ struct SimulatedWorld {
     mutating func close() {
         let id = closing.removeFirst()
         if var channel = channels[id] {
-            channel.returned = channel.unsettled
             channel.closed = true
             channel.consuming = false
             channels[id] = channel
         }
+        invariants.closed(id)
         stores.removeAll { $0.session == id && random.next(below: 2) == 0 }
         apply(machine.sessionClosed(id, now: now), "closed \(id)")
     }
@@ -333,32 +313,18 @@ struct SimulatedWorld {
         trace.append(input)
         for action in actions {
             if let line = LifecycleHarness.summary(action, machine: machine) { trace.append("  \(line)") }
+            invariants.observe(action)
             switch action {
             case .connect(let id, _):
                 connects.append(id)
             case .store(let id, let batch, let deliveries, let oneAtATime):
-                let tags = deliveries.map(\.tag)
-                guard var channel = channels[id] else {
-                    violations.append("store for unknown session \(id)")
-                    break
-                }
-                let again = tags.filter { channel.committed.contains($0) }
-                if !again.isEmpty { violations.append("\(id): stored again after commit: \(again)") }
-                if channel.storeCalls > 0 { violations.append("\(id): two store calls at once") }
-                channel.storeCalls += 1
-                channels[id] = channel
-                stores.append((id, batch, tags, oneAtATime))
+                // A store for an unknown session is a violation (`invariants`), and never answered.
+                if invariants.channels[id] != nil { stores.append((id, batch, deliveries.map(\.tag), oneAtATime)) }
             case .publish(let id, let publish, let tags, let plans):
-                var published: [UInt64] = []
-                var messages = 0
-                for (tag, plan) in zip(tags, plans) where !plan.messages.isEmpty {
-                    published.append(tag)
-                    messages += plan.messages.count
-                    channels[id]?.awaiting[tag, default: 0] += 1
-                }
-                publishes.append((id, publish, published, messages))
-            case .settle(let id, let settlements):
-                settle(id, settlements)
+                let messages = plans.reduce(0) { $0 + $1.messages.count }
+                publishes.append((id, publish, LifecycleInvariants.published(tags, plans), messages))
+            case .settle:
+                break
             case .cancelConsumer(let id):
                 channels[id]?.cancelled = true
                 channels[id]?.inTransit = random.next(below: 2)
@@ -367,7 +333,7 @@ struct SimulatedWorld {
                 closing.append(id)
             case .stopPipeline(let pipeline):
                 if !stoppedPipelines.insert(pipeline).inserted {
-                    violations.append("pipeline \(pipeline) stopped twice")
+                    invariants.violations.append("pipeline \(pipeline) stopped twice")
                 }
             case .startTimer(let timer, let delay):
                 timers.append((timer, now + delay))
@@ -375,81 +341,8 @@ struct SimulatedWorld {
                 checks.append(check)
             case .failWorker:
                 failed = true
-            case .sendDirectReplies:
+            case .sendDirectReplies, .report:
                 break
-            case .report(let event):
-                if case .ended(let ends) = event {
-                    for end in ends {
-                        guard channels[end.session] != nil else {
-                            violations.append("an end for unknown session \(end.session)")
-                            continue
-                        }
-                        channels[end.session]!.ends[end.delivery.tag, default: []].append(end.fate)
-                    }
-                }
-            }
-        }
-    }
-
-    mutating func settle(_ id: SessionID, _ settlements: [Settlement]) {
-        guard var channel = channels[id], !channel.closed else {
-            violations.append("settle on a closed or unknown session \(id)")
-            return
-        }
-        for settlement in settlements {
-            switch settlement {
-            case .ack(let tag, let multiple):
-                guard channel.unsettled.contains(tag) else {
-                    violations.append("\(id): ack of \(tag), not unsettled")
-                    continue
-                }
-                let covered = multiple ? channel.unsettled.filter { $0 <= tag } : [tag]
-                for covered in covered {
-                    if channel.awaiting[covered, default: 0] > 0 {
-                        violations.append("\(id): \(covered) acknowledged while its publish awaits confirms")
-                    }
-                    if channel.lastPublishConfirmed[covered] == false {
-                        violations.append("\(id): \(covered) acknowledged though its last publish was not confirmed")
-                    }
-                    channel.unsettled.remove(covered)
-                    channel.acknowledged.insert(covered)
-                }
-            case .requeue(let tag):
-                if channel.unsettled.remove(tag) == nil { violations.append("\(id): requeue of \(tag), not unsettled") }
-                channel.requeued.insert(tag)
-            case .reject(let tag):
-                if channel.unsettled.remove(tag) == nil { violations.append("\(id): reject of \(tag), not unsettled") }
-                channel.rejected.insert(tag)
-            }
-        }
-        channels[id] = channel
-    }
-
-    // MARK: - The final invariants
-
-    mutating func checkEnds() {
-        for (id, channel) in channels {
-            for tag in channel.received {
-                let ends = channel.ends[tag] ?? []
-                guard ends.count == 1, let fate = ends.first else {
-                    violations.append("\(id): \(tag) ended \(ends.count) times: \(ends.map(\.name))")
-                    continue
-                }
-                if channel.acknowledged.contains(tag) {
-                    if !fate.leavesTheQueue || fate.name == "rejected_to_broker" {
-                        violations.append("\(id): \(tag) acknowledged but ended \(fate.name)")
-                    }
-                } else if channel.rejected.contains(tag) {
-                    if fate.name != "rejected_to_broker" {
-                        violations.append("\(id): \(tag) rejected but ended \(fate.name)")
-                    }
-                } else if channel.requeued.contains(tag) || channel.returned.contains(tag) {
-                    if fate.leavesTheQueue {
-                        violations.append("\(id): \(tag) went back to the queue but ended \(fate.name)")
-                    }
-                } else {
-                    violations.append("\(id): \(tag) never settled nor returned (ended \(fate.name))")
-                }
             }
         }
     }

@@ -7,7 +7,8 @@ import WalletStore
 
 /// Drives a `DeliveryLifecycle` as its executor would, without any I/O: it keeps the actions the machine asked for
 /// that wait for an answer (store calls, publishes, store checks, timers, sessions to open or close), answers them
-/// on request, and writes every action as a short line (`summary`) for table-driven expectations.
+/// on request, and writes every action as a short line (`summary`) for table-driven expectations. What the channel
+/// and the store saw through its inputs is checked against the lifecycle's promises (`invariants`).
 struct LifecycleHarness {
     var machine: DeliveryLifecycle
     /// The clock: every input carries it.
@@ -17,9 +18,12 @@ struct LifecycleHarness {
     var stores:
         [(session: DeliveryLifecycle.SessionID, batch: DeliveryLifecycle.BatchID, tags: [UInt64], oneAtATime: Bool)] =
             []
-    /// Publishes not yet confirmed, oldest first, with the number of messages each sent.
+    /// Publishes not yet confirmed, oldest first, with the deliveries that publish messages and how many it sent.
     var publishes:
-        [(session: DeliveryLifecycle.SessionID, id: DeliveryLifecycle.PublishID, tags: [UInt64], messages: Int)] = []
+        [(
+            session: DeliveryLifecycle.SessionID, id: DeliveryLifecycle.PublishID, tags: [UInt64], published: [UInt64],
+            messages: Int
+        )] = []
     var checks: [DeliveryLifecycle.CheckID] = []
     var timers: [(id: DeliveryLifecycle.TimerID, purpose: String)] = []
     /// Every timer's delay so far, by purpose.
@@ -31,6 +35,8 @@ struct LifecycleHarness {
     var deliveries: [UInt64: DeliveryLifecycle.Delivery] = [:]
     /// Every action so far, as lines.
     var log: [String] = []
+    /// The lifecycle's promises over the inputs given through the harness (not over those given to `machine`).
+    var invariants = LifecycleInvariants()
 
     static let topology = Topology()
 
@@ -69,6 +75,7 @@ struct LifecycleHarness {
     mutating func started(frameMax: Int = 131_072) -> [String] {
         let id = connects.removeFirst()
         session = id
+        invariants.opened(id)
         return apply(machine.sessionStarted(id, frameMax: frameMax, now: now))
     }
 
@@ -79,24 +86,26 @@ struct LifecycleHarness {
             DeliveryLifecycle.Delivery(
                 tag: tag, original: Self.original(id: "m\(tag)", body: body), redelivered: false, receivedAt: now)
         }
-        for delivery in deliveries { self.deliveries[delivery.tag] = delivery }
+        for delivery in deliveries {
+            self.deliveries[delivery.tag] = delivery
+            invariants.received(session!, delivery.tag)
+        }
         return apply(machine.batchReceived(session!, deliveries, now: now))
     }
 
     /// The oldest store call answered: every message stored with `decision` (one result each, by default).
     @discardableResult
     mutating func stored(_ decision: (UInt64) -> StoredDecision = { Self.processed($0) }) -> [String] {
-        let call = stores.removeFirst()
-        return apply(
-            machine.storeAnswered(
-                call.session, call.batch, .stored(call.tags.map(decision)), now: now))
+        storeAnswers { tags in .stored(tags.map(decision)) }
     }
 
     /// The oldest store call answered with `answer` built from its tags.
     @discardableResult
     mutating func storeAnswers(_ answer: ([UInt64]) -> StoreAnswer) -> [String] {
         let call = stores.removeFirst()
-        return apply(machine.storeAnswered(call.session, call.batch, answer(call.tags), now: now))
+        let answer = answer(call.tags)
+        invariants.storeAnswered(call.session, committed: answer.outcomes.indices.map { call.tags[$0] })
+        return apply(machine.storeAnswered(call.session, call.batch, answer, now: now))
     }
 
     @discardableResult
@@ -117,6 +126,8 @@ struct LifecycleHarness {
     @discardableResult
     mutating func confirmed(_ outcome: AMQPPublishOutcome = .confirmed) -> [String] {
         let publish = publishes.removeFirst()
+        let confirmed = if case .confirmed = outcome { true } else { false }
+        invariants.publishAnswered(publish.session, publish.published, confirmed: confirmed)
         return apply(
             machine.confirmsArrived(
                 publish.session, publish.id, .outcomes(Array(repeating: outcome, count: publish.messages)), now: now))
@@ -125,6 +136,7 @@ struct LifecycleHarness {
     @discardableResult
     mutating func confirmsTimedOut() -> [String] {
         let publish = publishes.removeFirst()
+        invariants.publishAnswered(publish.session, publish.published, confirmed: false)
         return apply(machine.confirmsArrived(publish.session, publish.id, .timedOut(after: .seconds(10)), now: now))
     }
 
@@ -153,6 +165,7 @@ struct LifecycleHarness {
     mutating func closed() -> [String] {
         let id = endedSessions.removeFirst()
         if session == id { session = nil }
+        invariants.closed(id)
         return apply(machine.sessionClosed(id, now: now))
     }
 
@@ -170,12 +183,17 @@ struct LifecycleHarness {
     mutating func apply(_ actions: [LifecycleAction]) -> [String] {
         var lines: [String] = []
         for action in actions {
+            invariants.observe(action)
             switch action {
             case .connect(let id, _): connects.append(id)
             case .store(let id, let batch, let deliveries, let oneAtATime):
                 stores.append((id, batch, deliveries.map(\.tag), oneAtATime))
             case .publish(let id, let publish, let tags, let plans):
-                publishes.append((id, publish, tags, plans.reduce(0) { $0 + $1.messages.count }))
+                publishes.append(
+                    (
+                        id, publish, tags, LifecycleInvariants.published(tags, plans),
+                        plans.reduce(0) { $0 + $1.messages.count }
+                    ))
             case .checkStore(let check): checks.append(check)
             case .startTimer(let timer, let delay):
                 let purpose = machine.purpose(of: timer).map(Self.name) ?? "?"
@@ -299,4 +317,178 @@ struct LifecycleHarness {
     static let ownFailure = StoreError(.transient, "PostgreSQL lock not available (SQLSTATE 55P03)")
     static let refused = StoreError(.refusedInput, "PostgreSQL data exception (SQLSTATE 22021)")
     static let permanent = StoreError(.permanent, "SQLite corrupt")
+}
+
+/// The lifecycle's promises, checked on what a channel saw: the deliveries it received, the actions the machine
+/// returned and the answers it was given (`DeliveryLifecyclePropertyTests` and the fresh-input matrix share it).
+///
+/// - no delivery is acknowledged (by its tag or by a `multiple` acknowledgement) before everything it published
+///   is confirmed, and none is settled twice (acknowledged and requeued, say);
+/// - no effect is applied twice by the worker's own retries: no store call includes a delivery already committed;
+/// - one store call at a time per session;
+/// and at the end (`checkEnds`, once every session is closed): every delivery has exactly one end (`ended`), which
+/// agrees with how the channel settled it: acknowledged, rejected, requeued, or left unsettled to the session's close
+/// (given back or dropped).
+struct LifecycleInvariants {
+    typealias SessionID = DeliveryLifecycle.SessionID
+
+    /// What the consume channel of one session knows.
+    struct Channel {
+        var unsettled: Set<UInt64> = []
+        var received: [UInt64] = []
+        var acknowledged: Set<UInt64> = []
+        var rejected: Set<UInt64> = []
+        var requeued: Set<UInt64> = []
+        /// Unsettled when the session closed: returned by the broker.
+        var returned: Set<UInt64> = []
+        var ends: [UInt64: [DeliveryFate]] = [:]
+        /// Committed by the store in this session.
+        var committed: Set<UInt64> = []
+        /// Publishes containing the delivery's messages not yet answered.
+        var awaiting: [UInt64: Int] = [:]
+        /// Whether the last answered publish with the delivery's messages was confirmed whole.
+        var lastPublishConfirmed: [UInt64: Bool] = [:]
+        var storeCalls = 0
+        var closed = false
+    }
+
+    var channels: [SessionID: Channel] = [:]
+    var violations: [String] = []
+
+    // MARK: - What the channel and the store did
+
+    /// The session is consuming (or its connect failed): its channel exists.
+    mutating func opened(_ id: SessionID) {
+        channels[id] = Channel()
+    }
+
+    mutating func received(_ id: SessionID, _ tag: UInt64) {
+        channels[id]?.unsettled.insert(tag)
+        channels[id]?.received.append(tag)
+    }
+
+    /// The store answered a store call of `id`, committing `committed`.
+    mutating func storeAnswered(_ id: SessionID, committed: [UInt64]) {
+        channels[id]?.storeCalls -= 1
+        if channels[id]?.closed == false { channels[id]?.committed.formUnion(committed) }
+    }
+
+    /// The broker answered a publish with the messages of `tags`: confirmed whole, or not.
+    mutating func publishAnswered(_ id: SessionID, _ tags: [UInt64], confirmed: Bool) {
+        guard var channel = channels[id] else { return }
+        for tag in tags {
+            channel.awaiting[tag, default: 0] -= 1
+            channel.lastPublishConfirmed[tag] = confirmed
+        }
+        channels[id] = channel
+    }
+
+    /// The session closed: what it left unsettled goes back to the queue.
+    mutating func closed(_ id: SessionID) {
+        guard var channel = channels[id] else { return }
+        channel.returned = channel.unsettled
+        channel.closed = true
+        channels[id] = channel
+    }
+
+    /// The deliveries of a publish that publish messages (those whose confirms they wait for).
+    static func published(_ tags: [UInt64], _ plans: [DeliveryPlan]) -> [UInt64] {
+        zip(tags, plans).filter { !$0.1.messages.isEmpty }.map(\.0)
+    }
+
+    // MARK: - The per-action invariants
+
+    /// An action of the machine, in the order returned.
+    mutating func observe(_ action: LifecycleAction) {
+        switch action {
+        case .store(let id, _, let deliveries, _):
+            let tags = deliveries.map(\.tag)
+            guard var channel = channels[id] else {
+                violations.append("store for unknown session \(id)")
+                return
+            }
+            let again = tags.filter { channel.committed.contains($0) }
+            if !again.isEmpty { violations.append("\(id): stored again after commit: \(again)") }
+            if channel.storeCalls > 0 { violations.append("\(id): two store calls at once") }
+            channel.storeCalls += 1
+            channels[id] = channel
+        case .publish(let id, _, let tags, let plans):
+            for tag in Self.published(tags, plans) { channels[id]?.awaiting[tag, default: 0] += 1 }
+        case .settle(let id, let settlements):
+            settle(id, settlements)
+        case .report(.ended(let ends)):
+            for end in ends {
+                guard channels[end.session] != nil else {
+                    violations.append("an end for unknown session \(end.session)")
+                    continue
+                }
+                channels[end.session]!.ends[end.delivery.tag, default: []].append(end.fate)
+            }
+        default:
+            break
+        }
+    }
+
+    private mutating func settle(_ id: SessionID, _ settlements: [Settlement]) {
+        guard var channel = channels[id], !channel.closed else {
+            violations.append("settle on a closed or unknown session \(id)")
+            return
+        }
+        for settlement in settlements {
+            switch settlement {
+            case .ack(let tag, let multiple):
+                guard channel.unsettled.contains(tag) else {
+                    violations.append("\(id): ack of \(tag), not unsettled")
+                    continue
+                }
+                let covered = multiple ? channel.unsettled.filter { $0 <= tag } : [tag]
+                for covered in covered {
+                    if channel.awaiting[covered, default: 0] > 0 {
+                        violations.append("\(id): \(covered) acknowledged while its publish awaits confirms")
+                    }
+                    if channel.lastPublishConfirmed[covered] == false {
+                        violations.append("\(id): \(covered) acknowledged though its last publish was not confirmed")
+                    }
+                    channel.unsettled.remove(covered)
+                    channel.acknowledged.insert(covered)
+                }
+            case .requeue(let tag):
+                if channel.unsettled.remove(tag) == nil { violations.append("\(id): requeue of \(tag), not unsettled") }
+                channel.requeued.insert(tag)
+            case .reject(let tag):
+                if channel.unsettled.remove(tag) == nil { violations.append("\(id): reject of \(tag), not unsettled") }
+                channel.rejected.insert(tag)
+            }
+        }
+        channels[id] = channel
+    }
+
+    // MARK: - The final invariants
+
+    mutating func checkEnds() {
+        for (id, channel) in channels {
+            for tag in channel.received {
+                let ends = channel.ends[tag] ?? []
+                guard ends.count == 1, let fate = ends.first else {
+                    violations.append("\(id): \(tag) ended \(ends.count) times: \(ends.map(\.name))")
+                    continue
+                }
+                if channel.acknowledged.contains(tag) {
+                    if !fate.leavesTheQueue || fate.name == "rejected_to_broker" {
+                        violations.append("\(id): \(tag) acknowledged but ended \(fate.name)")
+                    }
+                } else if channel.rejected.contains(tag) {
+                    if fate.name != "rejected_to_broker" {
+                        violations.append("\(id): \(tag) rejected but ended \(fate.name)")
+                    }
+                } else if channel.requeued.contains(tag) || channel.returned.contains(tag) {
+                    if fate.leavesTheQueue {
+                        violations.append("\(id): \(tag) went back to the queue but ended \(fate.name)")
+                    }
+                } else {
+                    violations.append("\(id): \(tag) never settled nor returned (ended \(fate.name))")
+                }
+            }
+        }
+    }
 }
