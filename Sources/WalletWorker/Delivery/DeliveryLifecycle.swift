@@ -170,8 +170,14 @@ struct DeliveryLifecycle: Sendable {
         guard var index = session.batches.firstIndex(where: { $0.id == batchID }),
             case .storing(let oneAtATime) = session.batches[index].phase
         else {
+            // The batch went with its session (it failed and is not closed yet): what the store said about itself
+            // still holds, as for a session that has ended.
+            var actions: [LifecycleAction] = []
             putSession(session)
-            return []
+            if let failure = answer.failure, failure.isOutage, !isStopping {
+                beginOutage(failure, now: now, &actions)
+            }
+            return actions
         }
         var actions: [LifecycleAction] = []
         let topology = pipelines[id.pipeline].topology
@@ -813,7 +819,16 @@ struct DeliveryLifecycle: Sendable {
         for index in pipelines.indices {
             guard var session = pipelines[index].session else { continue }
             pipelines[index].session = nil
-            armGiveBack(&session, now: now, &actions)
+            if session.stopRequested, session.end == nil, session.isConsuming, !session.takesNoMore {
+                // Stopping, and the store went out since: what the stop would have given back had the store been
+                // out then goes back now (what is at the store finishes), not when the give-back timer fires.
+                session.takesNoMore = true
+                session.givingBackReason = session.isShard ? "handed over with its shard" : "the worker is stopping"
+                abandonUncommitted(&session, now: now, &actions)
+                finishIfDone(&session, &actions)
+            } else {
+                armGiveBack(&session, now: now, &actions)
+            }
             putSession(session)
         }
     }

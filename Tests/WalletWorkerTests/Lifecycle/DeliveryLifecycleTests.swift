@@ -389,7 +389,7 @@ import WalletStore
         h.start()
         for attempt in 1...3 {
             let id = h.connects.removeFirst()
-            h.apply(
+            _ = h.apply(
                 h.machine.sessionFailed(id, error: AMQPError(code: .connectionFailed, message: "refused"), now: h.now))
             #expect(h.closed() == ["reconnecting \(attempt)", "connect 0.\(attempt + 1)"])
         }
