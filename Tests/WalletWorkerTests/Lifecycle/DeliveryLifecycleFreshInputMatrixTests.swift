@@ -402,7 +402,9 @@ import WalletStore
         h.receive([2])
         #expect(h.stop() == ["cancel consumer", "cancel consumer"])
         #expect(
-            h.storeFails(H.outage) == ["1 requeued", "end session stopped", "outage began", "timer probe", "2 requeued"],
+            h.storeFails(H.outage) == [
+                "1 requeued", "end session stopped", "outage began", "timer probe", "2 requeued",
+            ],
             "pipeline a gives its batch back, and pipeline b its batch 2, which waited for the store")
         #expect(h.stored() == ["publish 1×1"], "pipeline b's batch 1 was at the store: it finishes")
         #expect(h.confirmed() == ["settle ack 1", "1 processed", "end session stopped"])
