@@ -7,10 +7,11 @@ extension Resilience {
     /// Issue 13: SIGTERM while a broker resource alarm blocks the publish connection, with batches waiting for
     /// their confirms. The drain cannot finish; the grace period ends it, and the cancelled worker must stop within
     /// ServiceLifecycle's 2 s (it waited out the 10 s confirm timeout and was ended with a fatal error before).
-    /// An alarm stalls every connection of a broker, so this suite runs a node of its own (port 5752).
+    /// An alarm stalls every connection of a broker, so this suite runs a node of its own (port 5732; 5752 is the
+    /// end-to-end benchmark's broker).
     @Suite("SIGTERM during a resource alarm", .timeLimit(.minutes(3)))
     struct AlarmShutdown {
-        static let port = 5752
+        static let port = 5732
 
         @Test(
             "SIGTERM while a memory alarm blocks the results: exit 0 soon after the grace period, every unacknowledged message back in the queue"
