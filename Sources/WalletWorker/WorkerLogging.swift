@@ -1,3 +1,4 @@
+import AMQPTransport
 import Foundation
 import Logging
 import Synchronization
@@ -42,8 +43,6 @@ public struct SecretRedaction: Sendable, Hashable {
         }
     }
 
-    public var isEmpty: Bool { values.isEmpty }
-
     /// `text` with every secret and every URL's password replaced by `***`.
     public func redact(_ text: String) -> String {
         var text = Self.maskingURLPasswords(in: text)
@@ -53,12 +52,8 @@ public struct SecretRedaction: Sendable, Hashable {
         return text
     }
 
-    func contains(in text: String) -> Bool {
-        Self.maskingURLPasswords(in: text) != text || values.contains { text.contains($0) }
-    }
-
-    /// `text` with the password of each URL in it (`scheme://user:password@host`) replaced by `***`; a password
-    /// already masked stays as it is.
+    /// `text` with the password of each URL in it (`scheme://user:password@host`) replaced by `***`, by
+    /// `AMQPURL.redacted`'s rule applied to each URL's authority (up to the first `/`, `?`, `#` or white space).
     public static func maskingURLPasswords(in text: String) -> String {
         guard text.contains("://") else { return text }
         var result = ""
@@ -66,15 +61,9 @@ public struct SecretRedaction: Sendable, Hashable {
         while let scheme = rest.firstRange(of: "://") {
             result += rest[..<scheme.upperBound]
             rest = rest[scheme.upperBound...]
-            // The authority ends at the first `/`, `?`, `#` or white space; its user information before its last `@`.
             let authorityEnd = rest.firstIndex { "/?#".contains($0) || $0.isWhitespace } ?? rest.endIndex
-            guard let at = rest[..<authorityEnd].lastIndex(of: "@"),
-                let colon = rest[..<at].firstIndex(of: ":"),
-                rest[rest.index(after: colon)..<at] != "***"
-            else { continue }
-            result += rest[...colon]
-            result += "***"
-            rest = rest[at...]
+            result += AMQPURL.redacted(String(rest[..<authorityEnd]))
+            rest = rest[authorityEnd...]
         }
         return result + rest
     }
@@ -155,10 +144,13 @@ struct RedactingLogHandler: LogHandler {
     func log(event: LogEvent) {
         var event = event
         let message = event.message.description
-        if secrets.contains(in: message) { event.message = "\(secrets.redact(message))" }
+        let redactedMessage = secrets.redact(message)
+        if redactedMessage != message { event.message = "\(redactedMessage)" }
         event.metadata = event.metadata?.mapValues(redacted)
-        if let error = event.error, secrets.contains(in: "\(error)") {
-            event.error = RedactedError(description: secrets.redact("\(error)"))
+        if let error = event.error {
+            let text = "\(error)"
+            let redactedText = secrets.redact(text)
+            if redactedText != text { event.error = RedactedError(description: redactedText) }
         }
         inner.log(event: event)
     }
@@ -166,10 +158,12 @@ struct RedactingLogHandler: LogHandler {
     private func redacted(_ value: Logger.Metadata.Value) -> Logger.Metadata.Value {
         switch value {
         case .string(let text):
-            return secrets.contains(in: text) ? .string(secrets.redact(text)) : value
+            let redactedText = secrets.redact(text)
+            return redactedText == text ? value : .string(redactedText)
         case .stringConvertible(let convertible):
             let text = convertible.description
-            return secrets.contains(in: text) ? .string(secrets.redact(text)) : value
+            let redactedText = secrets.redact(text)
+            return redactedText == text ? value : .string(redactedText)
         case .array(let values):
             return .array(values.map(redacted))
         case .dictionary(let dictionary):

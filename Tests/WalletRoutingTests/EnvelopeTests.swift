@@ -171,29 +171,3 @@ struct EnvelopeTests {
         #expect(try decision.results[0].json.string("processedAt") == "2026-11-20T10:15:00.500Z")
     }
 }
-
-@Suite("JSONWriter.members")
-struct JSONWriterMembersTests {
-    @Test func appendsSharedMembersInsideAnObject() {
-        var shared = JSONWriter()
-        shared.key("a")
-        shared.int(1)
-        shared.key("b")
-        shared.string("x")
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.members(shared.bytes)
-        writer.key("c")
-        writer.null()
-        writer.endObject()
-        var after = JSONWriter()
-        after.beginObject()
-        after.key("k")
-        after.bool(true)
-        after.members(shared.bytes)
-        after.members([])
-        after.endObject()
-        #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"a":1,"b":"x","c":null}"#)
-        #expect(String(decoding: after.bytes, as: UTF8.self) == #"{"k":true,"a":1,"b":"x"}"#)
-    }
-}

@@ -136,13 +136,6 @@ public struct JSONWriter: Sendable {
         }
     }
 
-    /// Appends already-encoded object members (`"key":value,...`, no braces) inside the current object.
-    /// The worker encodes the members every result shares once per message and appends them to each result.
-    public mutating func members(_ encoded: [UInt8]) {
-        guard !encoded.isEmpty else { return }
-        encoded.withUnsafeBufferPointer { appendSeparated($0) }
-    }
-
     public mutating func value(_ value: JSONValue) {
         switch value {
         case .null: null()

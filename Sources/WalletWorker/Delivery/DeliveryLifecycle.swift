@@ -160,24 +160,14 @@ struct DeliveryLifecycle: Sendable {
         -> [LifecycleAction]
     {
         guard var session = takeSession(id) else {
-            // The session has ended, but what the store said about itself holds for the whole process.
-            var actions: [LifecycleAction] = []
-            if let failure = answer.failure, failure.isOutage, !isStopping {
-                beginOutage(failure, now: now, &actions)
-            }
-            return actions
+            return outageOfAnOrphanedAnswer(answer, now: now)
         }
         guard var index = session.batches.firstIndex(where: { $0.id == batchID }),
             case .storing(let oneAtATime) = session.batches[index].phase
         else {
-            // The batch went with its session (it failed and is not closed yet): what the store said about itself
-            // still holds, as for a session that has ended.
-            var actions: [LifecycleAction] = []
+            // The batch went with its session (it failed and is not closed yet).
             putSession(session)
-            if let failure = answer.failure, failure.isOutage, !isStopping {
-                beginOutage(failure, now: now, &actions)
-            }
-            return actions
+            return outageOfAnOrphanedAnswer(answer, now: now)
         }
         var actions: [LifecycleAction] = []
         let topology = pipelines[id.pipeline].topology
@@ -511,6 +501,16 @@ struct DeliveryLifecycle: Sendable {
         return actions
     }
 
+    /// An answer whose batch is gone (with its session): what the store said about itself still holds for the
+    /// whole process.
+    private mutating func outageOfAnOrphanedAnswer(_ answer: StoreAnswer, now: Duration) -> [LifecycleAction] {
+        var actions: [LifecycleAction] = []
+        if let failure = answer.failure, failure.isOutage, !isStopping {
+            beginOutage(failure, now: now, &actions)
+        }
+        return actions
+    }
+
     /// SIGTERM (or a failure elsewhere): take no more work, finish what was taken on, and stop every pipeline.
     mutating func stopRequested(now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
@@ -740,9 +740,7 @@ struct DeliveryLifecycle: Sendable {
             }
         }
         if session.isShard || fatalError != nil || store.isOut || waitingForTheStore {
-            session.takesNoMore = true
-            session.givingBackReason = session.isShard ? "handed over with its shard" : "the worker is stopping"
-            abandonUncommitted(&session, now: now, &actions)
+            giveBackForTheStop(&session, now: now, &actions)
         }
         // Before anything is requeued: the broker must not deliver it again to this consumer.
         if !session.isShard, !session.consumerEnded {
@@ -756,6 +754,15 @@ struct DeliveryLifecycle: Sendable {
         }
         // A requeue may have cleared the way for the batches behind it (a suspect's, a shard's).
         advance(&session, now: now, &actions)
+    }
+
+    /// A stopping session takes nothing more and gives back what it has not committed (a shard hands it over).
+    private mutating func giveBackForTheStop(
+        _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
+    ) {
+        session.takesNoMore = true
+        session.givingBackReason = session.isShard ? "handed over with its shard" : "the worker is stopping"
+        abandonUncommitted(&session, now: now, &actions)
     }
 
     /// The store has been out for long: the deliveries not committed go back to the queue before the broker's
@@ -822,9 +829,7 @@ struct DeliveryLifecycle: Sendable {
             if session.stopRequested, session.end == nil, session.isConsuming, !session.takesNoMore {
                 // Stopping, and the store went out since: what the stop would have given back had the store been
                 // out then goes back now (what is at the store finishes), not when the give-back timer fires.
-                session.takesNoMore = true
-                session.givingBackReason = session.isShard ? "handed over with its shard" : "the worker is stopping"
-                abandonUncommitted(&session, now: now, &actions)
+                giveBackForTheStop(&session, now: now, &actions)
                 finishIfDone(&session, &actions)
             } else {
                 armGiveBack(&session, now: now, &actions)
