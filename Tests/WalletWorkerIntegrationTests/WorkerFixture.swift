@@ -8,6 +8,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import TestSupport
 import Testing
 import WalletRouting
 import WalletStore
@@ -91,8 +92,10 @@ final class WorkerEnvironment: @unchecked Sendable {
         try await TopologyDeclaration.declare(configuration: configuration, logger: RunningWorker.logger)
     }
 
-    /// Starts an in-process worker with this environment's configuration and waits until it consumes.
-    func startWorker(readyWithin limit: Duration = .seconds(20)) async throws -> RunningWorker {
+    /// Starts an in-process worker with this environment's configuration and waits until it consumes. The default
+    /// wait is generous: the start is not what these tests check, and when every suite starts at once on two
+    /// cores (with a broker and the private nodes of other suites) a start took over 20 s in CI.
+    func startWorker(readyWithin limit: Duration = .seconds(60)) async throws -> RunningWorker {
         let worker = try RunningWorker(configuration: configuration)
         owned.withLock { $0.workers.append(worker) }
         try await worker.waitUntilReady(within: limit)
