@@ -194,7 +194,10 @@ public struct Topology: Sendable, Hashable {
         + "as it is; see the runbook (docs/operations.md, dead letters) to re-declare it"
 
     /// The dead-letter queue's own dead-letter exchange: `<dead-letter queue>.loop`, bound to it alone.
-    public var deadLetterLoopExchange: String { deadLetterQueue + ".loop" }
+    public var deadLetterLoopExchange: String { Self.deadLetterLoopExchange(of: deadLetterQueue) }
+
+    /// The loop of the dead-letter queue `queue`: `<queue>.loop`.
+    public static func deadLetterLoopExchange(of queue: String) -> String { queue + ".loop" }
 
     /// Quorum only: the dead-letter queue's delivery limit. RabbitMQ 4 gives every quorum queue a limit of 20 by
     /// default and drops (or dead-letters) a message returned more often, and a dead letter is returned each time

@@ -103,8 +103,10 @@ private func walkDeadLetters(
         secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
     let queue = DeadLetterQueue(
         configuration: configuration, logger: Logger(label: "wallet-worker"), maximumBodyBytes: try read.readLimit)
+    // The dead-letter queue has the work queue's type (`Topology.deadLetterQueueArguments`).
     let pass = DeadLetterPass(
-        command: command, filter: filter, deadLetterQueue: queue.queue, markerID: UUID().uuidString, now: Date())
+        command: command, filter: filter, deadLetterQueue: queue.queue, markerID: UUID().uuidString, now: Date(),
+        keepsByCopy: configuration.topology.workQueueType == .quorum)
     do {
         return (try await queue.walk(pass, report: report), queue.queue)
     } catch let error as AMQPError where ExitStatus.of(error) == .unavailable {

@@ -218,9 +218,57 @@ import Testing
             Issue.record("a forged x-death went to the broker's dead-lettering")
             return
         }
-        #expect(copy.exchange == "" && copy.routingKey == Self.deadLetterQueue)
+        #expect(copy.exchange == "\(Self.deadLetterQueue).loop" && copy.routingKey == forged.routingKey)
         #expect(copy.properties.headers?["x-death"] == .array([.string("x")]) && copy.body == forged.body)
         #expect(copy.properties.userID == nil && copy.properties.headers?["x-original-user-id"] == .string("backend"))
+    }
+
+    /// Issue 24: RabbitMQ 3.10's quorum queues move a window of rejected messages through the loop in no
+    /// particular order (and at most once), so a quorum dead-letter queue keeps what the tool read by copies.
+    @Test func aQuorumQueueKeepsWhatItReadByCopiesWhole() {
+        var look = pass(.look)
+        look.keepsByCopy = true
+        let original = message(
+            headers: [
+                "x-worker-error": .string("bad"), "x-delivery-count": .int64(3), "traceparent": .string("00-a"),
+            ],
+            userID: "backend")
+        guard case .keep(.asCopy(let copy)) = look.decide(original).action else {
+            Issue.record("a readable dead letter of a quorum queue went through the loop")
+            return
+        }
+        #expect(copy.exchange == "\(Self.deadLetterQueue).loop" && copy.routingKey == "backend.tns" && copy.mandatory)
+        #expect(copy.body == original.body)
+        var expected = original.properties
+        expected.userID = nil
+        expected.headers = [
+            "x-worker-error": .string("bad"), "traceparent": .string("00-a"), "x-original-user-id": .string("backend"),
+        ]
+        #expect(copy.properties == expected, "the queue's return count left out, the user id moved aside")
+
+        let counted = message(headers: ["x-delivery-count": .int64(1)])
+        guard case .keep(.asCopy(let bare)) = look.decide(counted).action else {
+            Issue.record("not copied")
+            return
+        }
+        #expect(bare.properties.headers == nil, "no empty table where the queue's count was the only header")
+
+        var unread = message(headers: ["x-worker-error": .string("bad")])
+        unread.body = []
+        unread.withheldBodySize = 300_000
+        #expect(look.decide(unread).action == .keep(.throughLoop), "a body the tool did not read cannot be copied")
+        let grown = message(headers: [
+            "x-worker-error": .string("bad"), "filler": .bytes(.init(repeating: 0x61, count: 131_000)),
+        ])
+        #expect(look.decide(grown).action == .keep(.throughLoop), "a content header past the frame cannot be copied")
+
+        var replay = pass(.replay(inboundExchange: "wallet.notifications", force: false))
+        replay.keepsByCopy = true
+        guard case .keep(.asCopy) = replay.afterReplay(.nacked, of: original) else {
+            Issue.record("a failed replay on a quorum queue went through the loop")
+            return
+        }
+        #expect(replay.afterReplay(.confirmed, of: original) == .remove)
     }
 
     @Test func replayingPublishesTheSelectedKeepsTheRestAndRefusesTheTruncated() {
@@ -242,9 +290,11 @@ import Testing
                 "x-worker-error": .string("store unavailable"), "x-worker-omitted-body-bytes": .int64(5),
             ]))
         #expect(truncated.action == .keep(.throughLoop) && truncated.selected && truncated.refusal != nil)
-        #expect(DeadLetterPass.afterReplay(.confirmed) == .remove)
-        #expect(DeadLetterPass.afterReplay(.returned(replyCode: 312, replyText: "NO_ROUTE")) == .keep(.throughLoop))
-        #expect(DeadLetterPass.afterReplay(nil) == .keep(.throughLoop))
+        let stored = message(headers: ["x-worker-error": .string("store unavailable")])
+        #expect(replay.afterReplay(.confirmed, of: stored) == .remove)
+        #expect(
+            replay.afterReplay(.returned(replyCode: 312, replyText: "NO_ROUTE"), of: stored) == .keep(.throughLoop))
+        #expect(replay.afterReplay(nil, of: stored) == .keep(.throughLoop))
     }
 
     @Test func purgingRemovesOnlyTheSelected() {

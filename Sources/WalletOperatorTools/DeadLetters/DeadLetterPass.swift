@@ -26,8 +26,11 @@ public struct DeadLetterPass: Sendable {
         /// tail whole (and records the look in its `x-death`). Needs nothing of the message: undecodable or
         /// unread ones go this way too.
         case throughLoop
-        /// Published again to the tail (confirmed), then acknowledged: for a message whose `x-death` RabbitMQ 3.x
-        /// cannot update (a publisher forged it), which would crash the queue if the broker dead-lettered it.
+        /// Published again to the tail through the loop exchange, with its routing key (confirmed), then
+        /// acknowledged: every message of a quorum queue the tool can read and publish
+        /// (RabbitMQ 3.10 moves a window of rejected messages through its loop in no particular order, and at
+        /// most once), and on a classic queue a message whose `x-death` RabbitMQ 3.x cannot update (a publisher
+        /// forged it), which would crash the queue if the broker dead-lettered it.
         case asCopy(AMQPOutboundMessage)
     }
 
@@ -58,13 +61,23 @@ public struct DeadLetterPass: Sendable {
     /// This run's marker (`markerHeader`); markers with another id are leftovers of interrupted runs.
     public var markerID: String
     public var now: Date
+    /// Keep every message it can read by a confirmed copy rather than through the loop (`Keeping`): true for a
+    /// quorum dead-letter queue, where only copies keep the queue's order and are never lost on the way.
+    public var keepsByCopy: Bool
+    /// The frame size of the connection that publishes copies (`DeadLetterQueue.walk` sets what the broker agreed
+    /// to): a message whose content header the broker grew past it cannot be copied and goes through the loop.
+    public var copyFrameMax = 131_072
 
-    public init(command: Command, filter: DeadLetterFilter, deadLetterQueue: String, markerID: String, now: Date) {
+    public init(
+        command: Command, filter: DeadLetterFilter, deadLetterQueue: String, markerID: String, now: Date,
+        keepsByCopy: Bool = false
+    ) {
         self.command = command
         self.filter = filter
         self.deadLetterQueue = deadLetterQueue
         self.markerID = markerID
         self.now = now
+        self.keepsByCopy = keepsByCopy
     }
 
     /// The header that marks the tail a run published when it started (its value: the run's id). A marker has an
@@ -105,30 +118,45 @@ public struct DeadLetterPass: Sendable {
         }
     }
 
-    /// How this message goes back to the tail: through the loop unless RabbitMQ 3.x could not dead-letter it.
-    func keeping(_ message: DeadLetterMessage) -> Keeping {
-        guard message.withheldBodySize == nil, !WorkerHeaderNames.brokerCanUpdateXDeath(message.properties.headers)
-        else { return .throughLoop }
+    /// How this message goes back to the tail: as a copy on a quorum queue, or when RabbitMQ 3.x could not
+    /// dead-letter it; through the loop otherwise, and always when the tool did not read its body.
+    public func keeping(_ message: DeadLetterMessage) -> Keeping {
+        let forged = !WorkerHeaderNames.brokerCanUpdateXDeath(message.properties.headers)
+        guard message.withheldBodySize == nil, keepsByCopy || forged else { return .throughLoop }
         // The copy keeps everything but a `user_id`, which RabbitMQ would refuse from this user (406): it moves to
-        // `x-original-user-id`, as on the worker's own copies.
+        // `x-original-user-id`, as on the worker's own copies. `x-delivery-count` is the queue's count of this
+        // message's returns; the copy is a message the queue has not delivered yet.
         var properties = message.properties
+        var headers = properties.headers
+        if headers?[Self.deliveryCountHeader] != nil {
+            headers?[Self.deliveryCountHeader] = nil
+            if headers?.isEmpty == true { headers = nil }
+        }
         if let userID = properties.userID {
-            var headers = properties.headers ?? [:]
-            headers[WorkerHeaderNames.originalUserID] =
+            headers = headers ?? [:]
+            headers?[WorkerHeaderNames.originalUserID] =
                 properties.undecodedStrings[.userID].map(AMQPFieldValue.bytes) ?? .string(userID)
-            properties.headers = headers
             properties.userID = nil
             properties.undecodedStrings[.userID] = nil
         }
-        return .asCopy(
-            AMQPOutboundMessage(
-                exchange: "", routingKey: deadLetterQueue, body: message.body, properties: properties, mandatory: true))
+        properties.headers = headers
+        // Through the loop exchange (a fanout bound to this queue alone), so the copy keeps its routing key.
+        let copy = AMQPOutboundMessage(
+            exchange: Topology.deadLetterLoopExchange(of: deadLetterQueue), routingKey: message.routingKey,
+            body: message.body, properties: properties, mandatory: true)
+        // A forged x-death is copied whatever its size: the loop would crash the queue, a copy that cannot be sent
+        // stops the run before it.
+        if !forged, copy.encodingProblem(frameMax: copyFrameMax) != nil { return .throughLoop }
+        return .asCopy(copy)
     }
 
+    /// The header a quorum queue adds to a message it delivers again.
+    static let deliveryCountHeader = "x-delivery-count"
+
     /// What becomes of a replayed message once the broker answered (nil: no answer in time, or the publish
-    /// failed): removed only when its replay was confirmed.
-    public static func afterReplay(_ outcome: AMQPPublishOutcome?) -> Action {
-        outcome == .confirmed ? .remove : .keep(.throughLoop)
+    /// failed): removed only when its replay was confirmed, kept as any other message otherwise.
+    public func afterReplay(_ outcome: AMQPPublishOutcome?, of message: DeadLetterMessage) -> Action {
+        outcome == .confirmed ? .remove : .keep(keeping(message))
     }
 }
 
