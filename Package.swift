@@ -132,12 +132,13 @@ let package = Package(
         ),
 
         // MARK: - Tests
-        // Helpers shared by the test targets (a deterministic random generator, loopback sockets, a faulty relay).
+        // Helpers shared by the test targets (a deterministic random generator, loopback sockets, a faulty relay, the
+        // one polling helper `eventually`).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
-        // The integration tests' one broker kit: connections, a topology per test, queue capture, `eventually`.
+        // The integration tests' one broker kit: connections, a topology per test, queue capture.
         .target(
             name: "BrokerTestSupport",
-            dependencies: ["AMQPTransport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["AMQPTransport", "TestSupport", .product(name: "Logging", package: "swift-log")],
             path: "Tests/BrokerTestSupport"
         ),
         .testTarget(

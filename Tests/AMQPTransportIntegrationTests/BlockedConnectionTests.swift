@@ -1,6 +1,7 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// connection.blocked needs a broker-wide resource alarm, which would stall every other test sharing the

@@ -1,5 +1,6 @@
 import AMQPTransport
 import BrokerTestSupport
+import TestSupport
 import Testing
 
 /// Regression tests from the transport review: consumers, deliveries and acknowledgements never cross

@@ -1,5 +1,6 @@
 import AMQPTransport
 import BrokerTestSupport
+import TestSupport
 import Testing
 
 /// Consumers: how their sequence ends, and what the broker does with messages they give back.

@@ -1,6 +1,7 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Issue 24, item 1: a content header RabbitMQ grew past the frame size when it dead-lettered the message (it

@@ -1,5 +1,6 @@
 import AMQPTransport
 import Synchronization
+import TestSupport
 
 // The one queue capture of the integration tests: consume a queue in the background and keep what arrives, or drain
 // what is ready in it.

@@ -1,4 +1,4 @@
-// The one polling helper of the integration tests: every "wait until" goes through `eventually`.
+// The one polling helper of the tests: every "wait until" goes through `eventually`.
 
 /// `eventually` gave up: what it waited for, for how long, and the last error the condition threw, if any.
 public struct NotEventually: Error, CustomStringConvertible {

@@ -502,8 +502,10 @@ struct PostgresWalletStoreTests {
                         [Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
                 }
                 // The store's backend waits on our lock; end it as a server shutdown or an administrator would.
-                var terminated = false
-                for _ in 0..<100 where !terminated {
+                try await eventually(
+                    "the batch's backend waiting on our lock", within: .seconds(2), every: .milliseconds(20)
+                ) {
+                    var terminated = false
                     for try await row in try await admin.query(
                         """
                         SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
@@ -512,9 +514,8 @@ struct PostgresWalletStoreTests {
                     {
                         terminated = try row.decode(Int.self) > 0
                     }
-                    if !terminated { try await Task.sleep(for: .milliseconds(20)) }
+                    return terminated
                 }
-                #expect(terminated)
                 let error = await #expect(throws: StoreError.self) { try await batch.value }
                 #expect(error?.kind == .transient)
                 #expect(

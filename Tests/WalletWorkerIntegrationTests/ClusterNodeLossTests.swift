@@ -2,6 +2,7 @@ import AMQPTransport
 import BrokerTestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 extension Resilience {

@@ -2,6 +2,7 @@
 // notice, leave readiness, re-declare the topology and consume again, without a restart.
 import AMQPTransport
 import BrokerTestSupport
+import TestSupport
 import Testing
 import WalletWorker
 

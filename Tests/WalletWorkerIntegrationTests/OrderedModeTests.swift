@@ -4,6 +4,7 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 import WalletRouting
 import WalletStore

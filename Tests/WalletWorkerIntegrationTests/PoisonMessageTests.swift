@@ -3,6 +3,7 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 import WalletRouting
 import WalletWorker

@@ -1,6 +1,7 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 extension Resilience {
@@ -78,12 +79,19 @@ extension Resilience {
                 // Each run's wallet_replays_total counts the replays of the crash before it; a read that fails
                 // fails the test rather than counting as none (a busy machine once made it look like no replay).
                 func replaysOf(_ worker: WorkerProcess, port: Int) async throws -> Double {
-                    var lastError: (any Error)?
-                    for _ in 0..<5 {
-                        do { return try worker.metric(port: port, "wallet_replays_total") } catch { lastError = error }
-                        try await Task.sleep(for: .milliseconds(200))
+                    var replays: Double?
+                    var lastError = ""
+                    try await eventually(
+                        "wallet_replays_total to be read (\(lastError))", within: .seconds(1), every: .milliseconds(200)
+                    ) {
+                        do {
+                            replays = try worker.metric(port: port, "wallet_replays_total")
+                        } catch {
+                            lastError = "\(error)"
+                        }
+                        return replays != nil
                     }
-                    throw lastError ?? CancellationError()
+                    return replays ?? 0
                 }
                 var replays = 0.0
                 var number = 0

@@ -1,6 +1,7 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Another process holding the SQLite file's write lock: the `sqlite3` CLI in a transaction opened with

@@ -1,6 +1,7 @@
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 // Helpers of the resilience suites: worker processes on a topology of their own. The broker connection, clean-up,

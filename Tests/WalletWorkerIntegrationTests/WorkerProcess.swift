@@ -1,5 +1,6 @@
 import BrokerTestSupport
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
