@@ -94,8 +94,9 @@ final class WorkerEnvironment: @unchecked Sendable {
 
     /// Starts an in-process worker with this environment's configuration and waits until it consumes. The default
     /// wait is generous: the start is not what these tests check, and when every suite starts at once on two
-    /// cores (with a broker and the private nodes of other suites) a start took over 20 s in CI.
-    func startWorker(readyWithin limit: Duration = .seconds(60)) async throws -> RunningWorker {
+    /// cores (with a broker and the private nodes of other suites) a start took over 20 s in CI, and a suite of
+    /// four such tests 43 s in a later full run.
+    func startWorker(readyWithin limit: Duration = .seconds(120)) async throws -> RunningWorker {
         let worker = try RunningWorker(configuration: configuration)
         owned.withLock { $0.workers.append(worker) }
         try await worker.waitUntilReady(within: limit)
