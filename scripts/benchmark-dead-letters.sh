@@ -17,9 +17,6 @@ count="${1:-100000}"
 body_bytes="${2:-16384}"
 rounds="${3:-3}"
 export RABBITMQ_PORT="${RABBITMQ_PORT:-5792}"
-# The Erlang runtime's own scheduler busy waiting (rabbitmq-local.sh turns it off for the tests), as every figure
-# in Benchmarks/README.md was measured.
-export RABBITMQ_BUSY_WAIT="${RABBITMQ_BUSY_WAIT:-default}"
 export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-$(mktemp -d /tmp/wallet-dlq-bench.XXXXXX)}"
 
 if [ -z "${WALLET_WORKER_BIN:-}" ]; then

@@ -34,9 +34,6 @@ source "$root/scripts/lib/prerequisites.sh"
 ensure_prerequisites curl python3
 
 export RABBITMQ_PORT="${RABBITMQ_PORT:-5932}"
-# The Erlang runtime's own scheduler busy waiting (rabbitmq-local.sh turns it off for the tests), as every figure
-# in Benchmarks/README.md was measured.
-export RABBITMQ_BUSY_WAIT="${RABBITMQ_BUSY_WAIT:-default}"
 export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-/tmp/rmq-bench-tracing-$RABBITMQ_PORT}"
 broker() { "$root/scripts/rabbitmq-local.sh" "$@"; }
 export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"

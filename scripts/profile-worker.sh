@@ -57,8 +57,7 @@ fi
 (cd "$root/Benchmarks" && swift build -c release --product worker-load --scratch-path .build-bench 2>&1 | tail -n 1)
 load="$root/Benchmarks/.build-bench/release/worker-load"
 
-# The Erlang runtime's own scheduler busy waiting, as the benchmarks measure (rabbitmq-local.sh turns it off).
-RABBITMQ_BUSY_WAIT="${RABBITMQ_BUSY_WAIT:-default}" "$root/scripts/rabbitmq-local.sh" start
+"$root/scripts/rabbitmq-local.sh" start
 "$WORKER_BIN" declare --amqp-url "$AMQP_URL" >"$work/declare.log" 2>&1
 "$load" prepare >"$work/prepare.log"
 preloaded=$("$load" preload --messages "$messages")

@@ -17,9 +17,9 @@
 # node seeds no guest user: the definitions must bring a user), RABBITMQ_CONSUMER_TIMEOUT_MS (the broker's
 # consumer_timeout, checked every second, for a test of what the worker does before it fires).
 # RABBITMQ_FRAME_MAX (the broker's frame_max, 131072 by default: a smaller one for a test of what the worker
-# fits into the frame size the broker agreed to). RABBITMQ_BUSY_WAIT (the Erlang schedulers' busy waiting, `none` by
-# default: idle schedulers sleep instead of spinning, as RabbitMQ's runtime guide advises for shared hosts; the test
-# suite runs up to five nodes on two cores beside the workers; `default` keeps the runtime's own, the benchmarks' choice).
+# fits into the frame size the broker agreed to). RABBITMQ_BUSY_WAIT (the Erlang schedulers' busy waiting: `none`
+# makes idle schedulers sleep instead of spinning, as RabbitMQ's runtime guide advises for shared hosts, and
+# scripts/test.sh sets it for every node of a test run; unset or `default` keeps the runtime's own).
 # The TLS listener uses a CA and a server certificate for the name localhost (only) generated into $RABBITMQ_DATA_DIR/tls
 # (ca.pem is what clients verify against).
 set -euo pipefail
@@ -50,7 +50,7 @@ node_env() {
     export RABBITMQ_ENABLED_PLUGINS_FILE="$data_dir/enabled_plugins"
     export RABBITMQ_CONFIG_FILE="$data_dir/rabbitmq"
     export RABBITMQ_ADVANCED_CONFIG_FILE="$data_dir/advanced.config"
-    local busy_wait="${RABBITMQ_BUSY_WAIT:-none}"
+    local busy_wait="${RABBITMQ_BUSY_WAIT:-default}"
     if [ "$busy_wait" != default ]; then
         export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+sbwt $busy_wait +sbwtdcpu $busy_wait +sbwtdio $busy_wait ${RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS:-}"
     fi

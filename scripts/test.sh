@@ -19,6 +19,10 @@ ensure_prerequisites haproxy
 # prometheus: the alert test evaluates deploy/'s PrometheusRule on a real Prometheus (PrometheusAlertTests).
 ensure_packages_without_recommends prometheus
 
+# A test run starts up to five RabbitMQ nodes (this one, and the private nodes of some suites, which inherit the
+# variable) on two cores beside the workers: their idle schedulers sleep instead of spinning.
+export RABBITMQ_BUSY_WAIT="${RABBITMQ_BUSY_WAIT:-none}"
+
 started_broker=false
 if [ -z "${AMQP_URL:-}" ]; then
     export RABBITMQ_PORT="${RABBITMQ_PORT:-5682}"

@@ -8,10 +8,11 @@ import WalletWorker
 /// Two connections: one consumes (a window of `window` deliveries at a time, bodies up to `maximumBodyBytes`,
 /// frames up to `frameLimit` so that a content header RabbitMQ sent larger than the negotiated frame size can be
 /// read) and only settles; the other publishes (the run's marker, replays, copies) with confirms. Every message
-/// is settled in queue order: acknowledged when removed (purged, or its replay confirmed), rejected back to the
-/// queue's tail through its loop otherwise (the broker moves it whole). Whatever is unsettled when the run stops
-/// (interrupted, killed, the connection lost) the broker returns to where it was. Nothing is lost, and nothing is
-/// held beyond the window: the run never waits for more than the broker sends.
+/// is settled in queue order: acknowledged when removed (purged, or its replay confirmed), kept at the queue's tail
+/// otherwise (`DeadLetterPass.Keeping`: rejected through its loop, or, on a quorum queue, copied there with
+/// confirms before it is acknowledged). Whatever is unsettled when the run stops (interrupted, killed, the connection
+/// lost) the broker returns to where it was. Nothing is lost, and nothing is held beyond the window: the run never
+/// waits for more than the broker sends.
 public final class DeadLetterQueue: Sendable {
     public let configuration: WorkerConfiguration
     public var queue: String { configuration.topology.deadLetterQueue }
