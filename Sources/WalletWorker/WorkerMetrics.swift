@@ -24,6 +24,7 @@ public final class WorkerMetrics: Sendable {
     let topologySkips: Counter
     let skippedReplyCopies: Counter
     let lostReplyCopies: Counter
+    let closedReplyConnections: Counter
     let delayedRequeues: Counter
     let storeAvailable: Gauge
     let storeOutages: Counter
@@ -160,6 +161,12 @@ public final class WorkerMetrics: Sendable {
                 "reply_copies_lost", unit: "total",
                 help:
                     "Direct reply-to copies lost with their connection (the broker closed it, e.g. 541 on an unknown address)"
+            ))
+        closedReplyConnections = registry.makeCounter(
+            descriptor: Self.name(
+                "reply_connections_closed", unit: "total",
+                help:
+                    "Direct reply-to connections the broker closed (541 on an address it cannot resolve); copies written on one before its close arrived are lost unseen"
             ))
         delayedRequeues = registry.makeCounter(
             descriptor: Self.name(

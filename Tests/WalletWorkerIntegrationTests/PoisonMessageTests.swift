@@ -128,8 +128,8 @@ struct PoisonMessageTests {
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).foreign/0" })
             #expect(deadLetters.count == 0)
 
-            // A real requester after the reply connection reopens (at most once a second) gets its copy.
-            try await Task.sleep(for: Duration.seconds(1) + .milliseconds(200))
+            // The broker closed the reply connection (541); a real requester after that gets its copy.
+            try await replyConnectionClosed(worker)
             let requester = try await environment.collect(queue: "amq.rabbitmq.reply-to", acknowledgement: .automatic)
             try await requester.channel.enableConfirms()
             let request = InboundSpec(
@@ -157,8 +157,10 @@ struct PoisonMessageTests {
                 InboundSpec(
                     json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).foreign", replyTo: address))
             _ = try await capture.results.waitFor(1, "the foreign request's result")
-            // Long enough for the broker's close (541) to arrive, well within the second the old worker waited.
-            try await Task.sleep(for: .milliseconds(300))
+            // The copy is sent after the result, by a task of its own: a copy written before the broker's close
+            // (541) arrives is lost with the connection, so the request waits for the close. The old worker
+            // refused to reopen within a second of it.
+            try await replyConnectionClosed(worker)
             let request = InboundSpec(
                 json: #"{"action":"refresh"}"#, messageID: "\(environment.prefix).requester",
                 replyTo: "amq.rabbitmq.reply-to")
@@ -489,6 +491,13 @@ private func withPoisonEnvironment(
         let deadLetters = try await environment.deadLetterReader()
         let worker = try await environment.startWorker()
         try await body(environment, capture, deadLetters, worker)
+    }
+}
+
+/// Waits until the broker has closed the worker's direct reply-to connection once (541 on a foreign address).
+private func replyConnectionClosed(_ worker: RunningWorker) async throws {
+    try await eventually("wallet_reply_connections_closed_total to be 1", within: .seconds(30)) {
+        worker.metric("wallet_reply_connections_closed_total") == 1
     }
 }
 

@@ -9,10 +9,11 @@ import Logging
 /// a well-formed one naming a node it does not know. On the publish connection that would take the session down
 /// with every unconfirmed result, and the redelivery would do it again. Here it costs only this connection: copies
 /// written on it after the bad one and before the close arrived are lost (direct reply-to promises no more: a
-/// requester that has gone loses its replies too). A copy whose publish fails (the connection was closed since the
-/// last copy) is tried once more on a fresh connection at once; only a connection that cannot be opened makes the
-/// next copies wait (at most one attempt a second, copies meanwhile counted as lost). The primary results, their
-/// confirms and the acknowledgements never depend on these copies.
+/// requester that has gone loses its replies too). The publisher watches its connection: once the broker's close
+/// arrives it is counted and forgotten, and the next copy opens a fresh one at once. A copy whose publish fails
+/// (the close arrived between the two) is tried once more on a fresh connection; only a connection that cannot be
+/// opened makes the next copies wait (at most one attempt a second, copies meanwhile counted as lost). The primary
+/// results, their confirms and the acknowledgements never depend on these copies.
 actor DirectReplyPublisher {
     private let connect: @Sendable () async throws -> AMQPConnection
     private let metrics: WorkerMetrics
@@ -67,6 +68,8 @@ actor DirectReplyPublisher {
         do {
             let connection = try await connect()
             self.connection = connection
+            // Ends with the connection's events: when the broker closes it, or `drop` or `close` does.
+            Task { await watch(connection) }
             let channel = try await connection.openChannel()
             self.channel = channel
             nextAttempt = nil
@@ -76,6 +79,18 @@ actor DirectReplyPublisher {
             logger.warning("could not open the direct reply-to connection", metadata: ["error": "\(error)"])
             await drop()
             return nil
+        }
+    }
+
+    private func watch(_ watched: AMQPConnection) async {
+        for await event in watched.events {
+            guard case .closed(.some) = event else { continue }
+            // The transport logged the broker's reason (at notice); the copies written since are gone unseen.
+            metrics.closedReplyConnections.increment()
+            if watched === connection {
+                connection = nil
+                channel = nil
+            }
         }
     }
 
