@@ -91,20 +91,8 @@ extension WorkerConfiguration {
     /// The ranges of the settings table (`Setting`), checked for a configuration however it was made.
     func validate() throws {
         _ = try AMQPURL(parsing: amqpURL)
-        try Setting.prefetch.check(prefetch)
-        try Setting.concurrency.check(concurrency)
-        try Setting.retryAttempts.check(retryAttempts)
-        try Setting.retryDelay.check(retryDelay)
-        if let longestRetryDelay {
-            guard longestRetryDelay >= retryDelay else { throw Setting.retryDelayMax.outOfRange }
-            try Setting.retryDelayMax.check(longestRetryDelay)
-        }
-        try Setting.dedupRetention.check(deduplicationRetention)
-        try Setting.confirmTimeout.check(confirmTimeout)
-        try Setting.storePoolSize.check(storePoolSize)
-        try Setting.storeStatementTimeout.check(storeStatementTimeout)
-        try Setting.deliveryLimit.check(topology.deliveryLimit)
-        try Setting.orderedShards.check(topology.orderedShards)
-        try Setting.httpPort.check(httpPort)
+        for entry in Setting.configurable { try entry.checkRange(of: self) }
+        // The one range that depends on another setting.
+        if let longestRetryDelay, longestRetryDelay < retryDelay { throw Setting.retryDelayMax.outOfRange }
     }
 }

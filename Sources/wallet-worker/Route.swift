@@ -50,7 +50,7 @@ extension WalletWorkerCommand {
         func run() async throws {
             var configuration = WorkerConfiguration()
             try routing.apply(to: &configuration)
-            let location = try storeSetting(self.store) ?? .memory
+            let location = try setting(self.store, Setting.store) ?? .memory
             let commits = commit || location == .memory
             let store: any WalletStore
             do {

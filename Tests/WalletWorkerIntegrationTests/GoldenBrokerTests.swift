@@ -330,3 +330,76 @@ struct GoldenBrokerTests {
         return differences
     }
 }
+
+extension Topology {
+    /// The test's name for a result exchange the routing core names by its default (`wallet.events`, ...),
+    /// as `wallet-worker route` prints it. The default exchange `""` stays itself.
+    func mapDefaultExchange(_ name: String) -> String {
+        let defaults = RoutingSettings.ResultExchanges()
+        switch name {
+        case defaults.events: return resultExchanges.events
+        case defaults.transactions: return resultExchanges.transactions
+        case defaults.replenishment: return resultExchanges.replenishment
+        case defaults.actions: return resultExchanges.actions
+        case defaults.installations: return resultExchanges.installations
+        default: return name
+        }
+    }
+}
+
+// MARK: - Checks of this suite
+
+enum ResultChecks {
+    /// The body with the values of `processedAt` and `expiryDate` replaced by `<time>`; a value that is not
+    /// ISO 8601 UTC ending in `Z` (`2026-11-21T08:00:00Z`, optionally with a fraction) is reported in `problems`.
+    static func normalisedBody(_ body: [UInt8], problems: inout [String]) -> String {
+        guard let text = String(validating: body, as: UTF8.self) else {
+            return "<not UTF-8: \(body.count) bytes \(body.prefix(40).map { String($0, radix: 16) }.joined())>"
+        }
+        var output = ""
+        var rest = Substring(text)
+        let pattern = /"(processedAt|expiryDate)":"([^"\\]*)"/
+        while let match = rest.firstMatch(of: pattern) {
+            output += rest[..<match.range.lowerBound]
+            let value = String(match.output.2)
+            if value.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z/) == nil {
+                problems.append("\(match.output.1) \"\(value)\" is not ISO 8601 UTC ending in Z")
+            }
+            output += "\"\(match.output.1)\":\"<time>\""
+            rest = rest[match.range.upperBound...]
+        }
+        output += rest
+        return output
+    }
+}
+
+/// Runs at most `limit` bodies at once (parameterised cases each start a worker with two connections).
+actor ConcurrencyLimiter {
+    private let limit: Int
+    private var running = 0
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await acquire()
+        defer { release() }
+        return try await body()
+    }
+
+    private func acquire() async {
+        if running < limit {
+            running += 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    private func release() {
+        if waiters.isEmpty {
+            running -= 1
+        } else {
+            waiters.removeFirst().resume()
+        }
+    }
+}

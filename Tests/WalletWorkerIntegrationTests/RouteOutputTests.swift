@@ -35,7 +35,7 @@ import Testing
     private func withRouteInput(
         lines: Int, _ body: (_ executable: String, _ input: String, _ directory: String) async throws -> Void
     ) async throws {
-        let executable = try RouteCommand.executablePath()
+        let executable = try WorkerProcess.executablePath
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("wnw-route-output-\(UInt64.random(in: 0...UInt64.max))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

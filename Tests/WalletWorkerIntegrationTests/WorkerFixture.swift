@@ -45,20 +45,6 @@ extension Topology {
             resultExchanges.actions, resultExchanges.installations,
         ]
     }
-
-    /// The test's name for a result exchange the routing core names by its default (`wallet.events`, ...),
-    /// as `wallet-worker route` prints it. The default exchange `""` stays itself.
-    func mapDefaultExchange(_ name: String) -> String {
-        let defaults = RoutingSettings.ResultExchanges()
-        switch name {
-        case defaults.events: return resultExchanges.events
-        case defaults.transactions: return resultExchanges.transactions
-        case defaults.replenishment: return resultExchanges.replenishment
-        case defaults.actions: return resultExchanges.actions
-        case defaults.installations: return resultExchanges.installations
-        default: return name
-        }
-    }
 }
 
 // MARK: - One test's environment
@@ -358,100 +344,14 @@ struct InboundSpec: Sendable {
     }
 }
 
-// MARK: - Checks shared by the suites
-
-enum ResultChecks {
-    /// ISO 8601 UTC with a `Z`: `2026-11-21T08:00:00Z`, optionally with a fraction.
-    static func isUTCTimestamp(_ text: String) -> Bool {
-        text.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z/) != nil
-    }
-
-    /// The body with the values of `processedAt` and `expiryDate` replaced by `<time>`; a value that is not
-    /// ISO 8601 UTC is reported in `problems`.
-    static func normalisedBody(_ body: [UInt8], problems: inout [String]) -> String {
-        guard let text = String(validating: body, as: UTF8.self) else {
-            return "<not UTF-8: \(body.count) bytes \(body.prefix(40).map { String($0, radix: 16) }.joined())>"
-        }
-        var output = ""
-        var rest = Substring(text)
-        let pattern = /"(processedAt|expiryDate)":"([^"\\]*)"/
-        while let match = rest.firstMatch(of: pattern) {
-            output += rest[..<match.range.lowerBound]
-            let value = String(match.output.2)
-            if !isUTCTimestamp(value) {
-                problems.append("\(match.output.1) \"\(value)\" is not ISO 8601 UTC ending in Z")
-            }
-            output += "\"\(match.output.1)\":\"<time>\""
-            rest = rest[match.range.upperBound...]
-        }
-        output += rest
-        return output
-    }
-
-    /// The first member named `key` of a JSON body.
-    static func member(_ key: String, of body: [UInt8]) -> JSONValue? {
-        (try? JSONParser.parse(body))?.objectValue?[key]
-    }
-}
-
-/// Runs at most `limit` bodies at once (parameterised cases each start a worker with two connections).
-actor ConcurrencyLimiter {
-    private let limit: Int
-    private var running = 0
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-
-    init(limit: Int) { self.limit = limit }
-
-    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        await acquire()
-        defer { release() }
-        return try await body()
-    }
-
-    private func acquire() async {
-        if running < limit {
-            running += 1
-            return
-        }
-        await withCheckedContinuation { waiters.append($0) }
-    }
-
-    private func release() {
-        if waiters.isEmpty {
-            running -= 1
-        } else {
-            waiters.removeFirst().resume()
-        }
-    }
-}
-
 // MARK: - `wallet-worker route` as a subprocess
 
-/// Runs the `wallet-worker` executable built next to the test bundle (it is a dependency of this test target).
+/// Runs the `wallet-worker` executable built next to the test bundle (`WorkerProcess.executablePath`).
 enum RouteCommand {
-    /// `wallet-worker` in the build directory of the running test binary.
-    static func executablePath() throws -> String {
-        let candidates = [
-            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")),
-            CommandLine.arguments.first.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path },
-        ].compactMap { $0 }
-        for binary in candidates {
-            var directory = URL(fileURLWithPath: binary).deletingLastPathComponent()
-            // On macOS the binary sits inside `X.xctest/Contents/MacOS`.
-            for _ in 0..<4 {
-                let path = directory.appendingPathComponent("wallet-worker").path
-                if FileManager.default.isExecutableFile(atPath: path) { return path }
-                directory.deleteLastPathComponent()
-            }
-        }
-        throw BrokerTestError(
-            "wallet-worker not found next to the test binary (\(candidates)); build it with `swift build`")
-    }
-
     /// Feeds `lines` to `wallet-worker route --store memory` (one fresh store for all of them) and returns its
     /// output lines. stdin and stdout are temporary files, so neither side can block on a full pipe.
     static func route(lines: [[UInt8]], extraArguments: [String] = []) async throws -> [[UInt8]] {
-        let executable = try executablePath()
+        let executable = try WorkerProcess.executablePath
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("wnw-route-\(UInt64.random(in: 0...UInt64.max))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -37,53 +37,65 @@ struct SettingsTableTests {
 
     /// Each default, written as the README shows it, parses back to `WorkerConfiguration()`'s value: the table
     /// copies no default by hand.
-    @Test("each default parses back to WorkerConfiguration's")
-    func defaultsAreTheConfigurations() {
-        let defaults = WorkerConfiguration()
-        func parsed<Value>(_ setting: Setting.Typed<Value>) -> Value? {
-            setting.defaultValue.flatMap(setting.parse)
+    /// The table's defaults are the configuration's: each, applied as if given, changes nothing (the TLS files
+    /// have none to give, and the longest retry delay is then given rather than computed).
+    @Test("each default, applied to WorkerConfiguration(), changes nothing")
+    func defaultsAreTheConfigurations() throws {
+        #expect(Setting.configurable.count > 40)
+        for entry in Setting.configurable {
+            guard let text = entry.setting.defaultValue else {
+                #expect(entry.setting.group == "TLS files", "\(entry.setting.variable) has no default")
+                continue
+            }
+            var configuration = WorkerConfiguration()
+            try entry.apply(text, to: &configuration)
+            var expected = WorkerConfiguration()
+            if entry.setting == Setting.retryDelayMax.setting {
+                expected.longestRetryDelay = WorkerConfiguration.defaultLongestRetryDelay
+            }
+            #expect(Self.dumped(configuration) == Self.dumped(expected), "\(entry.setting.variable)=\(text)")
         }
-        #expect(parsed(Setting.amqpURL) == defaults.amqpURL)
-        #expect(Setting.tlsCAFile.defaultValue == nil && defaults.tls.caCertificatePath == nil)
-        #expect(parsed(Setting.heartbeat) == defaults.heartbeat)
-        #expect(parsed(Setting.store) == defaults.store.description)
-        #expect(parsed(Setting.prefetch) == defaults.prefetch)
-        #expect(parsed(Setting.noMigrate) == !defaults.migratesStore)
-        #expect(parsed(Setting.noDeclare) == !defaults.declaresTopology)
-        #expect(parsed(Setting.concurrency) == defaults.concurrency)
-        #expect(parsed(Setting.orderedShards) == defaults.topology.orderedShards)
-        #expect(parsed(Setting.retryDelay) == defaults.retryDelay)
-        #expect(parsed(Setting.retryDelayMax) == defaults.retrySchedule.longestDelay)
-        #expect(parsed(Setting.retryAttempts) == defaults.retryAttempts)
-        #expect(parsed(Setting.confirmTimeout) == defaults.confirmTimeout)
-        #expect(parsed(Setting.consumerTimeout) == defaults.consumerTimeout)
-        #expect(parsed(Setting.storeBusyTimeout) == defaults.storeBusyTimeout)
-        #expect(parsed(Setting.storePoolSize) == defaults.storePoolSize)
-        #expect(parsed(Setting.storeStatementTimeout) == defaults.storeStatementTimeout)
-        #expect(parsed(Setting.dedupRetention) == defaults.deduplicationRetention)
-        #expect(parsed(Setting.shutdownGrace) == defaults.shutdownGracePeriod)
-        #expect(parsed(Setting.httpPort) == defaults.httpPort)
-        #expect(parsed(Setting.httpHost) == defaults.httpHost)
-        #expect(parsed(Setting.queuePollInterval) == defaults.queuePollInterval)
-        #expect(parsed(Setting.logLevel) == defaults.logLevel)
-        #expect(parsed(Setting.logFormat) == defaults.logFormat)
-        #expect(parsed(Setting.inboundExchange) == defaults.topology.inboundExchange)
-        #expect(parsed(Setting.workQueue) == defaults.topology.workQueue)
-        #expect(parsed(Setting.queueType) == defaults.topology.workQueueType)
-        #expect(parsed(Setting.deliveryLimit) == defaults.topology.deliveryLimit)
-        #expect(parsed(Setting.retryQueue) == defaults.topology.retryQueue)
-        #expect(parsed(Setting.deadLetterExchange) == defaults.topology.deadLetterExchange)
-        #expect(parsed(Setting.deadLetterQueue) == defaults.topology.deadLetterQueue)
-        #expect(parsed(Setting.eventsExchange) == defaults.topology.resultExchanges.events)
-        #expect(parsed(Setting.transactionsExchange) == defaults.topology.resultExchanges.transactions)
-        #expect(parsed(Setting.replenishmentExchange) == defaults.topology.resultExchanges.replenishment)
-        #expect(parsed(Setting.actionsExchange) == defaults.topology.resultExchanges.actions)
-        #expect(parsed(Setting.installationsExchange) == defaults.topology.resultExchanges.installations)
-        #expect(parsed(Setting.maxBodyBytes) == defaults.routing.maximumBodyBytes)
-        #expect(parsed(Setting.historyLimit) == defaults.routing.transactionHistoryLimit)
-        #expect(parsed(Setting.historyWindow) == .seconds(defaults.routing.transactionHistoryWindowSeconds))
-        #expect(parsed(Setting.paymentKeyBatch) == defaults.routing.paymentKeyBatchSize)
-        #expect(parsed(Setting.paymentKeyValidity) == .seconds(defaults.routing.paymentKeyValiditySeconds))
+    }
+
+    @Test("each setting is applied where the configuration holds it")
+    func appliedWhereHeld() throws {
+        var configuration = WorkerConfiguration()
+        try Setting.noDeclare.apply("true", to: &configuration)
+        try Setting.historyWindow.apply("2h", to: &configuration)
+        try Setting.tlsCAFile.apply("/ca.pem", to: &configuration)
+        try Setting.retryDelayMax.apply("1m", to: &configuration)
+        try Setting.httpPort.apply("off", to: &configuration)
+        try Setting.installationsExchange.apply("x.installations", to: &configuration)
+        try Setting.store.apply("memory", to: &configuration)
+        #expect(!configuration.declaresTopology)
+        #expect(configuration.routing.transactionHistoryWindowSeconds == 7_200)
+        #expect(configuration.tls.caCertificatePath == "/ca.pem")
+        #expect(configuration.longestRetryDelay == .seconds(60))
+        #expect(configuration.httpPort == nil)
+        #expect(configuration.topology.resultExchanges.installations == "x.installations")
+        #expect(configuration.store.description == "memory")
+    }
+
+    @Test("each setting has its own option property name, found by it")
+    func propertyNames() {
+        let names = Setting.configurable.map(\.propertyName)
+        #expect(Set(names).count == names.count)
+        #expect(Setting.storeBusyTimeout.propertyName == "storeBusyTimeout")
+        #expect(Setting.amqpURL.propertyName == "amqpUrl")
+        #expect(Setting.configurable(propertyName: "tlsCaFile")?.setting == Setting.tlsCAFile.setting)
+        #expect(Setting.configurable(propertyName: "noSuchSetting") == nil)
+    }
+
+    @Test("a store that does not parse is refused with the reason, never the text (it may hold a password)")
+    func storeErrorHidesTheText() {
+        var configuration = WorkerConfiguration()
+        do {
+            try Setting.store.apply("postgres://wallet:pg-secret-9@host/wallet?sslmode=maybe", to: &configuration)
+            Issue.record("no error")
+        } catch {
+            #expect(error.description.hasPrefix("--store: "), "\(error)")
+            #expect(!error.description.contains("pg-secret-9"), "\(error)")
+        }
     }
 
     @Test("the Markdown is one table: a header, a separator and rows of four cells, no blank line")
@@ -199,6 +211,7 @@ struct SettingsTableTests {
             ({ $0.topology.deliveryLimit = 0 }, "--delivery-limit must be at least 1"),
             ({ $0.topology.orderedShards = 65 }, "--ordered-shards must be between 0 (off) and 64"),
             ({ $0.httpPort = 65_536 }, "--http-port must be between 0 and 65535"),
+            ({ $0.consumerTimeout = .seconds(1) }, "--consumer-timeout must be at least 2s"),
         ]
         for (change, message) in cases {
             var configuration = WorkerConfiguration()
@@ -235,5 +248,11 @@ struct SettingsTableTests {
             #expect(names.contains(name), "\(name) is not listed: \(names.sorted())")
         }
         #expect(names.filter { $0.hasPrefix("wallet_") }.count > 20)
+    }
+
+    static func dumped(_ configuration: WorkerConfiguration) -> String {
+        var text = ""
+        dump(configuration, to: &text)
+        return text
     }
 }

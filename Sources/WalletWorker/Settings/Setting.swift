@@ -95,6 +95,12 @@ public struct Setting: Sendable, Hashable {
             expected: nil, range: nil, summary: nil, meaning: meaning, group: group)
     }
 
+    /// `store-busy-timeout` as `storeBusyTimeout`.
+    static func camelCase(_ flag: String) -> String {
+        let words = flag.split(separator: "-")
+        return words.prefix(1).joined() + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+    }
+
     /// Markdown's backticks taken out, for `--help`.
     static func plain(_ markdown: String) -> String {
         markdown.replacingOccurrences(of: "`", with: "")
@@ -104,8 +110,9 @@ public struct Setting: Sendable, Hashable {
 // MARK: - Typed settings: how a value is parsed and checked
 
 extension Setting {
-    /// A setting with the type of its value: how its text is parsed and which values are in range. `apply(to:)` of
-    /// the command's options resolves it; `WorkerConfiguration.validate()` checks its range.
+    /// A setting with the type of its value: how its text is parsed, which values are in range, and where
+    /// `WorkerConfiguration` holds it. The commands' options apply it (`apply(_:to:)`, `resolve(_:)`);
+    /// `WorkerConfiguration.validate()` checks its range.
     @dynamicMemberLookup
     public struct Typed<Value>: Sendable {
         public let setting: Setting
@@ -113,17 +120,25 @@ extension Setting {
         public let parse: @Sendable (String) -> Value?
         /// The values `WorkerConfiguration.validate()` accepts (or the parser, when `checkedWhenParsed`).
         public let range: SettingRange<Value>?
+        /// Where `WorkerConfiguration` holds the value.
+        let field: SettingField<Value>
+        /// Why a text does not parse, said instead of "expected …" and never repeating the text (a PostgreSQL URL
+        /// holds a password); nil for the usual error.
+        let reason: (@Sendable (String) -> String?)?
 
         init(
-            _ name: String, _ variable: String, kind: Kind = .option, default value: String?, note: String? = nil,
-            shown: String? = nil, expected: String, range: SettingRange<Value>? = nil, checkedWhenParsed: Bool = false,
-            help summary: String, meaning: String, group: String? = nil,
+            _ name: String, _ variable: String, field: SettingField<Value>, kind: Kind = .option,
+            default value: String?, note: String? = nil, shown: String? = nil, expected: String,
+            range: SettingRange<Value>? = nil, checkedWhenParsed: Bool = false, help summary: String, meaning: String,
+            group: String? = nil, reason: (@Sendable (String) -> String?)? = nil,
             parse: @escaping @Sendable (String) -> Value?
         ) {
             setting = Setting(
                 name: name, variable: variable, kind: kind, defaultValue: value, note: note, shown: shown,
                 expected: expected, range: range?.phrase, summary: summary, meaning: meaning, group: group)
             self.range = range
+            self.field = field
+            self.reason = reason
             if checkedWhenParsed, let range {
                 self.parse = { text in parse(text).flatMap { range.contains($0) ? $0 : nil } }
             } else {
@@ -145,6 +160,9 @@ extension Setting {
             guard let range, !range.contains(value) else { return }
             throw outOfRange
         }
+
+        /// The flag's name as the options' property (`--store-busy-timeout`: `storeBusyTimeout`).
+        public var propertyName: String { Setting.camelCase(name) }
 
         /// `--concurrency must be between 1 and 64`.
         var outOfRange: ConfigurationError {

@@ -18,6 +18,7 @@ extension Setting.Typed {
     public func resolve(_ flag: String?) throws(ConfigurationError) -> Value? {
         guard let (source, text) = try Setting.source(of: flag, flagName, setting.variable) else { return nil }
         guard let value = parse(text) else {
+            if let reason = reason?(text) { throw ConfigurationError("\(source): \(reason)") }
             throw ConfigurationError("\(source) \"\(text)\": expected \(expected)")
         }
         return value

@@ -5,29 +5,28 @@ import WalletStore
 // The settings of `wallet-worker run`, each declared once: flag, variable, default (taken from
 // `WorkerConfiguration`, never typed again), what a value must be, its range, its help and its README meaning.
 //
-// A new setting: declare it here and list it in `all` (where the README shows it), hold its value and default in a
-// `WorkerConfiguration` property, give it an `@Option` that names it and a line in `apply(to:)`
-// (Sources/wallet-worker/Options.swift), a `check` in `WorkerConfiguration.validate()` when it has a range, then run
-// `wallet-worker settings --markdown` into the README. A setting deployed with a value other than its default also
-// goes into deploy/kubernetes/configmap.yaml.
+// A new setting: hold its value and default in a `WorkerConfiguration` property, declare it here with that
+// property as its `field` and list it in `configurable` (where the README shows it), then give the command an
+// `@Option(Setting.x) var x: String?` (Sources/wallet-worker/Options.swift; the property is named like the flag):
+// the option is applied and its range validated from this entry. `wallet-worker settings --markdown` then writes
+// the README's table (CI compares them). A setting deployed with a value other than its default also goes into
+// deploy/kubernetes/configmap.yaml.
 
 extension Setting {
     /// Every setting, in the README's order (settings of one row together).
-    public static let all: [Setting] =
-        [
-            amqpURL.setting, tlsCAFile.setting, tlsCertFile.setting, tlsKeyFile.setting, heartbeat.setting,
-            store.setting, prefetch.setting, noMigrate.setting, noDeclare.setting, concurrency.setting,
-            orderedShards.setting, retryDelay.setting, retryDelayMax.setting, retryAttempts.setting,
-            confirmTimeout.setting, consumerTimeout.setting, storeBusyTimeout.setting, storePoolSize.setting,
-            storeStatementTimeout.setting, dedupRetention.setting, shutdownGrace.setting, httpPort.setting,
-            httpHost.setting, queuePollInterval.setting, logLevel.setting, logFormat.setting,
-            inboundExchange.setting, workQueue.setting, queueType.setting, deliveryLimit.setting, retryQueue.setting,
-            deadLetterExchange.setting, deadLetterQueue.setting,
-            eventsExchange.setting, transactionsExchange.setting, replenishmentExchange.setting,
-            actionsExchange.setting, installationsExchange.setting,
-            maxBodyBytes.setting, historyLimit.setting, historyWindow.setting, paymentKeyBatch.setting,
-            paymentKeyValidity.setting,
-        ] + tracing
+    public static let all: [Setting] = configurable.map(\.setting) + tracing
+
+    /// The settings `WorkerConfiguration` holds, in the README's order: what the commands' options apply and
+    /// `WorkerConfiguration.validate()` checks.
+    public static let configurable: [any ConfigurationSetting] = [
+        amqpURL, tlsCAFile, tlsCertFile, tlsKeyFile, heartbeat,
+        store, prefetch, noMigrate, noDeclare, concurrency, orderedShards, retryDelay, retryDelayMax, retryAttempts,
+        confirmTimeout, consumerTimeout, storeBusyTimeout, storePoolSize, storeStatementTimeout, dedupRetention,
+        shutdownGrace, httpPort, httpHost, queuePollInterval, logLevel, logFormat,
+        inboundExchange, workQueue, queueType, deliveryLimit, retryQueue, deadLetterExchange, deadLetterQueue,
+        eventsExchange, transactionsExchange, replenishmentExchange, actionsExchange, installationsExchange,
+        maxBodyBytes, historyLimit, historyWindow, paymentKeyBatch, paymentKeyValidity,
+    ]
 
     /// The defaults: `WorkerConfiguration`'s.
     private static let defaults = WorkerConfiguration()
@@ -38,7 +37,7 @@ extension Setting {
     // MARK: - The broker
 
     public static let amqpURL = Typed<String>.text(
-        "amqp-url", "AMQP_URL", default: defaults.amqpURL, expected: "a URL",
+        "amqp-url", "AMQP_URL", field: .at(\.amqpURL), default: defaults.amqpURL, expected: "a URL",
         help: "Broker URL, amqp:// or amqps://",
         meaning: "the broker; `amqps://` for TLS (port 5671), percent-encoded user, password and vhost")
 
@@ -50,40 +49,54 @@ extension Setting {
         `/etc/ssl/cert.pem`; `SSL_CERT_DIR` is not read
         """
     public static let tlsCAFile = Typed<String>.text(
-        "tls-ca-file", "AMQP_TLS_CA_FILE", default: defaults.tls.caCertificatePath, expected: "a path",
+        "tls-ca-file", "AMQP_TLS_CA_FILE", field: .optional(\.tls.caCertificatePath),
+        default: defaults.tls.caCertificatePath, expected: "a path",
         help: "CA certificate file for amqps://", meaning: tlsMeaning, group: tlsFiles)
     public static let tlsCertFile = Typed<String>.text(
-        "tls-cert-file", "AMQP_TLS_CERT_FILE", default: defaults.tls.clientCertificatePath, expected: "a path",
+        "tls-cert-file", "AMQP_TLS_CERT_FILE", field: .optional(\.tls.clientCertificatePath),
+        default: defaults.tls.clientCertificatePath, expected: "a path",
         help: "Client certificate file for amqps://", meaning: tlsMeaning, group: tlsFiles)
     public static let tlsKeyFile = Typed<String>.text(
-        "tls-key-file", "AMQP_TLS_KEY_FILE", default: defaults.tls.clientKeyPath, expected: "a path",
+        "tls-key-file", "AMQP_TLS_KEY_FILE", field: .optional(\.tls.clientKeyPath), default: defaults.tls.clientKeyPath,
+        expected: "a path",
         help: "Client key file for amqps://", meaning: tlsMeaning, group: tlsFiles)
 
     public static let heartbeat = Typed<Duration>.duration(
-        "heartbeat", "AMQP_HEARTBEAT", default: defaults.heartbeat, help: "AMQP heartbeat, e.g. 10s",
+        "heartbeat", "AMQP_HEARTBEAT", field: .at(\.heartbeat), default: defaults.heartbeat,
+        help: "AMQP heartbeat, e.g. 10s",
         meaning: "AMQP heartbeat; a silent broker is declared gone after two intervals")
 
     // MARK: - The store and the processing
 
     /// Parsed by `StoreLocation(parsing:)`, whose error never repeats the value (a PostgreSQL URL holds a password).
-    public static let store = Typed<String>.text(
-        "store", "WALLET_STORE", default: defaults.store.description,
+    public static let store = Typed<StoreLocation>(
+        "store", "WALLET_STORE", field: .at(\.store), default: defaults.store.description,
         expected: "sqlite:PATH, postgres://USER:PASSWORD@HOST:PORT/DATABASE or memory",
         help: "Store: sqlite:PATH, postgres://USER:PASSWORD@HOST:PORT/DATABASE or memory",
         meaning: """
             `sqlite:PATH` (a file, WAL mode, created when missing), `postgres://USER:PASSWORD@HOST:PORT/DATABASE` \
             (or `postgresql://`; shared by replicas, see [the store](docs/design/store.md)), or `memory` (lost at \
             exit; for trying things)
-            """)
+            """,
+        reason: { text in
+            do {
+                _ = try StoreLocation(parsing: text)
+                return nil
+            } catch {
+                return error.message
+            }
+        },
+        parse: { try? StoreLocation(parsing: $0) })
 
     public static let prefetch = Typed<UInt16>(
-        "prefetch", "WALLET_PREFETCH", default: String(defaults.prefetch), expected: "an integer from 1 to 65535",
+        "prefetch", "WALLET_PREFETCH", field: .at(\.prefetch), default: String(defaults.prefetch),
+        expected: "an integer from 1 to 65535",
         range: SettingRange(1..., "at least 1"),
         help: "Unacknowledged deliveries per consumer, the largest batch",
         meaning: "unacknowledged deliveries per pipeline: the largest batch", parse: { UInt16($0) })
 
     public static let noMigrate = Typed<Bool>.flag(
-        "no-migrate", "WALLET_NO_MIGRATE", default: !defaults.migratesStore,
+        "no-migrate", "WALLET_NO_MIGRATE", field: .negating(\.migratesStore), default: !defaults.migratesStore,
         help: """
             Do not migrate the store's schema; refuse to start unless it is this build's (for a database user \
             without DDL rights; run `wallet-worker migrate` in a deploy job)
@@ -100,7 +113,7 @@ extension Setting {
             """)
 
     public static let noDeclare = Typed<Bool>.flag(
-        "no-declare", "WALLET_NO_DECLARE", default: !defaults.declaresTopology,
+        "no-declare", "WALLET_NO_DECLARE", field: .negating(\.declaresTopology), default: !defaults.declaresTopology,
         help: """
             Do not declare the topology (for a broker user without configure rights; run `wallet-worker declare` in \
             a deploy job)
@@ -113,7 +126,7 @@ extension Setting {
             """)
 
     public static let concurrency = Typed<Int>.count(
-        "concurrency", "WALLET_CONCURRENCY", default: defaults.concurrency,
+        "concurrency", "WALLET_CONCURRENCY", field: .at(\.concurrency), default: defaults.concurrency,
         // Each pipeline has two connections.
         range: .between(1...64),
         help: "Parallel pipelines on the work queue; above 1 queue order is not kept; not used in the ordered mode",
@@ -126,7 +139,8 @@ extension Setting {
     public static let orderedShards: Typed<Int> = {
         let bounds = 0...64
         return Typed<Int>(
-            "ordered-shards", "WALLET_ORDERED_SHARDS", default: String(defaults.topology.orderedShards), note: "off",
+            "ordered-shards", "WALLET_ORDERED_SHARDS", field: .at(\.topology.orderedShards),
+            default: String(defaults.topology.orderedShards), note: "off",
             expected: "an integer from \(bounds.lowerBound) (off) to \(bounds.upperBound)",
             range: SettingRange(bounds, "between \(bounds.lowerBound) (off) and \(bounds.upperBound)"),
             checkedWhenParsed: true,
@@ -143,7 +157,7 @@ extension Setting {
     }()
 
     public static let retryDelay = Typed<Duration>.duration(
-        "retry-delay", "WALLET_RETRY_DELAY", default: defaults.retryDelay,
+        "retry-delay", "WALLET_RETRY_DELAY", field: .at(\.retryDelay), default: defaults.retryDelay,
         range: SettingRange(.milliseconds(1)...longestRetryWait, "between 1 ms and 24 h"),
         help: """
             Delay in the retry queue, its x-message-ttl, e.g. 5s; it doubles with each further retry, in queues \
@@ -156,14 +170,16 @@ extension Setting {
 
     /// `validate()` also requires at least `--retry-delay`.
     public static let retryDelayMax = Typed<Duration>.duration(
-        "retry-delay-max", "WALLET_RETRY_DELAY_MAX", default: WorkerConfiguration.defaultLongestRetryDelay,
+        "retry-delay-max", "WALLET_RETRY_DELAY_MAX", field: .optional(\.longestRetryDelay),
+        default: WorkerConfiguration.defaultLongestRetryDelay,
         note: "or `--retry-delay` if longer",
         range: SettingRange(...longestRetryWait, "between --retry-delay and 24 h"),
         help: "Longest wait between two attempts of one message",
         meaning: "the longest wait between two attempts of one message: the last retry queue's TTL")
 
     public static let retryAttempts = Typed<Int>.count(
-        "retry-attempts", "WALLET_RETRY_ATTEMPTS", default: defaults.retryAttempts, range: .atLeast(1),
+        "retry-attempts", "WALLET_RETRY_ATTEMPTS", field: .at(\.retryAttempts), default: defaults.retryAttempts,
+        range: .atLeast(1),
         help: """
             Processing attempts before a transient failure dead-letters; with --retry-delay(-max) it sets how many \
             retry queues there are
@@ -174,14 +190,14 @@ extension Setting {
             """)
 
     public static let confirmTimeout = Typed<Duration>.duration(
-        "confirm-timeout", "WALLET_CONFIRM_TIMEOUT", default: defaults.confirmTimeout,
+        "confirm-timeout", "WALLET_CONFIRM_TIMEOUT", field: .at(\.confirmTimeout), default: defaults.confirmTimeout,
         range: SettingRange(.milliseconds(1)..., "positive"),
         help: "Wait for publisher confirms, e.g. 10s",
         meaning: "wait for publisher confirms; a timeout is a transient failure")
 
     /// Checked when parsed.
     public static let consumerTimeout = Typed<Duration>.duration(
-        "consumer-timeout", "WALLET_CONSUMER_TIMEOUT", default: defaults.consumerTimeout,
+        "consumer-timeout", "WALLET_CONSUMER_TIMEOUT", field: .at(\.consumerTimeout), default: defaults.consumerTimeout,
         minimum: .seconds(2),
         help: """
             The broker's consumer_timeout; deliveries held while the store is out are given back at half of it
@@ -193,7 +209,8 @@ extension Setting {
             """)
 
     public static let storeBusyTimeout = Typed<Duration>.duration(
-        "store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", default: defaults.storeBusyTimeout,
+        "store-busy-timeout", "WALLET_STORE_BUSY_TIMEOUT", field: .at(\.storeBusyTimeout),
+        default: defaults.storeBusyTimeout,
         help: "Store lock wait before a batch counts as failed",
         meaning: """
             wait for the SQLite write lock; then the store counts as out (another process holds it) and the batch is \
@@ -201,7 +218,8 @@ extension Setting {
             """)
 
     public static let storePoolSize = Typed<Int>.count(
-        "store-pool-size", "WALLET_STORE_POOL_SIZE", default: defaults.storePoolSize, range: .between(1...1_000),
+        "store-pool-size", "WALLET_STORE_POOL_SIZE", field: .at(\.storePoolSize), default: defaults.storePoolSize,
+        range: .between(1...1_000),
         help: "PostgreSQL connections per process",
         meaning: """
             PostgreSQL: connections per worker process at most (each pipeline uses one per batch, the retention sweep \
@@ -209,7 +227,8 @@ extension Setting {
             """)
 
     public static let storeStatementTimeout = Typed<Duration>.duration(
-        "store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT", default: defaults.storeStatementTimeout,
+        "store-statement-timeout", "WALLET_STORE_STATEMENT_TIMEOUT", field: .at(\.storeStatementTimeout),
+        default: defaults.storeStatementTimeout,
         range: SettingRange(.milliseconds(1)..., "positive"),
         help: "PostgreSQL statement timeout, lock waits included, e.g. 5s",
         meaning: """
@@ -218,13 +237,15 @@ extension Setting {
             """)
 
     public static let dedupRetention = Typed<Duration>.duration(
-        "dedup-retention", "WALLET_DEDUP_RETENTION", default: defaults.deduplicationRetention,
+        "dedup-retention", "WALLET_DEDUP_RETENTION", field: .at(\.deduplicationRetention),
+        default: defaults.deduplicationRetention,
         range: SettingRange(.seconds(1)..., "at least 1 s"),
         help: "How long processed message ids are kept for deduplication",
         meaning: "how long processed `message_id`s (and their results) are kept for deduplication")
 
     public static let shutdownGrace = Typed<Duration>.duration(
-        "shutdown-grace", "WALLET_SHUTDOWN_GRACE", default: defaults.shutdownGracePeriod,
+        "shutdown-grace", "WALLET_SHUTDOWN_GRACE", field: .at(\.shutdownGracePeriod),
+        default: defaults.shutdownGracePeriod,
         help: "Time to drain after SIGTERM",
         meaning: "time to drain after SIGTERM (Kubernetes' default grace is 30 s)")
 
@@ -232,19 +253,19 @@ extension Setting {
 
     /// nil: off.
     public static let httpPort = Typed<Int?>(
-        "http-port", "WALLET_HTTP_PORT", default: defaults.httpPort.map { String($0) } ?? "off",
+        "http-port", "WALLET_HTTP_PORT", field: .at(\.httpPort), default: defaults.httpPort.map { String($0) } ?? "off",
         expected: "a port number or off", range: SettingRange.between(0...65_535).whenSet,
         help: "Port of /healthz, /readyz, /metrics; 0 picks one, off disables",
         meaning: "`/healthz`, `/readyz`, `/metrics`; `0` picks a free port, `off` disables",
         parse: { text -> Int?? in text == "off" ? .some(nil) : SettingParsers.count(text).map { .some($0) } })
 
     public static let httpHost = Typed<String>.text(
-        "http-host", "WALLET_HTTP_HOST", default: defaults.httpHost, expected: "an address",
+        "http-host", "WALLET_HTTP_HOST", field: .at(\.httpHost), default: defaults.httpHost, expected: "an address",
         help: "Address of the operations endpoint", meaning: "address of that endpoint")
 
     /// nil: off.
     public static let queuePollInterval = Typed<Duration?>(
-        "queue-poll-interval", "WALLET_QUEUE_POLL_INTERVAL",
+        "queue-poll-interval", "WALLET_QUEUE_POLL_INTERVAL", field: .at(\.queuePollInterval),
         default: defaults.queuePollInterval.map(DurationText.format) ?? "off",
         expected: "a duration like \(defaults.queuePollInterval.map(DurationText.format) ?? "15s"), or off",
         help: """
@@ -261,28 +282,31 @@ extension Setting {
         })
 
     public static let logLevel = Typed<Logger.Level>.choice(
-        "log-level", "LOG_LEVEL", default: defaults.logLevel, caseInsensitive: true,
+        "log-level", "LOG_LEVEL", field: .at(\.logLevel), default: defaults.logLevel, caseInsensitive: true,
         help: nil, meaning: "`trace` … `critical`; `debug` logs every message")
 
     public static let logFormat = Typed<LogFormat>.choice(
-        "log-format", "LOG_FORMAT", default: defaults.logFormat, caseInsensitive: true,
+        "log-format", "LOG_FORMAT", field: .at(\.logFormat), default: defaults.logFormat, caseInsensitive: true,
         help: nil, meaning: "`text`, or `json` (one object per line) for log collectors")
 
     // MARK: - The topology
 
     public static let inboundExchange = Typed<String>.name(
-        "inbound-exchange", "WALLET_INBOUND_EXCHANGE", default: defaults.topology.inboundExchange,
+        "inbound-exchange", "WALLET_INBOUND_EXCHANGE", field: .at(\.topology.inboundExchange),
+        default: defaults.topology.inboundExchange,
         help: "Inbound topic exchange", meaning: "topic exchange the backend publishes to")
 
     public static let workQueue = Typed<String>.name(
-        "work-queue", "WALLET_WORK_QUEUE", default: defaults.topology.workQueue, help: "Work queue",
+        "work-queue", "WALLET_WORK_QUEUE", field: .at(\.topology.workQueue), default: defaults.topology.workQueue,
+        help: "Work queue",
         meaning: """
             bound to the inbound exchange with `#` (unbound in the ordered mode; shards are \
             `<work queue>.shard.<k>`)
             """)
 
     public static let queueType = Typed<Topology.QueueType>.choice(
-        "queue-type", "WALLET_QUEUE_TYPE", default: defaults.topology.workQueueType, caseInsensitive: false,
+        "queue-type", "WALLET_QUEUE_TYPE", field: .at(\.topology.workQueueType),
+        default: defaults.topology.workQueueType, caseInsensitive: false,
         help: "Work queue type, classic or quorum",
         meaning: """
             `classic` or `quorum` (every queue the worker declares: the work queue or shards, the retry queues and the \
@@ -290,7 +314,8 @@ extension Setting {
             """)
 
     public static let deliveryLimit = Typed<Int>.count(
-        "delivery-limit", "WALLET_DELIVERY_LIMIT", default: defaults.topology.deliveryLimit, range: .atLeast(1),
+        "delivery-limit", "WALLET_DELIVERY_LIMIT", field: .at(\.topology.deliveryLimit),
+        default: defaults.topology.deliveryLimit, range: .atLeast(1),
         help: "Quorum work queue's x-delivery-limit",
         meaning: """
             quorum only: `x-delivery-limit`, deliveries of a message that crashes the worker before the broker \
@@ -298,44 +323,50 @@ extension Setting {
             """)
 
     public static let retryQueue = Typed<String>.name(
-        "retry-queue", "WALLET_RETRY_QUEUE", default: defaults.topology.retryQueue, help: "Retry queue",
+        "retry-queue", "WALLET_RETRY_QUEUE", field: .at(\.topology.retryQueue), default: defaults.topology.retryQueue,
+        help: "Retry queue",
         meaning: """
             the first retry's queue; later retries wait in `<retry queue>.2`, `.3`, …; each shard's is \
             `<retry queue>.shard.<k>` (and `.2`, …)
             """)
 
     public static let deadLetterExchange = Typed<String>.name(
-        "dead-letter-exchange", "WALLET_DEAD_LETTER_EXCHANGE", default: defaults.topology.deadLetterExchange,
+        "dead-letter-exchange", "WALLET_DEAD_LETTER_EXCHANGE", field: .at(\.topology.deadLetterExchange),
+        default: defaults.topology.deadLetterExchange,
         help: "Dead-letter exchange", meaning: "fanout")
 
     public static let deadLetterQueue = Typed<String>.name(
-        "dead-letter-queue", "WALLET_DEAD_LETTER_QUEUE", default: defaults.topology.deadLetterQueue,
+        "dead-letter-queue", "WALLET_DEAD_LETTER_QUEUE", field: .at(\.topology.deadLetterQueue),
+        default: defaults.topology.deadLetterQueue,
         help: "Dead-letter queue", meaning: "")
 
     private static let resultExchanges = "result exchanges"
     public static let eventsExchange = Typed<String>.name(
-        "events-exchange", "WALLET_EVENTS_EXCHANGE", default: defaults.topology.resultExchanges.events,
+        "events-exchange", "WALLET_EVENTS_EXCHANGE", field: .at(\.topology.resultExchanges.events),
+        default: defaults.topology.resultExchanges.events,
         help: "Card events exchange", meaning: "result exchanges (topic)", group: resultExchanges)
     public static let transactionsExchange = Typed<String>.name(
-        "transactions-exchange", "WALLET_TRANSACTIONS_EXCHANGE",
+        "transactions-exchange", "WALLET_TRANSACTIONS_EXCHANGE", field: .at(\.topology.resultExchanges.transactions),
         default: defaults.topology.resultExchanges.transactions,
         help: "Transaction records exchange", meaning: "result exchanges (topic)", group: resultExchanges)
     public static let replenishmentExchange = Typed<String>.name(
-        "replenishment-exchange", "WALLET_REPLENISHMENT_EXCHANGE",
+        "replenishment-exchange", "WALLET_REPLENISHMENT_EXCHANGE", field: .at(\.topology.resultExchanges.replenishment),
         default: defaults.topology.resultExchanges.replenishment,
         help: "Replenishment outcomes exchange", meaning: "result exchanges (topic)", group: resultExchanges)
     public static let actionsExchange = Typed<String>.name(
-        "actions-exchange", "WALLET_ACTIONS_EXCHANGE", default: defaults.topology.resultExchanges.actions,
+        "actions-exchange", "WALLET_ACTIONS_EXCHANGE", field: .at(\.topology.resultExchanges.actions),
+        default: defaults.topology.resultExchanges.actions,
         help: "Triggered actions exchange", meaning: "result exchanges (topic)", group: resultExchanges)
     public static let installationsExchange = Typed<String>.name(
-        "installations-exchange", "WALLET_INSTALLATIONS_EXCHANGE",
+        "installations-exchange", "WALLET_INSTALLATIONS_EXCHANGE", field: .at(\.topology.resultExchanges.installations),
         default: defaults.topology.resultExchanges.installations,
         help: "Installation outcomes exchange", meaning: "result exchanges (topic)", group: resultExchanges)
 
     // MARK: - The routing core
 
     public static let maxBodyBytes = Typed<Int>.count(
-        "max-body-bytes", "WALLET_MAX_BODY_BYTES", default: defaults.routing.maximumBodyBytes,
+        "max-body-bytes", "WALLET_MAX_BODY_BYTES", field: .at(\.routing.maximumBodyBytes),
+        default: defaults.routing.maximumBodyBytes,
         help: "Largest accepted body in bytes",
         meaning: """
             largest accepted body; a larger one gets a `rejected` result and is dead-lettered with `x-worker-error`; \
@@ -343,22 +374,24 @@ extension Setting {
             """)
 
     public static let historyLimit = Typed<Int>.count(
-        "history-limit", "WALLET_HISTORY_LIMIT", default: defaults.routing.transactionHistoryLimit,
+        "history-limit", "WALLET_HISTORY_LIMIT", field: .at(\.routing.transactionHistoryLimit),
+        default: defaults.routing.transactionHistoryLimit,
         help: "Records in a TNS result", meaning: "records in a TNS result")
 
     public static let historyWindow = Typed<Duration>.duration(
-        "history-window", "WALLET_HISTORY_WINDOW",
+        "history-window", "WALLET_HISTORY_WINDOW", field: .seconds(\.routing.transactionHistoryWindowSeconds),
         default: .seconds(defaults.routing.transactionHistoryWindowSeconds),
         help: "TNS records window before the newest kept one, e.g. 30d as 720h",
         meaning: "TNS records older than this before the newest kept one are left out")
 
     public static let paymentKeyBatch = Typed<Int>.count(
-        "payment-key-batch", "WALLET_PAYMENT_KEY_BATCH", default: defaults.routing.paymentKeyBatchSize,
+        "payment-key-batch", "WALLET_PAYMENT_KEY_BATCH", field: .at(\.routing.paymentKeyBatchSize),
+        default: defaults.routing.paymentKeyBatchSize,
         help: "numberOfPaymentsLeft after a replenishment",
         meaning: "`numberOfPaymentsLeft` after a replenishment")
 
     public static let paymentKeyValidity = Typed<Duration>.duration(
-        "payment-key-validity", "WALLET_PAYMENT_KEY_VALIDITY",
+        "payment-key-validity", "WALLET_PAYMENT_KEY_VALIDITY", field: .seconds(\.routing.paymentKeyValiditySeconds),
         default: .seconds(defaults.routing.paymentKeyValiditySeconds),
         help: "Validity of replenished keys", meaning: "validity of replenished keys")
 
@@ -438,19 +471,22 @@ extension Setting {
 extension Setting.Typed where Value == String {
     /// Any text: a URL, a path, an address.
     static func text(
-        _ name: String, _ variable: String, default value: String?, expected: String, help: String, meaning: String,
-        group: String? = nil
+        _ name: String, _ variable: String, field: SettingField<String>, default value: String?, expected: String,
+        help: String, meaning: String, group: String? = nil
     ) -> Self {
         Self(
-            name, variable, default: value, expected: expected, help: help, meaning: meaning, group: group,
-            parse: { $0 })
+            name, variable, field: field, default: value, expected: expected, help: help, meaning: meaning,
+            group: group, parse: { $0 })
     }
 
     /// The name of an exchange or a queue.
     static func name(
-        _ name: String, _ variable: String, default value: String, help: String, meaning: String, group: String? = nil
+        _ name: String, _ variable: String, field: SettingField<String>, default value: String, help: String,
+        meaning: String, group: String? = nil
     ) -> Self {
-        text(name, variable, default: value, expected: "a name", help: help, meaning: meaning, group: group)
+        text(
+            name, variable, field: field, default: value, expected: "a name", help: help, meaning: meaning,
+            group: group)
     }
 }
 
@@ -458,7 +494,7 @@ extension Setting.Typed where Value == Duration {
     /// "a duration like 10s, from 0 to 87600h". `range` is checked by `validate()`; a `minimum` instead when parsed
     /// ("from 2s to 87600h").
     static func duration(
-        _ name: String, _ variable: String, default value: Duration, note: String? = nil,
+        _ name: String, _ variable: String, field: SettingField<Duration>, default value: Duration, note: String? = nil,
         range: SettingRange<Duration>? = nil, minimum: Duration? = nil, help: String, meaning: String
     ) -> Self {
         let example = DurationText.format(value)
@@ -467,7 +503,8 @@ extension Setting.Typed where Value == Duration {
                 "from \(DurationText.format($0)) to \(DurationText.format(DurationText.maximum))"
             } ?? DurationText.rangeDescription
         return Self(
-            name, variable, default: example, note: note, expected: "a duration like \(example), \(accepted)",
+            name, variable, field: field, default: example, note: note,
+            expected: "a duration like \(example), \(accepted)",
             range: minimum.map { SettingRange($0..., "at least \(DurationText.format($0))") } ?? range,
             checkedWhenParsed: minimum != nil, help: help, meaning: meaning, parse: SettingParsers.duration)
     }
@@ -476,20 +513,24 @@ extension Setting.Typed where Value == Duration {
 extension Setting.Typed where Value == Int {
     /// "a positive integer" (0 included: a range refuses it where it makes no sense).
     static func count(
-        _ name: String, _ variable: String, default value: Int, range: SettingRange<Int>? = nil, help: String,
-        meaning: String
+        _ name: String, _ variable: String, field: SettingField<Int>, default value: Int,
+        range: SettingRange<Int>? = nil, help: String, meaning: String
     ) -> Self {
         Self(
-            name, variable, default: String(value), expected: "a positive integer", range: range, help: help,
+            name, variable, field: field, default: String(value), expected: "a positive integer", range: range,
+            help: help,
             meaning: meaning, parse: SettingParsers.count)
     }
 }
 
 extension Setting.Typed where Value == Bool {
     /// `--no-declare`, or `WALLET_NO_DECLARE=true` (true, 1, yes; false, 0, no).
-    static func flag(_ name: String, _ variable: String, default value: Bool, help: String, meaning: String) -> Self {
+    static func flag(
+        _ name: String, _ variable: String, field: SettingField<Bool>, default value: Bool, help: String,
+        meaning: String
+    ) -> Self {
         Self(
-            name, variable, kind: .flag, default: String(value), expected: "true or false", help: help,
+            name, variable, field: field, kind: .flag, default: String(value), expected: "true or false", help: help,
             meaning: meaning, parse: SettingParsers.bool)
     }
 }
@@ -497,12 +538,12 @@ extension Setting.Typed where Value == Bool {
 extension Setting.Typed where Value: RawRepresentable & CaseIterable & Sendable, Value.RawValue == String {
     /// One of the raw values ("classic or quorum"); the help is the same list when none is given.
     static func choice(
-        _ name: String, _ variable: String, default value: Value, caseInsensitive: Bool, help: String?,
-        meaning: String
+        _ name: String, _ variable: String, field: SettingField<Value>, default value: Value, caseInsensitive: Bool,
+        help: String?, meaning: String
     ) -> Self {
         let alternatives = SettingParsers.alternatives(Value.allCases.map(\.rawValue))
         return Self(
-            name, variable, default: value.rawValue, expected: alternatives, help: help ?? alternatives,
+            name, variable, field: field, default: value.rawValue, expected: alternatives, help: help ?? alternatives,
             meaning: meaning,
             parse: { Value(rawValue: caseInsensitive ? $0.lowercased() : $0) })
     }

@@ -1,0 +1,35 @@
+/// A setting of `WorkerConfiguration`, whatever the type of its value: one entry of `Setting.configurable`, which
+/// the commands' options apply (Sources/wallet-worker/SettingOptions.swift) and `WorkerConfiguration.validate()`
+/// checks.
+public protocol ConfigurationSetting: Sendable {
+    var setting: Setting { get }
+    /// `storeBusyTimeout` for `--store-busy-timeout`: the name of the option's property in a command.
+    var propertyName: String { get }
+    /// Resolves the setting (`flag`, then the variable, then the file `<variable>_FILE` names) into
+    /// `configuration`; when none is given the configuration's value stays.
+    func apply(_ flag: String?, to configuration: inout WorkerConfiguration) throws(ConfigurationError)
+    /// Throws "--flag must be …" when the configuration's value is out of the setting's range.
+    func checkRange(of configuration: WorkerConfiguration) throws(ConfigurationError)
+}
+
+extension Setting.Typed: ConfigurationSetting {
+    public func apply(_ flag: String?, to configuration: inout WorkerConfiguration) throws(ConfigurationError) {
+        guard let value = try resolve(flag) else { return }
+        field.write(&configuration, value)
+    }
+
+    public func checkRange(of configuration: WorkerConfiguration) throws(ConfigurationError) {
+        guard let value = field.read(configuration) else { return }
+        try check(value)
+    }
+}
+
+extension Setting {
+    /// The setting whose option property is `propertyName` (`storeBusyTimeout`), if any.
+    public static func configurable(propertyName: String) -> (any ConfigurationSetting)? {
+        byPropertyName[propertyName]
+    }
+
+    private static let byPropertyName: [String: any ConfigurationSetting] = Dictionary(
+        uniqueKeysWithValues: configurable.map { ($0.propertyName, $0) })
+}
