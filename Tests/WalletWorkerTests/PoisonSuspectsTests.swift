@@ -11,7 +11,7 @@ import Testing
     }
 
     @Test func withNothingRecordedABatchIsOneSegment() {
-        var suspects = PoisonSuspects()
+        let suspects = PoisonSuspects()
         #expect(suspects.isEmpty)
         let segments = suspects.segments([key("a"), key("b"), key("c")])
         #expect(segments.map(\.range) == [0..<3])

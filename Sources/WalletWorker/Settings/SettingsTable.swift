@@ -79,7 +79,7 @@ extension Setting {
             exit; for trying things)
             """,
         reason: { text in
-            do {
+            do throws(StoreError) {
                 _ = try StoreLocation(parsing: text)
                 return nil
             } catch {
