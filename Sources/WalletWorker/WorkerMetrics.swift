@@ -165,9 +165,7 @@ public final class WorkerMetrics: Sendable {
         closedReplyConnections = registry.makeCounter(
             descriptor: Self.name(
                 "reply_connections_closed", unit: "total",
-                help:
-                    "Direct reply-to connections the broker closed (541 on an address it cannot resolve); copies written on one before its close arrived are lost unseen"
-            ))
+                help: "Direct reply-to connections the broker closed (541 on an address it cannot resolve)"))
         delayedRequeues = registry.makeCounter(
             descriptor: Self.name(
                 "requeues_delayed", unit: "total",
