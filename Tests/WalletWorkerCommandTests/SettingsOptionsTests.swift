@@ -36,6 +36,44 @@ struct SettingsOptionsTests {
         #expect(table.subtracting(options).isEmpty, "not options of run: \(table.subtracting(options).sorted())")
     }
 
+    /// `apply(to:)` finds an option's setting by its property's name, and the option's flag comes from the entry
+    /// given to `@Option(Setting.x)`: each option, given alone, must change what its own entry changes, so a
+    /// property named after another setting (even one with the same default) fails here.
+    @Test("each option, given alone, is applied as the setting whose flag it is")
+    func eachOptionIsAppliedAsItsSetting() throws {
+        func applied(_ arguments: [String]) throws -> WorkerConfiguration {
+            let run = try WalletWorkerCommand.Run.parse(arguments)
+            var configuration = WorkerConfiguration()
+            try run.broker.apply(to: &configuration)
+            try run.worker.apply(to: &configuration)
+            try run.routing.apply(to: &configuration)
+            try run.logging.apply(to: &configuration)
+            return configuration
+        }
+        // The test process's environment (AMQP_URL, …) is in both sides.
+        let baseline = try applied([])
+        let candidates = ["7s", "7", "quorum", "debug", "json", "memory"]
+        for entry in Setting.configurable {
+            let setting = entry.setting
+            guard let flag = setting.flagName else { continue }
+            let arguments: [String]
+            let value: String
+            if setting.kind == .flag {
+                (arguments, value) = ([flag], "true")
+            } else {
+                var scratch = WorkerConfiguration()
+                let found = candidates.first { text in
+                    text != setting.defaultValue && (try? entry.apply(text, to: &scratch)) != nil
+                }
+                value = try #require(found, "no candidate value parses for \(flag)")
+                arguments = [flag, value]
+            }
+            var expected = baseline
+            try entry.apply(value, to: &expected)
+            #expect(Self.dumped(try applied(arguments)) == Self.dumped(expected), "\(arguments)")
+        }
+    }
+
     @Test("each option's help is the table's, with its variable and default")
     func helpIsTheTables() {
         let help = Self.oneLine(Self.runHelp)
