@@ -34,12 +34,19 @@ extension WalletWorkerCommand {
         @OptionGroup var routing: RoutingOptions
         @OptionGroup var logging: LoggingOptions
 
-        func run() async throws {
+        /// The configuration the options give (each flag, else its variable, else its `_FILE`, else the default),
+        /// before the `OTEL_*` variables.
+        func settings() throws -> WorkerConfiguration {
             var configuration = WorkerConfiguration()
             try broker.apply(to: &configuration)
             try worker.apply(to: &configuration)
             try routing.apply(to: &configuration)
             try logging.apply(to: &configuration)
+            return configuration
+        }
+
+        func run() async throws {
+            var configuration = try settings()
             do {
                 configuration.tracing = try TracingSettings(environment: ProcessInfo.processInfo.environment)
             } catch {

@@ -42,13 +42,7 @@ struct SettingsOptionsTests {
     @Test("each option, given alone, is applied as the setting whose flag it is")
     func eachOptionIsAppliedAsItsSetting() throws {
         func applied(_ arguments: [String]) throws -> WorkerConfiguration {
-            let run = try WalletWorkerCommand.Run.parse(arguments)
-            var configuration = WorkerConfiguration()
-            try run.broker.apply(to: &configuration)
-            try run.worker.apply(to: &configuration)
-            try run.routing.apply(to: &configuration)
-            try run.logging.apply(to: &configuration)
-            return configuration
+            try WalletWorkerCommand.Run.parse(arguments).settings()
         }
         // The test process's environment (AMQP_URL, …) is in both sides.
         let baseline = try applied([])
@@ -109,12 +103,7 @@ struct SettingsOptionsTests {
             guard let value = setting.defaultValue, let flag = setting.flagName else { continue }
             arguments += [flag, value]
         }
-        let run = try WalletWorkerCommand.Run.parse(arguments)
-        var configuration = WorkerConfiguration()
-        try run.broker.apply(to: &configuration)
-        try run.worker.apply(to: &configuration)
-        try run.routing.apply(to: &configuration)
-        try run.logging.apply(to: &configuration)
+        var configuration = try WalletWorkerCommand.Run.parse(arguments).settings()
         var expected = WorkerConfiguration()
         // The TLS files have no default to give, and the longest retry delay is then given rather than computed.
         configuration.tls = expected.tls

@@ -167,7 +167,7 @@ struct PoisonMessageTests {
             let outcome = try await requester.channel.publish(
                 request.outbound(to: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
             #expect(outcome.isConfirmed)
-            // Generous: in a full run's start-up burst this test took 35 s, and a 5 s wait for the copy ran out.
+            // Generous: a full run starts every suite at once on two cores.
             let copies = try await requester.waitFor(1, within: .seconds(30), "the requester's copy")
             #expect(copies.first?.properties.messageID == "\(environment.prefix).requester/0")
             #expect(worker.metric("wallet_reply_copies_lost_total") == 0, "the copy was counted as lost")
