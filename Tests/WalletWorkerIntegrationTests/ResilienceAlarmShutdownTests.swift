@@ -56,8 +56,10 @@ extension Resilience {
                 let ended = await worker.waitForExit(timeout: .seconds(20))
                 let (exit, elapsed) = try #require(ended, "no exit within 20 s of SIGTERM\n\(worker.logTail())")
                 #expect(exit == .exited(0), "\(worker.logTail())")
+                // A second of slack, not more, failed to cover a loaded runner's exit in other wall-clock bounds;
+                // the promise checked is that no confirm is waited for (its timeout is 10 s here).
                 #expect(
-                    elapsed < .seconds(3 + 2 + 1),
+                    elapsed < .seconds(3 + 2 + 3),
                     "SIGTERM took \(elapsed): the grace (3 s) plus the cancellation (2 s)")
 
                 // Every message the worker did not acknowledge is back in the queue for the next worker.
