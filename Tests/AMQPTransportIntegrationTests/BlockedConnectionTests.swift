@@ -22,9 +22,14 @@ struct BlockedConnectionTests {
 
         var url: String { "amqp://guest:guest@127.0.0.1:\(port)/%2f" }
 
+        /// Runs the script off the cooperative pool (starting a broker takes seconds).
+        func run(_ arguments: String...) async throws {
+            try await offThePool { [self] in try runBlocking(arguments) }
+        }
+
         /// Runs the script and waits for exactly its process. (Foundation's `Process` would also wait for the
         /// broker the script leaves running in the background, which inherits the script's descriptors.)
-        func run(_ arguments: String...) throws {
+        private func runBlocking(_ arguments: [String]) throws {
             let argv = ["/bin/bash", script] + arguments
             let environment = ProcessInfo.processInfo.environment.merging(
                 ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory], uniquingKeysWith: { $1 }
@@ -61,7 +66,7 @@ struct BlockedConnectionTests {
         }
 
         func stop() {
-            try? run("stop")
+            try? runBlocking(["stop"])
             try? FileManager.default.removeItem(atPath: dataDirectory)
         }
     }
@@ -84,46 +89,47 @@ struct BlockedConnectionTests {
     )
     func publishesAreHeldWhileBlocked() async throws {
         let broker = PrivateBroker()
-        try broker.run("start")
-        defer { broker.stop() }
+        try await broker.run("start")
+        try await withTeardown({ broker.stop() }) {
 
-        var configuration = AMQPConnectionConfiguration(url: try AMQPURL(parsing: broker.url))
-        configuration.connectionName = "integration-tests: blocked"
-        let connection = try await TestBroker.connect(configuration: configuration)
-        let recorder = EventRecorder()
-        let watching = recorder.watch(connection)
-        let channel = try await connection.openChannel()
-        let queue = try await channel.declareQueue(uniqueName("blocked"), durable: false, autoDelete: false).name
-        try await channel.enableConfirms()
-        try await publishConfirmed([message(to: queue, "before the alarm")], on: channel)
+            var configuration = AMQPConnectionConfiguration(url: try AMQPURL(parsing: broker.url))
+            configuration.connectionName = "integration-tests: blocked"
+            let connection = try await TestBroker.connect(configuration: configuration)
+            let recorder = EventRecorder()
+            let watching = recorder.watch(connection)
+            let channel = try await connection.openChannel()
+            let queue = try await channel.declareQueue(uniqueName("blocked"), durable: false, autoDelete: false).name
+            try await channel.enableConfirms()
+            try await publishConfirmed([message(to: queue, "before the alarm")], on: channel)
 
-        // A memory alarm: the broker blocks the connection at its next publish and stops reading its socket.
-        try broker.run("ctl", "set_vm_memory_high_watermark", "absolute", "1")
-        let first = try await expectAMQPError("a publish into the alarm") {
-            try await channel.publish([message(to: queue, "into the alarm")], confirmTimeout: .seconds(2))
-        }
-        #expect(first.code == .timeout)
-        try await eventually("connection.blocked to be reported", within: .seconds(10)) {
-            recorder.recorded.contains { if case .blocked = $0 { true } else { false } }
-        }
+            // A memory alarm: the broker blocks the connection at its next publish and stops reading its socket.
+            try await broker.run("ctl", "set_vm_memory_high_watermark", "absolute", "1")
+            let first = try await expectAMQPError("a publish into the alarm") {
+                try await channel.publish([message(to: queue, "into the alarm")], confirmTimeout: .seconds(2))
+            }
+            #expect(first.code == .timeout)
+            try await eventually("connection.blocked to be reported", within: .seconds(10)) {
+                recorder.recorded.contains { if case .blocked = $0 { true } else { false } }
+            }
 
-        // About 20 MB: far more than the socket buffers hold. Written into the socket, it would stall the
-        // connection's thread until the alarm clears; held, it times out on schedule.
-        let large = (0..<300).map { message(to: queue, String(repeating: "x", count: 65_536) + "\($0)") }
-        let started = ContinuousClock.now
-        let held = try await expectAMQPError("a large publish while blocked", within: .seconds(8)) {
-            try await channel.publish(large, confirmTimeout: .seconds(2))
-        }
-        #expect(held.code == .timeout)
-        #expect(ContinuousClock.now - started < .seconds(5))
+            // About 20 MB: far more than the socket buffers hold. Written into the socket, it would stall the
+            // connection's thread until the alarm clears; held, it times out on schedule.
+            let large = (0..<300).map { message(to: queue, String(repeating: "x", count: 65_536) + "\($0)") }
+            let started = ContinuousClock.now
+            let held = try await expectAMQPError("a large publish while blocked", within: .seconds(8)) {
+                try await channel.publish(large, confirmTimeout: .seconds(2))
+            }
+            #expect(held.code == .timeout)
+            #expect(ContinuousClock.now - started < .seconds(5))
 
-        try broker.run("ctl", "set_vm_memory_high_watermark", "0.4")
-        try await eventually("connection.unblocked to be reported", within: .seconds(10)) {
-            recorder.recorded.contains(.unblocked)
+            try await broker.run("ctl", "set_vm_memory_high_watermark", "0.4")
+            try await eventually("connection.unblocked to be reported", within: .seconds(10)) {
+                recorder.recorded.contains(.unblocked)
+            }
+            try await publishConfirmed([message(to: queue, "after the alarm")], on: channel)
+            try await channel.deleteQueue(queue)
+            await connection.close()
+            watching.cancel()
         }
-        try await publishConfirmed([message(to: queue, "after the alarm")], on: channel)
-        try await channel.deleteQueue(queue)
-        await connection.close()
-        watching.cancel()
     }
 }

@@ -82,7 +82,7 @@ struct ChannelIsolationTests {
             #expect(acknowledged < total, "the cancel came before the whole queue was delivered")
             try await eventually(
                 "the \(total - acknowledged) unacknowledged deliveries to be ready again on the open channel (\(ready) are)",
-                within: .seconds(5)
+                within: .seconds(20)
             ) {
                 ready = try await channel.queueStatus(queue).messageCount
                 return Int(ready) == total - acknowledged

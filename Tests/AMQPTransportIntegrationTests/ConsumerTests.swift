@@ -142,7 +142,7 @@ struct ConsumerTests {
                     cancelled = "\(error)"  // the 406 that closed the channel, when the race went that way
                 }
                 do {
-                    let rest = try await receive(1, from: consumer, within: .seconds(2))
+                    let rest = try await receive(1, from: consumer, within: .seconds(20))
                     #expect(rest.isEmpty)
                 } catch is DeadlineExceeded {
                     Issue.record(
@@ -171,7 +171,7 @@ struct ConsumerTests {
                 break
             }
             try await eventually(
-                "the broker to see the consumer cancelled", within: .seconds(5), every: .milliseconds(50)
+                "the broker to see the consumer cancelled", within: .seconds(20), every: .milliseconds(50)
             ) {
                 try await channel.queueStatus(queue).consumerCount == 0
             }

@@ -9,9 +9,10 @@ public struct RawHTTPConnectionError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A blocking TCP connection to 127.0.0.1 with socket timeouts, and no HTTP client logic beyond reading one
-/// response by its Content-Length.
-public final class RawHTTPConnection {
+/// A TCP connection to 127.0.0.1 with socket timeouts, and no HTTP client logic beyond reading one response by its
+/// Content-Length. Its sends, reads and waits block a thread of their own (`offThePool`), never the cooperative
+/// pool's; one caller at a time.
+public final class RawHTTPConnection: @unchecked Sendable {
     private let descriptor: Int32
     private var isClosed = false
     private var buffered: [UInt8] = []
@@ -51,7 +52,36 @@ public final class RawHTTPConnection {
     }
 
     /// Sends what the kernel takes before the send timeout or an error; the number of bytes sent.
-    public func send(_ bytes: [UInt8]) -> Int {
+    public func send(_ bytes: [UInt8]) async -> Int {
+        await offThePool { self.sendBlocking(bytes) }
+    }
+
+    public func sendAll(_ text: String) async throws {
+        let bytes = Array(text.utf8)
+        try await offThePool {
+            guard self.sendBlocking(bytes) == bytes.count else {
+                throw RawHTTPConnectionError("send failed: errno \(errno)")
+            }
+        }
+    }
+
+    /// One response: its status and body (by Content-Length).
+    public func readResponse() async throws -> (status: Int, body: String) {
+        try await offThePool { try self.readResponseBlocking() }
+    }
+
+    /// Everything until the server closes the connection (or resets it): the text, and whether it closed before
+    /// `timeout`.
+    public func readToEnd(timeout: Duration) async -> (text: String, closed: Bool) {
+        await offThePool { self.readToEndBlocking(timeout: timeout) }
+    }
+
+    /// Whether the server closed (or reset) the connection within `timeout`, without reading what it sent.
+    public func waitForHangUp(timeout: Duration) async -> Bool {
+        await offThePool { self.waitForHangUpBlocking(timeout: timeout) }
+    }
+
+    private func sendBlocking(_ bytes: [UInt8]) -> Int {
         var sent = 0
         while sent < bytes.count {
             let count = bytes[sent...].withUnsafeBytes {
@@ -68,11 +98,6 @@ public final class RawHTTPConnection {
         return sent
     }
 
-    public func sendAll(_ text: String) throws {
-        let bytes = Array(text.utf8)
-        guard send(bytes) == bytes.count else { throw RawHTTPConnectionError("send failed: errno \(errno)") }
-    }
-
     /// One chunk from the socket: nil at the end of the stream, on a reset or on the receive timeout.
     private func receive() -> [UInt8]? {
         var chunk = [UInt8](repeating: 0, count: 65_536)
@@ -84,8 +109,7 @@ public final class RawHTTPConnection {
         }
     }
 
-    /// One response: its status and body (by Content-Length).
-    public func readResponse() throws -> (status: Int, body: String) {
+    private func readResponseBlocking() throws -> (status: Int, body: String) {
         let separator = Array("\r\n\r\n".utf8)
         var headerEnd: Int?
         while headerEnd == nil {
@@ -119,9 +143,7 @@ public final class RawHTTPConnection {
         return (status, body)
     }
 
-    /// Everything until the server closes the connection (or resets it): the text, and whether it closed before
-    /// `timeout`.
-    public func readToEnd(timeout: Duration) -> (text: String, closed: Bool) {
+    private func readToEndBlocking(timeout: Duration) -> (text: String, closed: Bool) {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         var received = buffered
@@ -140,8 +162,7 @@ public final class RawHTTPConnection {
         return (String(decoding: received, as: UTF8.self), false)
     }
 
-    /// Whether the server closed (or reset) the connection within `timeout`, without reading what it sent.
-    public func waitForHangUp(timeout: Duration) -> Bool {
+    private func waitForHangUpBlocking(timeout: Duration) -> Bool {
         // POLLRDHUP (0x2000, Linux): the peer closed its side; POLLHUP and POLLERR (a reset) always count.
         let peerClosed = Int16(0x2000)
         var entry = pollfd(fd: descriptor, events: peerClosed, revents: 0)

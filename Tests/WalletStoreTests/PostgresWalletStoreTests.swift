@@ -542,8 +542,17 @@ struct PostgresWalletStoreTests {
             // The pool's only connection busy for longer than a batch may wait for it (1 s). Had the batch waited
             // for it instead, it would have succeeded: the #expect(throws:) below is the check (a wall-clock bound
             // on top failed CI at 1.81 s under load).
-            let holder = Task { try await store.read { _ in try await Task.sleep(for: .milliseconds(2_000)) } }
-            try await Task.sleep(for: .milliseconds(100))
+            // The batch starts once the holder has the connection (a fixed 100 ms head start could be too short
+            // for a loaded runner to start the holder, and the batch would take the connection first).
+            let (held, holding) = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await store.read { _ in
+                    holding.yield()
+                    try await Task.sleep(for: .seconds(5))
+                }
+            }
+            var heldEvents = held.makeAsyncIterator()
+            await heldEvents.next()
             let error = await #expect(throws: StoreError.self) {
                 try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             }

@@ -106,9 +106,13 @@ struct SchemaRolloutTests {
             #expect(after.applied == ["v1", "v2"] && after.isCurrent, "\(after)")
             let errors = results.flatMap(\.errors)
             #expect(errors.isEmpty, "writes failed while the index was built: \(errors.prefix(3))")
+            // A write held by the build fails on the statement timeout: `errors` is the check. The slowest write is
+            // only reported: measured here it includes a loaded runner's scheduling (CI saw 1.006 s for a write the
+            // server ended well within its 1 s).
             let slowest = results.map(\.slowest).max() ?? .zero
-            #expect(slowest < statementTimeout, "a write waited \(slowest) (the migration took \(elapsed))")
-            #expect(results.allSatisfy { $0.batches > 2 }, "the writers kept writing: \(results.map(\.batches))")
+            #expect(
+                results.allSatisfy { $0.batches > 2 },
+                "the writers kept writing: \(results.map(\.batches)); slowest \(slowest), migration \(elapsed)")
             try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
                 var valid: [Bool] = []
                 for try await row in try await connection.query(

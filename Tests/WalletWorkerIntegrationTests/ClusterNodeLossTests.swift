@@ -57,230 +57,234 @@ extension Resilience {
         )
         func workerSurvivesTheLossOfABrokerNode() async throws {
             let cluster = PrivateRabbitCluster(port: Self.port)
-            defer { cluster.destroy() }
-            let clock = ContinuousClock()
-            let clusterStart = clock.now
-            try await cluster.start()
-            let startTime = clock.now - clusterStart
-            let database = temporarySQLitePath("cluster")
-            defer { removeSQLite(database) }
-            let topology = ResilienceTopology("cluster")
+            try await withTeardown({ cluster.destroy() }) {
+                let clock = ContinuousClock()
+                let clusterStart = clock.now
+                try await cluster.start()
+                let startTime = clock.now - clusterStart
+                let database = temporarySQLitePath("cluster")
+                defer { removeSQLite(database) }
+                let topology = ResilienceTopology("cluster")
 
-            // The worker's topology, all quorum, through HAProxy (so on node 1, like the worker).
-            let declare = try WorkerProcess(
-                ["declare"] + topology.flags + [
-                    "--queue-type", "quorum", "--retry-delay", "200ms", "--log-format", "json",
-                ],
-                amqpURL: cluster.url, label: "cluster-declare")
-            defer {
-                declare.kill()
-                declare.process.removeLog()
-            }
-            let declared = await declare.waitForExit(timeout: .seconds(60))
-            try #require(
-                declared?.exit == .exited(0),
-                "wallet-worker declare: \(String(describing: declared))\n\(declare.logTail())")
-
-            // Every queue the worker declared (the work queue, the retry queue(s), the dead-letter queue) is quorum,
-            // with a member on each node.
-            let queues = try await cluster.quorumQueues(asking: 3)
-            let workerQueues = queues.filter { $0.key.hasPrefix(topology.prefix + ".") }
-            try #require(
-                workerQueues[topology.work] != nil && workerQueues[topology.retry] != nil
-                    && workerQueues[topology.deadLetterQueue] != nil, "queues declared: \(queues)")
-            for (queue, info) in workerQueues {
-                try #require(info.type == "quorum", "\(queue) is not a quorum queue: \(info)")
-                #expect(info.members == 3, "\(queue) has not a member on every node: \(info)")
-            }
-            let leader = try #require(
-                queues[topology.work].flatMap { cluster.nodeNumber(ofNodeNamed: $0.leader) },
-                "no leader for \(topology.work): \(queues)")
-            // Publish, capture and watch through a node that stays up.
-            let survivor = leader == 3 ? 2 : 3
-            let connection = try await TestBroker.connect(purpose: "cluster publisher", url: cluster.nodeURL(survivor))
-            defer { Task { await connection.close(timeout: .seconds(2)) } }
-            let channel = try await connection.openChannel()
-            // Quorum too: the captured results must survive the node loss wherever the capture queue's leader is.
-            _ = try await channel.declareQueue(
-                topology.capture, durable: true, arguments: ["x-queue-type": .string("quorum")])
-            for exchange in topology.resultExchanges {
-                try await channel.bindQueue(topology.capture, exchange: exchange, routingKey: "#")
-            }
-
-            let worker = try WorkerProcess(
-                workerRunArguments(
-                    topology, store: "sqlite:\(database)", prefetch: Self.prefetch,
-                    extra: ["--queue-type", "quorum"]),
-                amqpURL: cluster.url, label: "cluster-worker")
-            defer {
-                worker.kill()
-                worker.process.removeLog()
-            }
-            let port = try await worker.operationsPort()
-            try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
-            let workerNodes = try await cluster.workerConsumeNodes(asking: survivor)
-            #expect(
-                workerNodes == [leader],
-                "the worker's consume connection is on node(s) \(workerNodes), the work queue's leader is node \(leader): the kill does not take the worker's node"
-            )
-
-            // The stream: paced, confirmed chunks, going on while the node is killed. How many results a message has
-            // does not depend on the order of processing: the messages in flight at the kill are redelivered after
-            // newer ones (the new leader returns them once it sees the old consumer's node gone, and the new session
-            // may have taken newer messages by then), so a suspension could come before its card's provisioning.
-            let inbound = (0..<Self.messageCount).map { index -> InboundSpec in
-                switch index % 4 {
-                case 0, 2: .cps("cluster-\(index)", card: "CLUSTER-\(index)", code: "CBP.info.tokenProvisioned")
-                case 1: .mg("cluster-\(index)", card: "CLUSTER-\(index - 1)")
-                default: .action("cluster-\(index)", action: "cluster.refresh")
+                // The worker's topology, all quorum, through HAProxy (so on node 1, like the worker).
+                let declare = try WorkerProcess(
+                    ["declare"] + topology.flags + [
+                        "--queue-type", "quorum", "--retry-delay", "200ms", "--log-format", "json",
+                    ],
+                    amqpURL: cluster.url, label: "cluster-declare")
+                defer {
+                    declare.kill()
+                    declare.process.removeLog()
                 }
-            }
-            let totalResults = inbound.map(\.expectedResults).reduce(0, +)
-            try await channel.enableConfirms()
-            let published = Mutex(0)
-            let longestConfirmWait = Mutex(Duration.zero)
-            let messages = inbound.map { $0.outbound(to: topology.inbound) }
-            let publisher = Task {
-                var offset = 0
-                while offset < messages.count {
-                    let end = min(offset + Self.chunk, messages.count)
-                    let began = ContinuousClock.now
-                    try await publishConfirmed(Array(messages[offset..<end]), on: channel)
-                    let waited = ContinuousClock.now - began
-                    longestConfirmWait.withLock { $0 = max($0, waited) }
-                    offset = end
-                    published.withLock { $0 = offset }
-                    try await Task.sleep(for: Self.pause)
+                let declared = await declare.waitForExit(timeout: .seconds(60))
+                try #require(
+                    declared?.exit == .exited(0),
+                    "wallet-worker declare: \(String(describing: declared))\n\(declare.logTail())")
+
+                // Every queue the worker declared (the work queue, the retry queue(s), the dead-letter queue) is quorum,
+                // with a member on each node.
+                let queues = try await cluster.quorumQueues(asking: 3)
+                let workerQueues = queues.filter { $0.key.hasPrefix(topology.prefix + ".") }
+                try #require(
+                    workerQueues[topology.work] != nil && workerQueues[topology.retry] != nil
+                        && workerQueues[topology.deadLetterQueue] != nil, "queues declared: \(queues)")
+                for (queue, info) in workerQueues {
+                    try #require(info.type == "quorum", "\(queue) is not a quorum queue: \(info)")
+                    #expect(info.members == 3, "\(queue) has not a member on every node: \(info)")
                 }
-            }
-            defer { publisher.cancel() }
-
-            try await eventually(
-                "the worker did not get going\n\(worker.logTail())",
-                within: .seconds(60), every: .milliseconds(20)
-            ) {
-                try worker.metric(port: port, "wallet_messages_total") >= Double(Self.killAfter)
-            }
-            let publishedAtKill = published.withLock { $0 }
-            try #require(
-                publishedAtKill < Self.messageCount,
-                "the stream was over before the kill (\(publishedAtKill) published): no node loss under load was tested"
-            )
-
-            // Kill the leader; then watch the worker every 50 ms.
-            let killed = clock.now
-            try await cluster.kill(node: leader)
-            let processedAtKill = try worker.metric(port: port, "wallet_messages_total")
-            var notReadyAfter: Duration?
-            var resumedAfter: Duration?
-            var readyAgainAfter: Duration?
-            // What it does not do within the bound is checked (and reported) below.
-            try? await eventually(
-                "the worker to resume and be ready again", within: Self.resumeBound + .seconds(10),
-                every: .milliseconds(50)
-            ) {
-                let ready = (try? httpGet(port: port, path: "/readyz"))?.status
-                let processed = (try? worker.metric(port: port, "wallet_messages_total")) ?? 0
-                let now = clock.now - killed
-                if ready != 200, notReadyAfter == nil { notReadyAfter = now }
-                if ready == 200, notReadyAfter != nil, readyAgainAfter == nil { readyAgainAfter = now }
-                if processed > processedAtKill + Double(Self.prefetch), resumedAfter == nil { resumedAfter = now }
-                return (resumedAfter != nil && readyAgainAfter != nil) || !worker.isRunning
-            }
-            let seconds = { (value: Duration?) in
-                value.map {
-                    String(format: "%.2f s", Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18)
+                let leader = try #require(
+                    queues[topology.work].flatMap { cluster.nodeNumber(ofNodeNamed: $0.leader) },
+                    "no leader for \(topology.work): \(queues)")
+                // Publish, capture and watch through a node that stays up.
+                let survivor = leader == 3 ? 2 : 3
+                let connection = try await TestBroker.connect(
+                    purpose: "cluster publisher", url: cluster.nodeURL(survivor))
+                defer { Task { await connection.close(timeout: .seconds(2)) } }
+                let channel = try await connection.openChannel()
+                // Quorum too: the captured results must survive the node loss wherever the capture queue's leader is.
+                _ = try await channel.declareQueue(
+                    topology.capture, durable: true, arguments: ["x-queue-type": .string("quorum")])
+                for exchange in topology.resultExchanges {
+                    try await channel.bindQueue(topology.capture, exchange: exchange, routingKey: "#")
                 }
-                    ?? "never"
-            }
-            let reconnects = (try? worker.metric(port: port, "wallet_reconnects_total")) ?? -1
-            let skipped = (try? worker.metric(port: port, "wallet_topology_skipped_queues_total")) ?? -1
-            print(
-                """
-                cluster node loss: cluster started in \(seconds(startTime)); node \(leader) (work queue leader, the worker's \
-                node) SIGKILLed after \(Int(processedAtKill)) finished, \(publishedAtKill) of \(Self.messageCount) published; \
-                /readyz not 200 after \(seconds(notReadyAfter)); processing resumed after \(seconds(resumedAfter)); \
-                /readyz 200 again after \(seconds(readyAgainAfter)); reconnects \(Int(reconnects)), skipped queue \
-                declarations \(Int(skipped))
-                """)
-            try #require(worker.isRunning, "the worker ended after the node loss\n\(worker.logTail(80))")
-            let resumed = try #require(
-                resumedAfter,
-                "the worker did not process again within \(Self.resumeBound + .seconds(10)) of the node loss\n\(worker.logTail(80))"
-            )
-            #expect(resumed < Self.resumeBound, "processing resumed only \(seconds(resumed)) after the node loss")
-            #expect(readyAgainAfter != nil, "/readyz did not answer 200 again after the node loss")
-            #expect(reconnects >= 1, "the worker did not reconnect: it was not on the node that was killed")
 
-            // The stream ends; everything is processed by the same worker, node `leader` still down.
-            let streamed = await publisher.result
-            try streamed.get()
-            let confirmWait = longestConfirmWait.withLock { $0 }
-            // Not finishing is reported below with what the cluster and the worker say.
-            let finished =
-                (try? await eventually(
-                    "the work queue drained and every result captured", within: .seconds(90), every: .milliseconds(200)
-                ) {
-                    let ready = try await readyCount(topology.work, on: connection)
-                    let results = try await readyCount(topology.capture, on: connection)
-                    return ready == 0 && results >= totalResults
-                }) != nil
-            if !finished {
-                // What the cluster and the worker say, then on to the accounting (which names what is missing).
-                let broker =
-                    (try? await cluster.ctl(
-                        survivor,
-                        [
-                            "list_queues", "name", "type", "leader", "messages_ready", "messages_unacknowledged",
-                            "consumers",
-                        ]))?.joined(separator: "\n") ?? "(rabbitmqctl failed)"
-                let metrics =
-                    (try? httpGet(port: port, path: "/metrics"))?.body.split(separator: "\n")
-                    .filter {
-                        !$0.hasPrefix("#")
-                            && ($0.contains("messages_total") || $0.contains("confirms")
-                                || $0.contains("reconnects") || $0.contains("redeliveries")
-                                || $0.contains("dead_letters"))
+                let worker = try WorkerProcess(
+                    workerRunArguments(
+                        topology, store: "sqlite:\(database)", prefetch: Self.prefetch,
+                        extra: ["--queue-type", "quorum"]),
+                    amqpURL: cluster.url, label: "cluster-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
+                let workerNodes = try await cluster.workerConsumeNodes(asking: survivor)
+                #expect(
+                    workerNodes == [leader],
+                    "the worker's consume connection is on node(s) \(workerNodes), the work queue's leader is node \(leader): the kill does not take the worker's node"
+                )
+
+                // The stream: paced, confirmed chunks, going on while the node is killed. How many results a message has
+                // does not depend on the order of processing: the messages in flight at the kill are redelivered after
+                // newer ones (the new leader returns them once it sees the old consumer's node gone, and the new session
+                // may have taken newer messages by then), so a suspension could come before its card's provisioning.
+                let inbound = (0..<Self.messageCount).map { index -> InboundSpec in
+                    switch index % 4 {
+                    case 0, 2: .cps("cluster-\(index)", card: "CLUSTER-\(index)", code: "CBP.info.tokenProvisioned")
+                    case 1: .mg("cluster-\(index)", card: "CLUSTER-\(index - 1)")
+                    default: .action("cluster-\(index)", action: "cluster.refresh")
                     }
-                    .joined(separator: "\n") ?? "(no metrics)"
-                Issue.record(
-                    "the worker did not finish after the node loss\n\(broker)\n\(metrics)\n\(worker.logTail(80))")
-            }
-            let queuesAfter = try await cluster.quorumQueues(asking: survivor)
-            let newLeader = queuesAfter[topology.work].flatMap { cluster.nodeNumber(ofNodeNamed: $0.leader) }
-            #expect(newLeader != nil && newLeader != leader, "the work queue has no new leader: \(queuesAfter)")
-            let redeliveries = (try? worker.metric(port: port, "wallet_redeliveries_total")) ?? -1
-            print(
-                """
-                cluster node loss: the work queue's new leader is node \(newLeader.map(String.init) ?? "?"); longest \
-                confirm wait of a \(Self.chunk)-message chunk \(seconds(confirmWait)); redeliveries \(Int(redeliveries))
-                """)
+                }
+                let totalResults = inbound.map(\.expectedResults).reduce(0, +)
+                try await channel.enableConfirms()
+                let published = Mutex(0)
+                let longestConfirmWait = Mutex(Duration.zero)
+                let messages = inbound.map { $0.outbound(to: topology.inbound) }
+                let publisher = Task {
+                    var offset = 0
+                    while offset < messages.count {
+                        let end = min(offset + Self.chunk, messages.count)
+                        let began = ContinuousClock.now
+                        try await publishConfirmed(Array(messages[offset..<end]), on: channel)
+                        let waited = ContinuousClock.now - began
+                        longestConfirmWait.withLock { $0 = max($0, waited) }
+                        offset = end
+                        published.withLock { $0 = offset }
+                        try await Task.sleep(for: Self.pause)
+                    }
+                }
+                defer { publisher.cancel() }
 
-            // SIGTERM, then account for every notification.
-            worker.terminate()
-            let ended = await worker.waitForExit(timeout: .seconds(30))
-            #expect(ended?.exit == .exited(0), "\(worker.logTail())")
-            for queue in workerQueues.keys.sorted() {
-                #expect(try await readyCount(queue, on: connection) == 0, "\(queue) is not empty")
+                try await eventually(
+                    "the worker did not get going\n\(worker.logTail())",
+                    within: .seconds(60), every: .milliseconds(20)
+                ) {
+                    try worker.metric(port: port, "wallet_messages_total") >= Double(Self.killAfter)
+                }
+                let publishedAtKill = published.withLock { $0 }
+                try #require(
+                    publishedAtKill < Self.messageCount,
+                    "the stream was over before the kill (\(publishedAtKill) published): no node loss under load was tested"
+                )
+
+                // Kill the leader; then watch the worker every 50 ms.
+                let killed = clock.now
+                try await cluster.kill(node: leader)
+                let processedAtKill = try worker.metric(port: port, "wallet_messages_total")
+                var notReadyAfter: Duration?
+                var resumedAfter: Duration?
+                var readyAgainAfter: Duration?
+                // What it does not do within the bound is checked (and reported) below.
+                try? await eventually(
+                    "the worker to resume and be ready again", within: Self.resumeBound + .seconds(10),
+                    every: .milliseconds(50)
+                ) {
+                    let ready = (try? httpGet(port: port, path: "/readyz"))?.status
+                    let processed = (try? worker.metric(port: port, "wallet_messages_total")) ?? 0
+                    let now = clock.now - killed
+                    if ready != 200, notReadyAfter == nil { notReadyAfter = now }
+                    if ready == 200, notReadyAfter != nil, readyAgainAfter == nil { readyAgainAfter = now }
+                    if processed > processedAtKill + Double(Self.prefetch), resumedAfter == nil { resumedAfter = now }
+                    return (resumedAfter != nil && readyAgainAfter != nil) || !worker.isRunning
+                }
+                let seconds = { (value: Duration?) in
+                    value.map {
+                        String(
+                            format: "%.2f s", Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18)
+                    }
+                        ?? "never"
+                }
+                let reconnects = (try? worker.metric(port: port, "wallet_reconnects_total")) ?? -1
+                let skipped = (try? worker.metric(port: port, "wallet_topology_skipped_queues_total")) ?? -1
+                print(
+                    """
+                    cluster node loss: cluster started in \(seconds(startTime)); node \(leader) (work queue leader, the worker's \
+                    node) SIGKILLed after \(Int(processedAtKill)) finished, \(publishedAtKill) of \(Self.messageCount) published; \
+                    /readyz not 200 after \(seconds(notReadyAfter)); processing resumed after \(seconds(resumedAfter)); \
+                    /readyz 200 again after \(seconds(readyAgainAfter)); reconnects \(Int(reconnects)), skipped queue \
+                    declarations \(Int(skipped))
+                    """)
+                try #require(worker.isRunning, "the worker ended after the node loss\n\(worker.logTail(80))")
+                let resumed = try #require(
+                    resumedAfter,
+                    "the worker did not process again within \(Self.resumeBound + .seconds(10)) of the node loss\n\(worker.logTail(80))"
+                )
+                #expect(resumed < Self.resumeBound, "processing resumed only \(seconds(resumed)) after the node loss")
+                #expect(readyAgainAfter != nil, "/readyz did not answer 200 again after the node loss")
+                #expect(reconnects >= 1, "the worker did not reconnect: it was not on the node that was killed")
+
+                // The stream ends; everything is processed by the same worker, node `leader` still down.
+                let streamed = await publisher.result
+                try streamed.get()
+                let confirmWait = longestConfirmWait.withLock { $0 }
+                // Not finishing is reported below with what the cluster and the worker say.
+                let finished =
+                    (try? await eventually(
+                        "the work queue drained and every result captured", within: .seconds(90),
+                        every: .milliseconds(200)
+                    ) {
+                        let ready = try await readyCount(topology.work, on: connection)
+                        let results = try await readyCount(topology.capture, on: connection)
+                        return ready == 0 && results >= totalResults
+                    }) != nil
+                if !finished {
+                    // What the cluster and the worker say, then on to the accounting (which names what is missing).
+                    let broker =
+                        (try? await cluster.ctl(
+                            survivor,
+                            [
+                                "list_queues", "name", "type", "leader", "messages_ready", "messages_unacknowledged",
+                                "consumers",
+                            ]))?.joined(separator: "\n") ?? "(rabbitmqctl failed)"
+                    let metrics =
+                        (try? httpGet(port: port, path: "/metrics"))?.body.split(separator: "\n")
+                        .filter {
+                            !$0.hasPrefix("#")
+                                && ($0.contains("messages_total") || $0.contains("confirms")
+                                    || $0.contains("reconnects") || $0.contains("redeliveries")
+                                    || $0.contains("dead_letters"))
+                        }
+                        .joined(separator: "\n") ?? "(no metrics)"
+                    Issue.record(
+                        "the worker did not finish after the node loss\n\(broker)\n\(metrics)\n\(worker.logTail(80))")
+                }
+                let queuesAfter = try await cluster.quorumQueues(asking: survivor)
+                let newLeader = queuesAfter[topology.work].flatMap { cluster.nodeNumber(ofNodeNamed: $0.leader) }
+                #expect(newLeader != nil && newLeader != leader, "the work queue has no new leader: \(queuesAfter)")
+                let redeliveries = (try? worker.metric(port: port, "wallet_redeliveries_total")) ?? -1
+                print(
+                    """
+                    cluster node loss: the work queue's new leader is node \(newLeader.map(String.init) ?? "?"); longest \
+                    confirm wait of a \(Self.chunk)-message chunk \(seconds(confirmWait)); redeliveries \(Int(redeliveries))
+                    """)
+
+                // SIGTERM, then account for every notification.
+                worker.terminate()
+                let ended = await worker.waitForExit(timeout: .seconds(30))
+                #expect(ended?.exit == .exited(0), "\(worker.logTail())")
+                for queue in workerQueues.keys.sorted() {
+                    #expect(try await readyCount(queue, on: connection) == 0, "\(queue) is not empty")
+                }
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
+                let accounting = ResultAccounting(results: results, inbound: inbound)
+                #expect(
+                    accounting.incomplete.isEmpty,
+                    "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))"
+                )
+                #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
+                #expect(
+                    accounting.differingDuplicates.isEmpty,
+                    "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
+                let errors = results.filter { $0.routingKey == "card.errorEncountered" }
+                #expect(errors.isEmpty, "a CPS message failed: \(errors.prefix(2).map(\.text))")
+                print(
+                    "cluster node loss: \(results.count) results for \(totalResults) expected (\(accounting.identicalDuplicates) identical duplicates)"
+                )
+                // Stopping three nodes takes seconds: awaited here, so the blocking `destroy()` of the `defer` (for the
+                // paths that throw) finds nothing left to stop and does not hold a thread of the shared pool meanwhile.
+                _ = try? await cluster.run(["stop"], timeout: .seconds(120))
             }
-            let results = try await MessageCapture.drain(topology.capture, on: connection)
-            let accounting = ResultAccounting(results: results, inbound: inbound)
-            #expect(
-                accounting.incomplete.isEmpty,
-                "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))"
-            )
-            #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
-            #expect(
-                accounting.differingDuplicates.isEmpty,
-                "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
-            let errors = results.filter { $0.routingKey == "card.errorEncountered" }
-            #expect(errors.isEmpty, "a CPS message failed: \(errors.prefix(2).map(\.text))")
-            print(
-                "cluster node loss: \(results.count) results for \(totalResults) expected (\(accounting.identicalDuplicates) identical duplicates)"
-            )
-            // Stopping three nodes takes seconds: awaited here, so the blocking `destroy()` of the `defer` (for the
-            // paths that throw) finds nothing left to stop and does not hold a thread of the shared pool meanwhile.
-            _ = try? await cluster.run(["stop"], timeout: .seconds(120))
         }
     }
 }

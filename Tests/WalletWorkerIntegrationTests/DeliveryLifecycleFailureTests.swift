@@ -57,29 +57,30 @@ struct DeliveryLifecycleFailureTests {
     )
     func deadLettersFitTheNegotiatedFrameSize() async throws {
         let node = PrivateRabbitNode(port: 5782, frameMax: 8_192)
-        defer { node.destroy() }
-        try await node.start()
-        try await withWorkerEnvironment("small-frame", brokerURL: node.url) { environment in
-            try await environment.declareTopology()
-            let deadLetters = try await environment.deadLetterReader()
-            // The inbound content header fits the 8 KiB frame; its dead letter adds the worker's headers and does not.
-            var bad = InboundSpec(json: #"{"action":"x"}"#, messageID: "\(environment.prefix).big-headers")
-            bad.text = "not json"
-            bad.headers = [("x-big", .string(String(repeating: "b", count: 8_060))), ("x-small", .string("kept"))]
-            try await environment.publish(bad)
-            let worker = try await environment.startWorker()
-            let letters = try await deadLetters.waitFor(1, within: .seconds(15), "the fitted dead letter")
-            let headers = try #require(letters.first?.headers)
-            #expect(headers["x-big"] == nil, "dropped to fit the 8 KiB frame")
-            #expect(headers["x-small"] == .string("kept"))
-            let dropped = headers["x-worker-dropped-headers"].map { "\($0)" } ?? ""
-            #expect(dropped.contains("x-big"), "\(headers)")
-            #expect(headers["x-worker-error"] != nil)
-            try await eventually("the delivery acknowledged, not requeued", within: .seconds(10)) {
-                try await environment.messageCount(environment.topology.workQueue) == 0
+        try await withTeardown({ node.destroy() }) {
+            try await node.start()
+            try await withWorkerEnvironment("small-frame", brokerURL: node.url) { environment in
+                try await environment.declareTopology()
+                let deadLetters = try await environment.deadLetterReader()
+                // The inbound content header fits the 8 KiB frame; its dead letter adds the worker's headers and does not.
+                var bad = InboundSpec(json: #"{"action":"x"}"#, messageID: "\(environment.prefix).big-headers")
+                bad.text = "not json"
+                bad.headers = [("x-big", .string(String(repeating: "b", count: 8_060))), ("x-small", .string("kept"))]
+                try await environment.publish(bad)
+                let worker = try await environment.startWorker()
+                let letters = try await deadLetters.waitFor(1, within: .seconds(15), "the fitted dead letter")
+                let headers = try #require(letters.first?.headers)
+                #expect(headers["x-big"] == nil, "dropped to fit the 8 KiB frame")
+                #expect(headers["x-small"] == .string("kept"))
+                let dropped = headers["x-worker-dropped-headers"].map { "\($0)" } ?? ""
+                #expect(dropped.contains("x-big"), "\(headers)")
+                #expect(headers["x-worker-error"] != nil)
+                try await eventually("the delivery acknowledged, not requeued", within: .seconds(10)) {
+                    try await environment.messageCount(environment.topology.workQueue) == 0
+                }
+                #expect(worker.metric("wallet_reconnects_total") == 0)
+                try await worker.stop()
             }
-            #expect(worker.metric("wallet_reconnects_total") == 0)
-            try await worker.stop()
         }
     }
 
@@ -94,59 +95,63 @@ struct DeliveryLifecycleFailureTests {
     func heldDeliveriesAreGivenBackBeforeTheConsumerTimeout() async throws {
         // A node of its own: a 6 s consumer timeout, checked every second, would break every other test's consumers.
         let node = PrivateRabbitNode(port: 5772, consumerTimeout: .seconds(6))
-        defer { node.destroy() }
-        try await node.start()
-        try await ReplicaDatabase.with("consumer_timeout") { database in
-            let relay = try database.relay()
-            defer { relay.close() }
-            let store = try database.store(through: relay)
-            try await withWorkerEnvironment(
-                "consumer-timeout", brokerURL: node.url,
-                configure: {
-                    $0.store = store
-                    $0.consumerTimeout = .seconds(6)
-                    // The store's deadlines must be far under the consumer timeout (seconds against 30 minutes by
-                    // default): a batch is given back only once the store has answered that it is out.
-                    $0.storeStatementTimeout = .seconds(1)
-                    $0.retryAttempts = 2
-                    $0.retryDelay = .milliseconds(200)
-                }
-            ) { environment in
-                try await environment.declareTopology()
-                let capture = try await environment.resultCapture()
-                let deadLetters = try await environment.deadLetterReader()
-                let worker = try await environment.startWorker()
-                try await environment.publish(
-                    InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
-                _ = try await capture.results.waitFor(1, within: .seconds(10), "the first result, store up")
+        try await withTeardown({ node.destroy() }) {
+            try await node.start()
+            try await ReplicaDatabase.with("consumer_timeout") { database in
+                let relay = try database.relay()
+                defer { relay.close() }
+                let store = try database.store(through: relay)
+                try await withWorkerEnvironment(
+                    "consumer-timeout", brokerURL: node.url,
+                    configure: {
+                        $0.store = store
+                        $0.consumerTimeout = .seconds(6)
+                        // The store's deadlines must be far under the consumer timeout (seconds against 30 minutes by
+                        // default): a batch is given back only once the store has answered that it is out.
+                        $0.storeStatementTimeout = .seconds(1)
+                        $0.retryAttempts = 2
+                        $0.retryDelay = .milliseconds(200)
+                    }
+                ) { environment in
+                    try await environment.declareTopology()
+                    let capture = try await environment.resultCapture()
+                    let deadLetters = try await environment.deadLetterReader()
+                    let worker = try await environment.startWorker()
+                    try await environment.publish(
+                        InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
+                    _ = try await capture.results.waitFor(1, within: .seconds(10), "the first result, store up")
 
-                relay.refuse()
-                let ids = (0..<5).map { "\(environment.prefix).held-\($0)" }
-                try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                try await eventually(
-                    "the held messages were not given back to the queue",
-                    within: .seconds(15), every: .milliseconds(100)
-                ) {
-                    try await environment.messageCount(environment.topology.workQueue) == 5
-                }
-                #expect(!worker.health.isReady && worker.metric("wallet_store_available") == 0)
-                // Past two consumer timeouts: paused, the messages wait in the queue, no channel was closed under the
-                // worker (a session failing would reconnect).
-                try await Task.sleep(for: .seconds(12))
-                #expect(try await environment.messageCount(environment.topology.workQueue) == 5)
-                #expect(
-                    worker.metric("wallet_reconnects_total") == 0, "a session failed: the broker timed the consumer out"
-                )
-                #expect(deadLetters.count == 0)
+                    relay.refuse()
+                    let ids = (0..<5).map { "\(environment.prefix).held-\($0)" }
+                    try await environment.publish(
+                        ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
+                    try await eventually(
+                        "the held messages were not given back to the queue",
+                        within: .seconds(15), every: .milliseconds(100)
+                    ) {
+                        try await environment.messageCount(environment.topology.workQueue) == 5
+                    }
+                    #expect(!worker.health.isReady && worker.metric("wallet_store_available") == 0)
+                    // Past two consumer timeouts: paused, the messages wait in the queue, no channel was closed under the
+                    // worker (a session failing would reconnect).
+                    try await Task.sleep(for: .seconds(12))
+                    #expect(try await environment.messageCount(environment.topology.workQueue) == 5)
+                    #expect(
+                        worker.metric("wallet_reconnects_total") == 0,
+                        "a session failed: the broker timed the consumer out"
+                    )
+                    #expect(deadLetters.count == 0)
 
-                relay.accept()
-                let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
-                #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                try await eventually("the worker ready again", within: .seconds(10)) { worker.health.isReady }
-                #expect(worker.metric("wallet_store_available") == 1)
-                #expect(worker.metric("wallet_store_outages_total") == 1)
-                #expect(deadLetters.count == 0)
-                try await worker.stop()
+                    relay.accept()
+                    let results = try await capture.results.waitFor(
+                        6, within: .seconds(60), "the held messages' results")
+                    #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
+                    try await eventually("the worker ready again", within: .seconds(10)) { worker.health.isReady }
+                    #expect(worker.metric("wallet_store_available") == 1)
+                    #expect(worker.metric("wallet_store_outages_total") == 1)
+                    #expect(deadLetters.count == 0)
+                    try await worker.stop()
+                }
             }
         }
     }

@@ -32,14 +32,14 @@ extension Resilience {
                 let greedy = try RawHTTPConnection(port: port, sendTimeout: .seconds(1))
                 let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
                 // Sends until done or until the kernel's buffers are full (the worker stopped reading).
-                _ = greedy.send(Array(repeating: request, count: requests).flatMap { $0 })
+                _ = await greedy.send(Array(repeating: request, count: requests).flatMap { $0 })
 
                 // Answered while the greedy connection is still open (its idle deadline is 10 s): causal, not timed.
                 let clock = ContinuousClock()
                 let probeStart = clock.now
                 #expect(try httpGet(port: port, path: "/healthz").status == 200)
                 #expect(
-                    !greedy.waitForHangUp(timeout: .milliseconds(1)),
+                    !(await greedy.waitForHangUp(timeout: .milliseconds(1))),
                     "/healthz was answered only after the greedy connection was closed (\(clock.now - probeStart))")
 
                 // Long enough for a worker without backpressure to answer everything it read into memory.

@@ -214,39 +214,44 @@ extension Resilience {
             let user = "wnw-rotate-\(UUID().uuidString.prefix(8).lowercased())"
             try await ctl("add_user", user, "first-password")
             try await ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
-            defer {
+            try await withTeardown({
                 runRepositoryScriptBlocking("rabbitmq-local.sh", ["ctl", "delete_user", user], environment: broker)
-            }
-            var url = try AMQPURL(parsing: TestBroker.urlText)
-            url.user = user
-            url.password = "first-password"
-            let text = "amqp://\(user):first-password@\(url.host):\(url.port)/%2f"
-            try await withResilienceTopology("rotate") { topology, connection, channel in
-                let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "memory"), amqpURL: text, label: "rotate-worker")
-                defer {
-                    worker.kill()
-                    worker.process.removeLog()
-                }
-                let ops = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(30))
+            }) {
+                var url = try AMQPURL(parsing: TestBroker.urlText)
+                url.user = user
+                url.password = "first-password"
+                let text = "amqp://\(user):first-password@\(url.host):\(url.port)/%2f"
+                try await withResilienceTopology("rotate") { topology, connection, channel in
+                    let worker = try WorkerProcess(
+                        workerRunArguments(topology, store: "memory"), amqpURL: text, label: "rotate-worker")
+                    defer {
+                        worker.kill()
+                        worker.process.removeLog()
+                    }
+                    let ops = try await worker.operationsPort()
+                    try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(30))
 
-                try await ctl("change_password", user, "rotated-password")
-                try await ctl("close_all_user_connections", user, "password rotated")
-                try await eventually("counted\n\(worker.logTail())", within: .seconds(30), every: .milliseconds(250)) {
-                    try worker.metric(port: ops, "wallet_broker_login_refusals_total") >= 1
-                }
-                #expect(
-                    worker.isRunning, "a refusal after the first login must not stop the worker\n\(worker.logTail())")
-                #expect(try httpGet(port: ops, path: "/readyz").status == 503)
+                    try await ctl("change_password", user, "rotated-password")
+                    try await ctl("close_all_user_connections", user, "password rotated")
+                    try await eventually(
+                        "counted\n\(worker.logTail())", within: .seconds(30), every: .milliseconds(250)
+                    ) {
+                        try worker.metric(port: ops, "wallet_broker_login_refusals_total") >= 1
+                    }
+                    #expect(
+                        worker.isRunning,
+                        "a refusal after the first login must not stop the worker\n\(worker.logTail())")
+                    #expect(try httpGet(port: ops, path: "/readyz").status == 503)
 
-                try await ctl("change_password", user, "first-password")
-                try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(60))
-                try await channel.enableConfirms()
-                try await publishConfirmed(
-                    [InboundSpec.action("rotate-1", action: "rotate").outbound(to: topology.inbound)], on: channel)
-                try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(20)) {
-                    try await readyCount(topology.capture, on: connection) >= 1
+                    try await ctl("change_password", user, "first-password")
+                    try await worker.waitForHTTP(port: ops, path: "/readyz", status: 200, timeout: .seconds(60))
+                    try await channel.enableConfirms()
+                    try await publishConfirmed(
+                        [InboundSpec.action("rotate-1", action: "rotate").outbound(to: topology.inbound)], on: channel)
+                    try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(20))
+                    {
+                        try await readyCount(topology.capture, on: connection) >= 1
+                    }
                 }
             }
         }

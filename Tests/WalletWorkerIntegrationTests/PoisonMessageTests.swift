@@ -94,7 +94,7 @@ struct PoisonMessageTests {
             let reason = letter.stringHeader("x-worker-error") ?? ""
             #expect(reason.contains("headers dropped to fit a frame: traceparent"), "x-worker-error: \(reason)")
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) {
+            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(20)) {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1
             }
         }
@@ -110,7 +110,7 @@ struct PoisonMessageTests {
             try await expectStillMoving(environment, capture, worker)
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) {
+            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(20)) {
                 worker.metric("wallet_reply_copies_skipped_total") == 1
             }
             #expect(deadLetters.count == 0)
@@ -138,7 +138,7 @@ struct PoisonMessageTests {
             let outcome = try await requester.channel.publish(
                 request.outbound(to: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
             #expect(outcome.isConfirmed)
-            let copies = try await requester.waitFor(1, within: .seconds(5), "the requester's copy")
+            let copies = try await requester.waitFor(1, within: .seconds(20), "the requester's copy")
             #expect(copies.first?.properties.messageID == "\(environment.prefix).requester/0")
             #expect(worker.metric("wallet_reconnects_total") == 0)
         }
@@ -241,8 +241,12 @@ struct PoisonMessageTests {
                 InboundSpec(
                     body: Array("not json".utf8), messageID: "\(environment.prefix).bad"))
 
-            // Requeued after 1 s, then 2 s, 4 s …: a handful of tries in 4 s. It came straight back before, as
-            // fast as the broker could redeliver it.
+            // Requeued after 1 s, then 2 s, 4 s …: a handful of tries in the 4 s after the first. It came straight
+            // back before, as fast as the broker could redeliver it. The window starts at the first requeue, not at
+            // the publish: a loaded runner may take seconds to get there.
+            try await eventually("the first delayed requeue", within: .seconds(20)) {
+                worker.metric("wallet_requeues_delayed_total") >= 1
+            }
             try await Task.sleep(for: .seconds(4))
             let delayed = worker.metric("wallet_requeues_delayed_total")
             let redeliveries = worker.metric("wallet_redeliveries_total")
@@ -329,7 +333,7 @@ struct PoisonMessageTests {
 
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(5)) {
+            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(20)) {
                 worker.metric("wallet_reply_copies_skipped_total") == 1
             }
             #expect(deadLetters.count == 1)
@@ -414,7 +418,7 @@ struct PoisonMessageTests {
             #expect(letter.properties.headers?["x-death"] == .array([.string("x")]))
             #expect(letter.stringHeader("x-worker-error")?.contains("over the limit") ?? false)
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(5)) {
+            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(20)) {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1
             }
         }
@@ -440,7 +444,7 @@ struct PoisonMessageTests {
                 return
             }
             #expect(deaths.count == 1)
-            try await eventually("one dead letter rejected to the broker, counted", within: .seconds(5)) {
+            try await eventually("one dead letter rejected to the broker, counted", within: .seconds(20)) {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1
             }
         }
@@ -463,7 +467,7 @@ struct PoisonMessageTests {
             #expect(letter.body.count == size)
             #expect(letter.properties.headers?["x-death"] != nil)
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected_to_broker} to be 1", within: .seconds(5)) {
+            try await eventually("wallet_dead_letters_total{reason=rejected_to_broker} to be 1", within: .seconds(20)) {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1
             }
             try await worker.stop()

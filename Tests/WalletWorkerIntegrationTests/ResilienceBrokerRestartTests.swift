@@ -20,116 +20,119 @@ extension Resilience {
         )
         func workerSurvivesABrokerRestart() async throws {
             let node = PrivateRabbitNode(port: Self.port)
-            defer { node.destroy() }
-            try await node.start()
-            let database = temporarySQLitePath("restart")
-            defer { removeSQLite(database) }
-
-            try await withResilienceTopology("restart", url: node.url) { topology, connection, channel in
-                let inbound = (0..<10_000).map { index -> InboundSpec in
-                    switch index % 4 {
-                    case 0: .cps("restart-\(index)", card: "RESTART-\(index)", code: "CBP.info.tokenProvisioned")
-                    case 1: .cps("restart-\(index)", card: "RESTART-\(index - 1)", code: "CBP.info.tokenSuspended")
-                    case 2: .mg("restart-\(index)", card: "RESTART-\(index - 2)")
-                    default: .action("restart-\(index)", action: "restart.refresh")
-                    }
-                }
-                let totalResults = inbound.map(\.expectedResults).reduce(0, +)
-                try await channel.enableConfirms()
-                try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
-                await connection.close(timeout: .seconds(5))
-
-                let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100), amqpURL: node.url,
-                    label: "restart-worker")
-                defer {
-                    worker.kill()
-                    worker.process.removeLog()
-                }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-
-                // Stop the node once about a fifth of the results are in.
-                let watcher = try await TestBroker.connect(purpose: "restart watcher", url: node.url)
-                do {
-                    try await eventually(
-                        "the worker to get going\n\(worker.logTail())", within: .seconds(60), every: .milliseconds(20)
-                    ) {
-                        try await readyCount(topology.capture, on: watcher) >= totalResults / 5
-                    }
-                } catch {
-                    await watcher.close(timeout: .seconds(2))
-                    throw error
-                }
-                await watcher.close(timeout: .seconds(2))
-                try await node.stop()
-
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 503, timeout: .seconds(20))
-                // Messages finished before the outage: the rest must be processed after the restart.
-                let finishedBeforeOutage = try worker.metric(port: port, "wallet_messages_total")
-                #expect(
-                    finishedBeforeOutage < Double(inbound.count),
-                    "the worker had finished everything before the broker stopped: no restart was tested")
-                try await Task.sleep(for: .seconds(3))
-                #expect(try httpGet(port: port, path: "/readyz").status == 503)
-                #expect(try httpGet(port: port, path: "/healthz").status == 200, "reconnecting is not a failure")
-                #expect(worker.isRunning, "\(worker.logTail())")
-
+            try await withTeardown({ node.destroy() }) {
                 try await node.start()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
-                #expect(try worker.metric(port: port, "wallet_reconnects_total") >= 1)
+                let database = temporarySQLitePath("restart")
+                defer { removeSQLite(database) }
 
-                // Finish, then stop the worker and account for every message.
-                let after = try await TestBroker.connect(purpose: "restart after", url: node.url)
-                defer { Task { await after.close(timeout: .seconds(2)) } }
-                try await eventually(
-                    "the worker did not finish after the restart\n\(worker.logTail())",
-                    within: .seconds(90), every: .milliseconds(100)
-                ) {
-                    let ready = try await readyCount(topology.work, on: after)
-                    let results = try await readyCount(topology.capture, on: after)
-                    return ready == 0 && results >= totalResults
+                try await withResilienceTopology("restart", url: node.url) { topology, connection, channel in
+                    let inbound = (0..<10_000).map { index -> InboundSpec in
+                        switch index % 4 {
+                        case 0: .cps("restart-\(index)", card: "RESTART-\(index)", code: "CBP.info.tokenProvisioned")
+                        case 1: .cps("restart-\(index)", card: "RESTART-\(index - 1)", code: "CBP.info.tokenSuspended")
+                        case 2: .mg("restart-\(index)", card: "RESTART-\(index - 2)")
+                        default: .action("restart-\(index)", action: "restart.refresh")
+                        }
+                    }
+                    let totalResults = inbound.map(\.expectedResults).reduce(0, +)
+                    try await channel.enableConfirms()
+                    try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+                    await connection.close(timeout: .seconds(5))
+
+                    let worker = try WorkerProcess(
+                        workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100), amqpURL: node.url,
+                        label: "restart-worker")
+                    defer {
+                        worker.kill()
+                        worker.process.removeLog()
+                    }
+                    let port = try await worker.operationsPort()
+                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+
+                    // Stop the node once about a fifth of the results are in.
+                    let watcher = try await TestBroker.connect(purpose: "restart watcher", url: node.url)
+                    do {
+                        try await eventually(
+                            "the worker to get going\n\(worker.logTail())", within: .seconds(60),
+                            every: .milliseconds(20)
+                        ) {
+                            try await readyCount(topology.capture, on: watcher) >= totalResults / 5
+                        }
+                    } catch {
+                        await watcher.close(timeout: .seconds(2))
+                        throw error
+                    }
+                    await watcher.close(timeout: .seconds(2))
+                    try await node.stop()
+
+                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 503, timeout: .seconds(20))
+                    // Messages finished before the outage: the rest must be processed after the restart.
+                    let finishedBeforeOutage = try worker.metric(port: port, "wallet_messages_total")
+                    #expect(
+                        finishedBeforeOutage < Double(inbound.count),
+                        "the worker had finished everything before the broker stopped: no restart was tested")
+                    try await Task.sleep(for: .seconds(3))
+                    #expect(try httpGet(port: port, path: "/readyz").status == 503)
+                    #expect(try httpGet(port: port, path: "/healthz").status == 200, "reconnecting is not a failure")
+                    #expect(worker.isRunning, "\(worker.logTail())")
+
+                    try await node.start()
+                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
+                    #expect(try worker.metric(port: port, "wallet_reconnects_total") >= 1)
+
+                    // Finish, then stop the worker and account for every message.
+                    let after = try await TestBroker.connect(purpose: "restart after", url: node.url)
+                    defer { Task { await after.close(timeout: .seconds(2)) } }
+                    try await eventually(
+                        "the worker did not finish after the restart\n\(worker.logTail())",
+                        within: .seconds(90), every: .milliseconds(100)
+                    ) {
+                        let ready = try await readyCount(topology.work, on: after)
+                        let results = try await readyCount(topology.capture, on: after)
+                        return ready == 0 && results >= totalResults
+                    }
+                    worker.terminate()
+                    let ended = await worker.waitForExit(timeout: .seconds(30))
+                    #expect(ended?.exit == .exited(0), "\(worker.logTail())")
+                    #expect(try await readyCount(topology.work, on: after) == 0)
+                    #expect(try await readyCount(topology.deadLetterQueue, on: after) == 0)
+
+                    let results = try await MessageCapture.drain(topology.capture, on: after)
+                    let accounting = ResultAccounting(results: results, inbound: inbound)
+                    #expect(
+                        accounting.incomplete.isEmpty,
+                        "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))"
+                    )
+                    #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
+                    #expect(
+                        accounting.differingDuplicates.isEmpty,
+                        "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
+                    let errors = results.filter { $0.routingKey == "card.errorEncountered" }
+                    #expect(
+                        errors.isEmpty, "a replayed or re-applied CPS message failed: \(errors.prefix(2).map(\.text))")
+
+                    // SIGTERM while the broker is away: the worker is between reconnection attempts (or in one), holds
+                    // nothing, and must still exit 0 promptly rather than wait out a backoff or a connect timeout.
+                    let second = try WorkerProcess(
+                        workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100), amqpURL: node.url,
+                        label: "restart-worker-2")
+                    defer {
+                        second.kill()
+                        second.process.removeLog()
+                    }
+                    let secondPort = try await second.operationsPort()
+                    try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 200, timeout: .seconds(30))
+                    try await node.stop()
+                    try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 503, timeout: .seconds(20))
+                    try await Task.sleep(for: .seconds(2))
+                    second.terminate()
+                    let secondEnded = await second.waitForExit(timeout: .seconds(30))
+                    #expect(secondEnded?.exit == .exited(0), "\(second.logTail())")
+                    #expect(
+                        secondEnded.map { $0.elapsed < .seconds(5) } ?? false,
+                        "SIGTERM with the broker down took \(String(describing: secondEnded?.elapsed))\n\(second.logTail())"
+                    )
                 }
-                worker.terminate()
-                let ended = await worker.waitForExit(timeout: .seconds(30))
-                #expect(ended?.exit == .exited(0), "\(worker.logTail())")
-                #expect(try await readyCount(topology.work, on: after) == 0)
-                #expect(try await readyCount(topology.deadLetterQueue, on: after) == 0)
-
-                let results = try await MessageCapture.drain(topology.capture, on: after)
-                let accounting = ResultAccounting(results: results, inbound: inbound)
-                #expect(
-                    accounting.incomplete.isEmpty,
-                    "\(accounting.incomplete.count) messages lost results (id, expected, found): \(accounting.incomplete.prefix(5))"
-                )
-                #expect(accounting.unexpected.isEmpty, "unexpected results: \(accounting.unexpected.prefix(5))")
-                #expect(
-                    accounting.differingDuplicates.isEmpty,
-                    "results that differ between deliveries: \(accounting.differingDuplicates.prefix(2))")
-                let errors = results.filter { $0.routingKey == "card.errorEncountered" }
-                #expect(errors.isEmpty, "a replayed or re-applied CPS message failed: \(errors.prefix(2).map(\.text))")
-
-                // SIGTERM while the broker is away: the worker is between reconnection attempts (or in one), holds
-                // nothing, and must still exit 0 promptly rather than wait out a backoff or a connect timeout.
-                let second = try WorkerProcess(
-                    workerRunArguments(topology, store: "sqlite:\(database)", prefetch: 100), amqpURL: node.url,
-                    label: "restart-worker-2")
-                defer {
-                    second.kill()
-                    second.process.removeLog()
-                }
-                let secondPort = try await second.operationsPort()
-                try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 200, timeout: .seconds(30))
-                try await node.stop()
-                try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 503, timeout: .seconds(20))
-                try await Task.sleep(for: .seconds(2))
-                second.terminate()
-                let secondEnded = await second.waitForExit(timeout: .seconds(30))
-                #expect(secondEnded?.exit == .exited(0), "\(second.logTail())")
-                #expect(
-                    secondEnded.map { $0.elapsed < .seconds(5) } ?? false,
-                    "SIGTERM with the broker down took \(String(describing: secondEnded?.elapsed))\n\(second.logTail())"
-                )
             }
         }
     }

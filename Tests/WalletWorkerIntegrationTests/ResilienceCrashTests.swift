@@ -82,7 +82,8 @@ extension Resilience {
                     var replays: Double?
                     var lastError = ""
                     try await eventually(
-                        "wallet_replays_total to be read (\(lastError))", within: .seconds(1), every: .milliseconds(200)
+                        "wallet_replays_total to be read (\(lastError))", within: .seconds(20),
+                        every: .milliseconds(200)
                     ) {
                         do {
                             replays = try worker.metric(port: port, "wallet_replays_total")

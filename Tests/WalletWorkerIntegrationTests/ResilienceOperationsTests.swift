@@ -42,7 +42,7 @@ extension Resilience {
 
                 try await eventually(
                     "5 messages counted: \((try? httpGet(port: port, path: "/metrics").body) ?? "")",
-                    within: .seconds(5)
+                    within: .seconds(20)
                 ) {
                     try worker.metric(port: port, "wallet_messages_total") >= 5
                 }

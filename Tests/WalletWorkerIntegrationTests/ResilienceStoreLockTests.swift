@@ -177,7 +177,7 @@ extension Resilience {
                 )
                 try await eventually(
                     "wallet_dead_letters_total{reason=\"retries_exhausted\"} is not \(Self.messages)",
-                    within: .seconds(5)
+                    within: .seconds(20)
                 ) {
                     try worker.metric(port: port, "wallet_dead_letters_total", labels: [#"reason="retries_exhausted""#])
                         == Double(Self.messages)

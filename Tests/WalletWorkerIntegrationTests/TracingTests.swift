@@ -97,7 +97,7 @@ extension Resilience {
                 #expect(ended?.exit == .exited(0), "\(worker.logTail())")
                 try await eventually(
                     "10 spans exported; received: \((try? receiver.spans()) ?? [])\n\(worker.logTail())",
-                    within: .seconds(5)
+                    within: .seconds(20)
                 ) { try receiver.spans().count >= 10 }
                 let spans = try receiver.spans()
                 #expect(

@@ -391,12 +391,10 @@ enum RouteCommand {
             throw BrokerTestError("posix_spawn \(arguments[0]) failed: \(String(cString: strerror(spawned)))")
         }
         let child = pid
-        let status: Int32 = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                var status: Int32 = 0
-                while waitpid(child, &status, 0) == -1 && errno == EINTR {}
-                continuation.resume(returning: status)
-            }
+        let status: Int32 = await offThePool {
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) == -1 && errno == EINTR {}
+            return status
         }
         // WIFEXITED / WEXITSTATUS by hand (the macros are not imported).
         if status & 0x7f == 0 { return (status >> 8) & 0xff }
