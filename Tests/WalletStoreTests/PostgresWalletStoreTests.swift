@@ -536,12 +536,12 @@ struct PostgresWalletStoreTests {
         try await PostgresTestDatabase.withSchema { location in
             var configuration = PostgresWalletStore.Configuration(location: location)
             configuration.poolSize = 1
-            configuration.statementTimeout = .seconds(1)
+            configuration.statementTimeout = .seconds(2)
             let store = try PostgresWalletStore(configuration: configuration)
             _ = try await store.process([Messages.ignored(id: "m0")], router: NotificationRouter(), now: Date())
-            // The pool's only connection busy for longer than a batch may wait for it (1 s). Had the batch waited
-            // for it instead, it would have succeeded: the #expect(throws:) below is the check (a wall-clock bound
-            // on top failed CI at 1.81 s under load).
+            // The pool's only connection is held for 5 s: longer than a batch may wait for it (2 s), within the
+            // holder's own attempt (2 s + 2 × 2 s). Had the batch waited for it instead, it would have succeeded:
+            // the #expect(throws:) below is the check (a wall-clock bound on top failed CI at 1.81 s under load).
             // The batch starts once the holder has the connection (a fixed 100 ms head start could be too short
             // for a loaded runner to start the holder, and the batch would take the connection first).
             let (held, holding) = AsyncStream<Void>.makeStream()
@@ -558,7 +558,7 @@ struct PostgresWalletStoreTests {
             }
             #expect(error?.kind == .transient)
             #expect(
-                error?.message.contains("no pooled connection within 1.0 seconds (all 1 busy)") == true,
+                error?.message.contains("no pooled connection within 2.0 seconds (all 1 busy)") == true,
                 "\(String(describing: error))")
             try await holder.value
             let retry = try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
