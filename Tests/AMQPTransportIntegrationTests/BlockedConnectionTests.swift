@@ -91,7 +91,6 @@ struct BlockedConnectionTests {
         let broker = PrivateBroker()
         try await broker.run("start")
         try await withTeardown({ broker.stop() }) {
-
             var configuration = AMQPConnectionConfiguration(url: try AMQPURL(parsing: broker.url))
             configuration.connectionName = "integration-tests: blocked"
             let connection = try await TestBroker.connect(configuration: configuration)
