@@ -93,13 +93,13 @@ public final class PostgresWalletStore: WalletStore {
         case .migrate:
             // Index builds run CONCURRENTLY and may take minutes on a large table (writes go on meanwhile).
             let indexBuildTimeout = max(settings.migrationTimeout, Self.indexBuildTimeout)
-            try await withOwnConnection(within: indexBuildTimeout, doing: "migrating") { connection in
+            _ = try await withOwnConnection(within: indexBuildTimeout, doing: "migrating") { connection in
                 try await PostgresSchema.migrate(
                     on: connection, location: location, timeout: settings.migrationTimeout, logger: logger,
                     scope: .everything, indexBuildTimeout: indexBuildTimeout)
             }
         case .migrateWithoutIndexBuilds:
-            try await withOwnConnection(within: settings.migrationTimeout, doing: "migrating") { connection in
+            _ = try await withOwnConnection(within: settings.migrationTimeout, doing: "migrating") { connection in
                 try await PostgresSchema.migrate(
                     on: connection, location: location, timeout: settings.migrationTimeout, logger: logger,
                     scope: .withoutIndexBuilds)
