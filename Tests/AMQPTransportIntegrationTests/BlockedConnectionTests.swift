@@ -65,6 +65,7 @@ struct BlockedConnectionTests {
             }
         }
 
+        /// Stops the broker and removes its data, blocking; for `withTeardown`, which runs it off the pool.
         func stop() {
             try? runBlocking(["stop"])
             try? FileManager.default.removeItem(atPath: dataDirectory)

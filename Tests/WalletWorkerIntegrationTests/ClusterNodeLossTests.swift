@@ -371,7 +371,7 @@ struct PrivateRabbitCluster {
         return nodes
     }
 
-    /// Stops HAProxy and every node and removes the data; for `defer` (never throws).
+    /// Stops HAProxy and every node and removes the data, blocking; for `withTeardown` (never throws).
     func destroy() {
         runRepositoryScriptBlocking("rabbitmq-cluster.sh", ["stop"], environment: environment)
         try? FileManager.default.removeItem(atPath: dataDirectory)

@@ -51,7 +51,7 @@ struct PrivateRabbitNode {
     func start() async throws { try await run("start") }
     func stop() async throws { try await run("stop") }
 
-    /// Stops the node and removes its data; for `defer` (never throws).
+    /// Stops the node and removes its data, blocking; for `withTeardown`, which runs it off the pool (never throws).
     func destroy() {
         runRepositoryScriptBlocking("rabbitmq-local.sh", ["stop"], environment: environment)
         try? FileManager.default.removeItem(atPath: dataDirectory)
@@ -81,8 +81,8 @@ func runRepositoryScript(
     return child.log
 }
 
-/// The same, blocking and ignoring the outcome: for a `defer`, which cannot await. It holds a thread of the shared
-/// pool meanwhile, so a test that can await its clean-up does that first.
+/// The same, blocking and ignoring the outcome: for a teardown. Run it through `withTeardown` (or `offThePool`),
+/// never on a thread of the cooperative pool.
 func runRepositoryScriptBlocking(_ name: String, _ arguments: [String], environment: [String: String]) {
     let script = TestBroker.repositoryRoot.appendingPathComponent("scripts/\(name)").path
     guard
