@@ -18,9 +18,9 @@ struct OperationsServerLimitsTests {
     func pipelinedRequestsWithoutReading() async throws {
         // "Meanwhile" is causal, not timed: /healthz must be answered while the greedy connection is still open.
         // A server that served connections one at a time would answer it only after the idle deadline ended the
-        // greedy one. The deadline (6 s) is far above what the probe takes under CI's load (3 s seen); a timed
-        // bound (2 s) failed there.
-        try await withOperationsServer(limits: .init(idleTimeout: .seconds(6))) { port in
+        // greedy one. The deadline (15 s) is far above what the probe takes under CI's load (over 3 s seen); a
+        // timed bound (2 s) failed there, and so did the probe's default 3 s receive timeout.
+        try await withOperationsServer(limits: .init(idleTimeout: .seconds(15))) { port in
             let greedy = try RawHTTPConnection(port: port, sendTimeout: .seconds(1))
             let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
             // Sends until done or until the kernel's buffers are full (the server stopped reading): either is fine.
@@ -28,7 +28,7 @@ struct OperationsServerLimitsTests {
 
             let clock = ContinuousClock()
             let probeStart = clock.now
-            let probe = try RawHTTPConnection(port: port)
+            let probe = try RawHTTPConnection(port: port, receiveTimeout: .seconds(15))
             try await probe.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             #expect(try await probe.readResponse().status == 200)
             #expect(
@@ -37,7 +37,7 @@ struct OperationsServerLimitsTests {
 
             // The client never reads, so its responses stop making progress: the deadline ends it.
             #expect(
-                await greedy.waitForHangUp(timeout: .seconds(20)), "the connection of a client that never reads is open"
+                await greedy.waitForHangUp(timeout: .seconds(40)), "the connection of a client that never reads is open"
             )
         }
     }
