@@ -158,6 +158,9 @@ let package = Package(
             dependencies: [
                 "WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport",
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                // The in-process worker runs in a ServiceGroup, as in production (Executor/InProcessWorker.swift).
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The `wallet-worker` command's options against the settings table (the executable's module, @testable).

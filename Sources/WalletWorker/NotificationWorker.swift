@@ -20,22 +20,42 @@ public final class NotificationWorker: Service {
     private let configuration: WorkerConfiguration
     private let store: any WalletStore
     private let connectionConfiguration: AMQPConnectionConfiguration
-    private let stop = StopSignal()
+    /// The broker, through the executor's seam: RabbitMQ, or a scripted broker in the in-process tests.
+    private let broker: any BrokerConnector
+    /// Every timer, backoff and deadline of the worker: the machine's clock, or one turned by hand in tests.
+    private let clock: WorkerClock
+    private let stop: StopSignal
     private let logger: Logger
     /// Spans of every message when tracing is on; nil (the default) makes none.
     private let tracer: (any Tracer)?
 
-    public init(
+    public convenience init(
         configuration: WorkerConfiguration, store: any WalletStore, metrics: WorkerMetrics, logger: Logger,
         tracer: (any Tracer)? = nil
     ) throws {
+        let connection = try configuration.connectionConfiguration()
+        self.init(
+            configuration: configuration, connection: connection,
+            broker: AMQPBrokerConnector(
+                connection: connection, configuration: configuration, metrics: metrics, logger: logger),
+            clock: .continuous, store: store, metrics: metrics, logger: logger, tracer: tracer)
+    }
+
+    /// A worker on the broker and clock given: the in-process tests' scripted broker and hand-turned clock.
+    init(
+        configuration: WorkerConfiguration, connection: AMQPConnectionConfiguration, broker: any BrokerConnector,
+        clock: WorkerClock, store: any WalletStore, metrics: WorkerMetrics, logger: Logger, tracer: (any Tracer)? = nil
+    ) {
         self.configuration = configuration
         self.tracer = tracer
         self.store = store
         self.metrics = metrics
         self.logger = logger
         self.health = WorkerHealth(pipelines: configuration.consumedQueues.count)
-        self.connectionConfiguration = try configuration.connectionConfiguration()
+        self.connectionConfiguration = connection
+        self.broker = broker
+        self.clock = clock
+        self.stop = StopSignal(clock: clock)
     }
 
     public func run() async throws {
@@ -47,8 +67,8 @@ public final class NotificationWorker: Service {
         lifecycle.giveBackAfter = configuration.storeHoldLimit
         let driver = LifecycleDriver(
             DeliveryLifecycle(configuration: lifecycle, queues: queues, seed: .random(in: .min ... .max)),
-            pipelines: queues.count)
-        let storage = BatchStorage(store: store, router: router, metrics: metrics)
+            pipelines: queues.count, clock: clock)
+        let storage = BatchStorage(store: store, router: router, metrics: metrics, clock: clock)
         let tracing = tracer.map {
             MessageTracing(
                 tracer: $0, queues: queues.map(\.name), store: configuration.store, broker: connectionConfiguration.url)
@@ -57,10 +77,10 @@ public final class NotificationWorker: Service {
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
             return Pipeline(
-                index: index, queue: queue, configuration: configuration,
-                connectionConfiguration: connectionConfiguration, storage: storage, driver: driver,
+                index: index, queue: queue, configuration: configuration, broker: broker, storage: storage,
+                driver: driver,
                 observer: LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing),
-                metrics: metrics, stop: stop, logger: logger)
+                metrics: metrics, stop: stop, clock: clock, logger: logger)
         }
         let observer = LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing)
         metrics.storeAvailable.set(1.0)
@@ -107,7 +127,8 @@ public final class NotificationWorker: Service {
         _ pipelines: [Pipeline], driver: LifecycleDriver, storage: BatchStorage, observer: LifecycleObserver
     ) async throws {
         try await BrokerLogin.check(
-            connectionConfiguration, backoff: configuration.reconnectBackoff, stop: stop, logger: logger)
+            broker, url: "\(connectionConfiguration.url)", backoff: configuration.reconnectBackoff, stop: stop,
+            logger: logger)
         try await prepareStore()
         guard !stop.isStopped else { return }
         await withTaskGroup(of: Void.self) { group in

@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct StopSignalTests {
     @Test(.timeLimit(.minutes(1))) func sleepEndsWhenTheSignalFires() async {
-        let signal = StopSignal()
+        let signal = StopSignal(clock: .continuous)
         let clock = ContinuousClock()
         let start = clock.now
         async let slept: Void = signal.sleep(for: .seconds(3_600))
@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func handlersRunOnceAndLateHandlersRunAtOnce() {
-        let signal = StopSignal()
+        let signal = StopSignal(clock: .continuous)
         let calls = Counter()
         signal.onStop { calls.add() }
         let removed = signal.onStop { calls.add() }

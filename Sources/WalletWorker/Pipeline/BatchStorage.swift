@@ -8,6 +8,8 @@ struct BatchStorage: Sendable {
     var store: any WalletStore
     var router: NotificationRouter
     var metrics: WorkerMetrics
+    /// Times each transaction.
+    var clock: WorkerClock
 
     /// One transaction for the batch; with `oneAtATime`, one per message, in order, until one fails for a reason
     /// other than its own data (the store is busy or gone: trying each would wait out its deadline once per message).
@@ -50,13 +52,13 @@ struct BatchStorage: Sendable {
 
     /// One store transaction, timed whether it commits or fails (`wallet_store_batch_seconds{outcome}`).
     private func timed<T>(_ body: () async throws(StoreError) -> T) async throws(StoreError) -> T {
-        let began = ContinuousClock.now
+        let began = clock.now
         do throws(StoreError) {
             let result = try await body()
-            metrics.recordStoreBatch(ContinuousClock.now - began, committed: true)
+            metrics.recordStoreBatch(clock.now - began, committed: true)
             return result
         } catch {
-            metrics.recordStoreBatch(ContinuousClock.now - began, committed: false)
+            metrics.recordStoreBatch(clock.now - began, committed: false)
             throw error
         }
     }

@@ -15,19 +15,25 @@ import Logging
 /// opened makes the next copies wait (at most one attempt a second, copies meanwhile counted as lost). The primary
 /// results, their confirms and the acknowledgements never depend on these copies.
 actor DirectReplyPublisher {
-    private let connect: @Sendable () async throws -> AMQPConnection
+    private let connect: @Sendable () async throws -> any ReplyConnection
     private let metrics: WorkerMetrics
+    private let clock: WorkerClock
     private let logger: Logger
-    private var connection: AMQPConnection?
-    private var channel: AMQPChannel?
-    /// After a failed connect: no new attempt before then.
-    private var nextAttempt: ContinuousClock.Instant?
+    private var connection: (any ReplyConnection)?
+    /// Which connection is current: the watch of an older one must not forget a newer one.
+    private var generation = 0
+    /// After a failed connect: no new attempt before then (on `clock`).
+    private var nextAttempt: Duration?
 
     static let reconnectInterval: Duration = .seconds(1)
 
-    init(metrics: WorkerMetrics, logger: Logger, connect: @escaping @Sendable () async throws -> AMQPConnection) {
+    init(
+        metrics: WorkerMetrics, clock: WorkerClock, logger: Logger,
+        connect: @escaping @Sendable () async throws -> any ReplyConnection
+    ) {
         self.connect = connect
         self.metrics = metrics
+        self.clock = clock
         self.logger = logger
     }
 
@@ -46,50 +52,48 @@ actor DirectReplyPublisher {
     }
 
     func close(timeout: Duration = .seconds(5)) async {
+        let connection = connection
+        self.connection = nil
         await connection?.close(timeout: timeout)
-        connection = nil
-        channel = nil
     }
 
     private func publish(_ copy: AMQPOutboundMessage) async -> Bool {
-        guard let channel = await openChannel() else { return false }
+        guard let connection = await openConnection() else { return false }
         do {
-            try await channel.publishUnconfirmed(copy)
+            try await connection.publish(copy)
             return true
         } catch {
             return false
         }
     }
 
-    private func openChannel() async -> AMQPChannel? {
-        if let channel { return channel }
-        let now = ContinuousClock.now
+    private func openConnection() async -> (any ReplyConnection)? {
+        if let connection { return connection }
+        let now = clock.now
         if let nextAttempt, now < nextAttempt { return nil }
         do {
             let connection = try await connect()
             self.connection = connection
+            generation += 1
             // Ends with the connection's events: when the broker closes it, or `drop` or `close` does.
-            Task { await watch(connection) }
-            let channel = try await connection.openChannel()
-            self.channel = channel
+            let generation = generation
+            Task { await watch(connection, generation: generation) }
             nextAttempt = nil
-            return channel
+            return connection
         } catch {
             nextAttempt = now + Self.reconnectInterval
             logger.warning("could not open the direct reply-to connection", metadata: ["error": "\(error)"])
-            await drop()
             return nil
         }
     }
 
-    private func watch(_ watched: AMQPConnection) async {
+    private func watch(_ watched: any ReplyConnection, generation watchedGeneration: Int) async {
         for await event in watched.events {
             guard case .closed(.some) = event else { continue }
             // The transport logged the broker's reason (at notice); the copies written since are gone unseen.
             metrics.closedReplyConnections.increment()
-            if watched === connection {
+            if watchedGeneration == generation {
                 connection = nil
-                channel = nil
             }
         }
     }
@@ -97,7 +101,6 @@ actor DirectReplyPublisher {
     private func drop() async {
         let connection = connection
         self.connection = nil
-        channel = nil
         await connection?.close(timeout: .seconds(1))
     }
 }

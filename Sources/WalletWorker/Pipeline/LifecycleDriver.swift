@@ -28,11 +28,12 @@ final class LifecycleDriver: Sendable {
     let inboxes: [AsyncStream<LifecycleAction>]
     private let processInbox: AsyncStream<LifecycleAction>.Continuation
     private let processActions: AsyncStream<LifecycleAction>
-    private let started = ContinuousClock.now
+    private let clock: WorkerClock
     private let failure = Mutex<(any Error)?>(nil)
 
-    init(_ machine: DeliveryLifecycle, pipelines: Int) {
+    init(_ machine: DeliveryLifecycle, pipelines: Int, clock: WorkerClock) {
         self.machine = Mutex(machine)
+        self.clock = clock
         var inboxes: [AsyncStream<LifecycleAction>] = []
         var continuations: [AsyncStream<LifecycleAction>.Continuation] = []
         for _ in 0..<pipelines {
@@ -46,8 +47,8 @@ final class LifecycleDriver: Sendable {
         (processActions, processInbox) = AsyncStream<LifecycleAction>.makeStream()
     }
 
-    /// Monotonic time since the driver was made: the machine's `now`.
-    var now: Duration { ContinuousClock.now - started }
+    /// The machine's `now`: monotonic time on the worker's clock.
+    var now: Duration { clock.now }
 
     /// The failure the worker must exit with (`failWorker`), once every pipeline has stopped.
     var workerFailure: (any Error)? { failure.withLock { $0 } }
@@ -72,8 +73,8 @@ final class LifecycleDriver: Sendable {
             for await action in processActions {
                 switch action {
                 case .startTimer(let timer, let delay):
-                    group.addTask {
-                        guard (try? await Task.sleep(for: delay)) != nil else { return }
+                    group.addTask { [clock] in
+                        guard (try? await clock.sleep(for: delay)) != nil else { return }
                         self.handle { $0.timerFired(timer, now: $1) }
                     }
                 case .checkStore(let check):

@@ -1,25 +1,25 @@
 import AMQPTransport
-import Foundation
 import Logging
 import Tracing
 
-/// The executor of one pipeline's lifecycle actions: it opens sessions (two connections: deliveries and
-/// acknowledgements on one, results on the other, so a publish that waits on a congested socket never delays
-/// acknowledgements), and runs the actions `DeliveryLifecycle` hands it in their order, reporting what the broker
-/// and the store answer: from its inbox, one after another, or, for those that only hand work over (`store`,
-/// `publish`, `settle`, `report`), where they arrive when nothing older is in hand (`runDirectly`). It decides
-/// nothing: when to store, publish, settle, retry, reconnect or stop is the lifecycle's.
+/// The executor of one pipeline's lifecycle actions: it opens sessions through the broker seam (`BrokerConnector`:
+/// deliveries and acknowledgements on one connection, results on another, so a publish that waits on a congested
+/// socket never delays acknowledgements), and runs the actions `DeliveryLifecycle` hands it in their order,
+/// reporting what the broker and the store answer: from its inbox, one after another, or, for those that only hand
+/// work over (`store`, `publish`, `settle`, `report`), where they arrive when nothing older is in hand
+/// (`runDirectly`). It decides nothing: when to store, publish, settle, retry, reconnect or stop is the lifecycle's.
 struct Pipeline: Sendable {
     var index: Int
     /// The work queue, or a shard of the ordered mode.
     var queue: ConsumedQueue
     var configuration: WorkerConfiguration
-    var connectionConfiguration: AMQPConnectionConfiguration
+    var broker: any BrokerConnector
     var storage: BatchStorage
     var driver: LifecycleDriver
     var observer: LifecycleObserver
     var metrics: WorkerMetrics
     var stop: StopSignal
+    var clock: WorkerClock
     var logger: Logger
 
     /// Runs the pipeline's actions until the lifecycle stops it (or the task is cancelled).
@@ -52,12 +52,7 @@ struct Pipeline: Sendable {
     private final class SessionResources: @unchecked Sendable {
         // Set by `open` before any child task starts and before the session's direct actions are registered (under
         // the driver's lock), read after: no concurrent writes.
-        var connections: [AMQPConnection] = []
-        var consume: AMQPChannel?
-        var publish: AMQPChannel?
-        var consumer: AMQPConsumer?
-        var consumeConnection: AMQPConnection?
-        var publishConnection: AMQPConnection?
+        var session: (any BrokerSession)?
     }
 
     /// Opens the session, runs its actions until `endSession`, closes it (its consume channel first) and reports
@@ -67,8 +62,9 @@ struct Pipeline: Sendable {
     {
         let resources = SessionResources()
         // A malformed reply-to address ends the reply connection (541): expected, and logged by the publisher.
-        let replies = DirectReplyPublisher(metrics: metrics, logger: logger) {
-            try await connect(role: "reply", failureLogLevel: .notice)
+        let (broker, index) = (broker, index)
+        let replies = DirectReplyPublisher(metrics: metrics, clock: clock, logger: logger) {
+            try await broker.openReplyConnection(pipeline: index)
         }
         let (replyCopies, replyInput) = AsyncStream<[AMQPOutboundMessage]>.makeStream()
         // Publishes are confirmed by the broker in the order they were sent: their confirms are reported in that
@@ -78,11 +74,12 @@ struct Pipeline: Sendable {
         let (storeRequests, storeInput) = AsyncStream<StoreRequest>.makeStream()
         let streams = SessionStreams(confirms: confirmInput, stores: storeInput)
         do {
-            try await open(resources)
+            let session = try await open()
+            resources.session = session
             driver.runDirectly(in: index) { action in
                 runDirectly(action, id, resources, streams)
             }
-            driver.handle { $0.sessionStarted(id, frameMax: resources.publishConnection!.frameMax, now: $1) }
+            driver.handle { $0.sessionStarted(id, frameMax: session.frameMax, now: $1) }
         } catch {
             // A login refused after the first (a rotated password): counted, retried like any lost session.
             metrics.recordSessionFailure(error)
@@ -101,10 +98,11 @@ struct Pipeline: Sendable {
                     driver.handle { $0.storeAnswered(id, request.batch, answer, now: $1) }
                 }
             }
-            if let consumer = resources.consumer {
-                group.addTask { await read(consumer, id) }
-                group.addTask { await watch(resources.consumeConnection!, role: "consume", id) }
-                group.addTask { await watch(resources.publishConnection!, role: "publish", id) }
+            if let session = resources.session {
+                group.addTask { await read(session, id) }
+                for connection in SessionConnection.allCases {
+                    group.addTask { await watch(session, connection, id) }
+                }
                 group.addTask {
                     for await copies in replyCopies { await replies.send(copies) }
                 }
@@ -117,8 +115,8 @@ struct Pipeline: Sendable {
                     // A shard's channel is closed before anything cancels its consumer (cancelling the reading
                     // task, closing the connection): the broker requeues what is not settled, in place, and
                     // activates the standby in the same step.
-                    if queue.isShard, let consume = resources.consume {
-                        if case .failed = end {} else { try? await consume.close() }
+                    if queue.isShard, let session = resources.session {
+                        if case .failed = end {} else { await session.closeConsumeChannel() }
                     }
                     replyInput.finish()
                     streams.finish()
@@ -139,35 +137,11 @@ struct Pipeline: Sendable {
         driver.handle { $0.sessionClosed(id, now: $1) }
     }
 
-    /// Connects, declares, opens the channels and starts consuming.
-    private func open(_ resources: SessionResources) async throws {
+    /// Connects, declares, opens the channels and starts consuming; takes nothing once the worker is stopping.
+    private func open() async throws -> any BrokerSession {
         guard !stop.isStopped else { throw CancellationError() }
-        let consumeConnection = try await connect(role: "consume")
-        resources.connections.append(consumeConnection)
-        resources.consumeConnection = consumeConnection
-        let publishConnection = try await connect(role: "publish")
-        resources.connections.append(publishConnection)
-        resources.publishConnection = publishConnection
-        if configuration.declaresTopology {
-            try await configuration.topology.declare(
-                on: consumeConnection, retry: configuration.retrySchedule, logger: logger, metrics: metrics)
-        }
-        let consume = try await consumeConnection.openChannel()
-        resources.consume = consume
-        try await consume.setPrefetch(count: configuration.prefetch)
-        let publish = try await publishConnection.openChannel()
-        try await publish.enableConfirms()
-        resources.publish = publish
-        // Stopped while connecting (SIGTERM, or the operations endpoint failing at start): take nothing.
-        guard !stop.isStopped else { throw CancellationError() }
-        // The content header's body size is checked before the body is read. A body somewhat over the limit is read
-        // so the worker can dead-letter it itself with `x-worker-error` (CONTRACT §8); one over the read ceiling is
-        // never buffered (the broker dead-letters it whole), unless its `x-death` would crash the broker's
-        // dead-lettering: then it is read, and the worker dead-letters it itself, body untouched.
-        resources.consumer = try await consume.consume(
-            queue: queue.name, consumerTag: consumerTag,
-            maximumBodyBytes: configuration.routing.bodyReadCeiling,
-            keepingBodyWhen: XDeathHeader.bodyMustBeKept)
+        let stop = stop
+        return try await broker.openSession(pipeline: index, queue: queue) { !stop.isStopped }
     }
 
     /// Runs one action of session `id` taken from the inbox.
@@ -180,8 +154,7 @@ struct Pipeline: Sendable {
         case .sendDirectReplies(let session, let copies) where session == id:
             replies.yield(copies)
         case .cancelConsumer(let session) where session == id:
-            guard let channel = resources.consume, let consumer = resources.consumer else { return }
-            try? await channel.cancel(consumerTag: consumer.tag)
+            await resources.session?.cancelConsumer()
         default:
             break  // an action of another (ended) session
         }
@@ -203,17 +176,17 @@ struct Pipeline: Sendable {
                 StoreRequest(batch: batch, deliveries: deliveries, oneAtATime: oneAtATime, spans: spans))
             return true
         case .publish(let session, let publishID, let tags, let plans) where session == id:
-            guard let channel = resources.publish else { return true }
+            guard let session = resources.session else { return true }
             var messages: [AMQPOutboundMessage] = []
             messages.reserveCapacity(plans.reduce(0) { $0 + $1.messages.count })
             for plan in plans { messages += plan.messages }
             let spans = observer.tracing?.startPublishSpans(id, tags: tags, plans: plans) ?? []
-            let pending = channel.startPublishing(messages, confirmTimeout: configuration.confirmTimeout)
+            let pending = session.startPublishing(messages, confirmTimeout: configuration.confirmTimeout)
             streams.confirms.yield(
                 ConfirmWait(pending: pending, publishID: publishID, count: messages.count, spans: spans))
             return true
         case .settle(let session, let settlements) where session == id:
-            resources.consume?.startSettling(
+            resources.session?.startSettling(
                 settlements.map {
                     switch $0 {
                     case .ack(let tag, let multiple): .ack(deliveryTag: tag, multiple: multiple)
@@ -231,9 +204,10 @@ struct Pipeline: Sendable {
     }
 
     /// Hands the consumer's deliveries to the lifecycle; reports the consumer's end or failure.
-    private func read(_ consumer: AMQPConsumer, _ id: DeliveryLifecycle.SessionID) async {
+    private func read(_ session: any BrokerSession, _ id: DeliveryLifecycle.SessionID) async {
         do {
-            for try await received in consumer where !received.isEmpty {
+            while let received = try await session.nextDeliveries() {
+                guard !received.isEmpty else { continue }
                 let now = driver.now
                 let deliveries = received.map {
                     DeliveryLifecycle.Delivery(
@@ -269,7 +243,7 @@ struct Pipeline: Sendable {
 
     /// A publish whose confirms are awaited, in the order of the publishes.
     private struct ConfirmWait: Sendable {
-        var pending: AMQPPendingConfirms
+        var pending: any PublishConfirmation
         var publishID: DeliveryLifecycle.PublishID
         var count: Int
         var spans: [any Span]
@@ -277,17 +251,17 @@ struct Pipeline: Sendable {
 
     /// Waits for a publish's confirms and reports them; a failed channel or connection fails the session.
     private func awaitConfirms(
-        _ pending: AMQPPendingConfirms, _ publishID: DeliveryLifecycle.PublishID, count: Int, spans: [any Span],
+        _ pending: any PublishConfirmation, _ publishID: DeliveryLifecycle.PublishID, count: Int, spans: [any Span],
         _ id: DeliveryLifecycle.SessionID
     ) async {
-        let began = ContinuousClock.now
+        let began = clock.now
         let result: Result<[AMQPPublishOutcome], AMQPError>
         do {
             result = .success(try await pending.outcomes())
         } catch {
             result = .failure(error)
         }
-        metrics.confirmWait.record(ContinuousClock.now - began)
+        metrics.confirmWait.record(clock.now - began)
         switch result {
         case .success(let outcomes):
             MessageTracing.endPublishSpans(spans, outcomes: outcomes)
@@ -305,10 +279,13 @@ struct Pipeline: Sendable {
     }
 
     /// Logs blocked and unblocked; reports the session failed when the connection ends under it.
-    private func watch(_ connection: AMQPConnection, role: String, _ id: DeliveryLifecycle.SessionID) async {
+    private func watch(
+        _ session: any BrokerSession, _ connection: SessionConnection, _ id: DeliveryLifecycle.SessionID
+    ) async {
+        let role = connection.rawValue
         var blocked = false
         defer { if blocked { metrics.blockedConnections.decrement() } }
-        for await event in connection.events {
+        for await event in session.events(of: connection) {
             switch event {
             case .blocked(let reason):
                 logger.warning(
@@ -328,25 +305,12 @@ struct Pipeline: Sendable {
         }
     }
 
-    private func connect(role: String, failureLogLevel: Logger.Level = .error) async throws -> AMQPConnection {
-        var configuration = connectionConfiguration
-        configuration.connectionName = "wallet-worker \(ProcessInfo.processInfo.hostName) #\(index) \(role)"
-        configuration.failureLogLevel = failureLogLevel
-        return try await AMQPConnection.connect(configuration: configuration, logger: logger)
-    }
-
     /// Closes the session's connections. Cancelled (the shutdown grace period is over), it does not wait for the
     /// broker's answer, which a blocked connection (a resource alarm) would never send: the sockets are shut.
     private func close(_ resources: SessionResources, replies: DirectReplyPublisher) async {
         let timeout: Duration = Task.isCancelled ? .milliseconds(100) : .seconds(5)
         await replies.close(timeout: timeout)
-        for connection in resources.connections {
-            await connection.close(timeout: timeout)
-        }
-    }
-
-    private var consumerTag: String {
-        "wallet-worker.\(ProcessInfo.processInfo.hostName).\(ProcessInfo.processInfo.processIdentifier).\(index)"
+        await resources.session?.close(timeout: timeout)
     }
 }
 

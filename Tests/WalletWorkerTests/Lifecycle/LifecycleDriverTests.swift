@@ -12,7 +12,7 @@ struct LifecycleDriverTests {
 
     private func makeDriver() -> LifecycleDriver {
         let harness = LifecycleHarness()
-        return LifecycleDriver(harness.machine, pipelines: 1)
+        return LifecycleDriver(harness.machine, pipelines: 1, clock: .continuous)
     }
 
     /// Records what the direct path ran; runs settles and reports of `session`, nothing else.

@@ -36,21 +36,16 @@ enum BrokerLogin {
     /// Logs in once and closes the connection. Returns once a login succeeded (or `stop` fired while waiting for an
     /// unreachable broker); throws `Refused` when the broker refuses it.
     static func check(
-        _ configuration: AMQPConnectionConfiguration, backoff: ReconnectBackoff, stop: StopSignal, logger: Logger
+        _ broker: any BrokerConnector, url: String, backoff: ReconnectBackoff, stop: StopSignal, logger: Logger
     ) async throws {
-        var configuration = configuration
-        configuration.connectionName = "wallet-worker \(ProcessInfo.processInfo.hostName) login check"
-        // The pipelines log their own failures; an unreachable broker here is a warning of its own below.
-        configuration.failureLogLevel = .debug
         var attempt = 0
         var generator = SystemRandomNumberGenerator()
         while !stop.isStopped {
             do {
-                let connection = try await AMQPConnection.connect(configuration: configuration, logger: logger)
-                await connection.close(timeout: .seconds(5))
+                try await broker.checkLogin()
                 return
-            } catch  where error.code == .authenticationFailed || error.code == .tlsFailed {
-                throw Refused(error: error, url: "\(configuration.url)")
+            } catch where error.code == .authenticationFailed || error.code == .tlsFailed {
+                throw Refused(error: error, url: url)
             } catch {
                 attempt += 1
                 let delay = backoff.delay(attempt: attempt, using: &generator)

@@ -1,6 +1,7 @@
 import Synchronization
 
-/// Tells the worker's loops to stop taking work (graceful shutdown), and lets them sleep until it fires.
+/// Tells the worker's loops to stop taking work (graceful shutdown), and lets them sleep until it fires, on the
+/// worker's clock.
 final class StopSignal: Sendable {
     private struct State {
         var isStopped = false
@@ -10,6 +11,11 @@ final class StopSignal: Sendable {
     }
 
     private let state = Mutex(State())
+    private let clock: WorkerClock
+
+    init(clock: WorkerClock) {
+        self.clock = clock
+    }
 
     var isStopped: Bool { state.withLock { $0.isStopped } }
 
@@ -52,7 +58,7 @@ final class StopSignal: Sendable {
     /// Sleeps for `duration`, or less when the signal fires or the task is cancelled.
     func sleep(for duration: Duration) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: duration) }
+            group.addTask { [clock] in try? await clock.sleep(for: duration) }
             group.addTask { await self.waitUntilStopped() }
             await group.next()
             group.cancelAll()

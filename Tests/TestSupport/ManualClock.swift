@@ -1,0 +1,130 @@
+import Synchronization
+
+/// A clock that moves only when a test turns it (`advance`), for the executor's timers, backoffs and deadlines:
+/// a 5-minute retry delay passes in a microsecond, and two timers fire in the order of their deadlines. Modelled on
+/// postgres-nio's `MockClock`.
+///
+/// Sleepers are resumed by `advance`, deadline first. A test that needs the code under test to have armed a timer
+/// before it turns the clock waits for it (`nextDeadline()`, `waitForSleepers`): an event, never a guessed delay.
+public final class ManualClock: Clock, Sendable {
+    public struct Instant: InstantProtocol, CustomStringConvertible {
+        /// Time since the clock was made.
+        public var offset: Duration
+
+        public init(offset: Duration) { self.offset = offset }
+
+        public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        public func duration(to other: Instant) -> Duration { other.offset - offset }
+        public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+        public var description: String { "\(offset)" }
+    }
+
+    private struct Sleeper {
+        var deadline: Instant
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now = Instant(offset: .zero)
+        var sleepers: [Int: Sleeper] = [:]
+        var nextID = 0
+        /// Tests waiting for the sleepers to change.
+        var watchers: [Int: (predicate: @Sendable ([Instant]) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
+            [:]
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public var now: Instant { state.withLock { $0.now } }
+    public var minimumResolution: Duration { .zero }
+
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                enum Outcome { case waiting, due, cancelled }
+                let (outcome, woken) = state.withLock { state -> (Outcome, [CheckedContinuation<Void, Never>]) in
+                    if Task.isCancelled { return (.cancelled, []) }
+                    if deadline <= state.now { return (.due, []) }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    return (.waiting, Self.satisfiedWatchers(&state))
+                }
+                switch outcome {
+                case .waiting: break
+                case .due: continuation.resume()
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                }
+                for watcher in woken { watcher.resume() }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Moves the clock forward and wakes every sleeper whose deadline has come, earliest first.
+    public func advance(by duration: Duration) {
+        precondition(duration >= .zero, "a clock does not go back")
+        let due = state.withLock { state -> [Sleeper] in
+            state.now = state.now.advanced(by: duration)
+            let now = state.now
+            let due = state.sleepers.filter { $0.value.deadline <= now }
+            for id in due.keys { state.sleepers.removeValue(forKey: id) }
+            return due.values.sorted { $0.deadline < $1.deadline }
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    /// Moves the clock to `offset` since it was made (or leaves it where it is, if it is already past it).
+    public func advance(to offset: Duration) {
+        advance(by: max(.zero, offset - now.offset))
+    }
+
+    /// The deadlines of the sleepers waiting now, earliest first, as offsets since the clock was made.
+    public var deadlines: [Duration] {
+        state.withLock { $0.sleepers.values.map(\.deadline.offset).sorted() }
+    }
+
+    /// Waits until a sleeper's deadline satisfies `predicate` (one is waiting with such a deadline).
+    public func waitForSleeper(where predicate: @escaping @Sendable (Duration) -> Bool) async {
+        await waitForSleepers { $0.contains { predicate($0.offset) } }
+    }
+
+    /// Waits until some sleeper is waiting, and returns the earliest deadline, as an offset since the clock was
+    /// made.
+    public func nextDeadline() async -> Duration {
+        await waitForSleepers { !$0.isEmpty }
+        return deadlines.first ?? now.offset
+    }
+
+    /// Waits for a sleeper due within `delay` of now, then advances the clock to its deadline.
+    public func advanceToSleeper(within delay: Duration) async {
+        let limit = now.offset + delay
+        await waitForSleeper { $0 <= limit }
+        advance(to: deadlines.first { $0 <= limit } ?? limit)
+    }
+
+    private func waitForSleepers(_ predicate: @escaping @Sendable ([Instant]) -> Bool) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let satisfied = state.withLock { state -> Bool in
+                if predicate(state.sleepers.values.map(\.deadline)) { return true }
+                state.nextID += 1
+                state.watchers[state.nextID] = (predicate, continuation)
+                return false
+            }
+            if satisfied { continuation.resume() }
+        }
+    }
+
+    private static func satisfiedWatchers(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
+        let deadlines = state.sleepers.values.map(\.deadline)
+        let satisfied = state.watchers.filter { $0.value.predicate(deadlines) }
+        for id in satisfied.keys { state.watchers.removeValue(forKey: id) }
+        return satisfied.values.map(\.continuation)
+    }
+}
