@@ -29,8 +29,9 @@ public final class ManualClock: Clock, Sendable {
         var sleepers: [Int: Sleeper] = [:]
         var nextID = 0
         /// Tests waiting for the sleepers to change.
-        var watchers: [Int: (predicate: @Sendable ([Instant]) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
-            [:]
+        var watchers:
+            [Int: (predicate: @Sendable ([Instant]) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
+                [:]
     }
 
     private let state = Mutex(State())
@@ -109,15 +110,23 @@ public final class ManualClock: Clock, Sendable {
         advance(to: deadlines.first { $0 <= limit } ?? limit)
     }
 
+    /// Returns once `predicate` holds, or when the task is cancelled (a test's time limit).
     private func waitForSleepers(_ predicate: @escaping @Sendable ([Instant]) -> Bool) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let satisfied = state.withLock { state -> Bool in
-                if predicate(state.sleepers.values.map(\.deadline)) { return true }
-                state.nextID += 1
-                state.watchers[state.nextID] = (predicate, continuation)
-                return false
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let satisfied = state.withLock { state -> Bool in
+                    if predicate(state.sleepers.values.map(\.deadline)) || Task.isCancelled { return true }
+                    state.watchers[id] = (predicate, continuation)
+                    return false
+                }
+                if satisfied { continuation.resume() }
             }
-            if satisfied { continuation.resume() }
+        } onCancel: {
+            state.withLock { $0.watchers.removeValue(forKey: id) }?.continuation.resume()
         }
     }
 

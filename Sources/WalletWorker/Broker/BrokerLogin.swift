@@ -44,7 +44,7 @@ enum BrokerLogin {
             do {
                 try await broker.checkLogin()
                 return
-            } catch where error.code == .authenticationFailed || error.code == .tlsFailed {
+            } catch  where error.code == .authenticationFailed || error.code == .tlsFailed {
                 throw Refused(error: error, url: url)
             } catch {
                 attempt += 1

@@ -267,12 +267,14 @@ struct DeliveryLifecycle: Sendable {
                 startProbeTimer(&actions)
             }
         case .batch(let id, let batchID):
-            guard var session = takeSession(id) else { return [] }
+            guard var session = takeSession(id) else {
+                return outageOfAnOrphanedCheck(failure, now: now)
+            }
             guard let index = session.batches.firstIndex(where: { $0.id == batchID }),
                 case .checkingStore(let current) = session.batches[index].phase, current == check
             else {
                 putSession(session)
-                return []
+                return outageOfAnOrphanedCheck(failure, now: now)
             }
             if let failure {
                 session.batches[index].phase = .held
@@ -511,6 +513,14 @@ struct DeliveryLifecycle: Sendable {
         return actions
     }
 
+    /// A check whose batch is gone (with its session): what it found still holds for the whole process, as it
+    /// would have for the batch (a failed check begins an outage), unless the worker is stopping.
+    private mutating func outageOfAnOrphanedCheck(_ failure: StoreError?, now: Duration) -> [LifecycleAction] {
+        var actions: [LifecycleAction] = []
+        if let failure, !isStopping { beginOutage(failure, now: now, &actions) }
+        return actions
+    }
+
     /// SIGTERM (or a failure elsewhere): take no more work, finish what was taken on, and stop every pipeline.
     mutating func stopRequested(now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
@@ -539,9 +549,16 @@ struct DeliveryLifecycle: Sendable {
         if session.batches[..<index].contains(where: \.isSuspect) { return }
         let batch = session.batches[index]
         if batch.isSuspect, let record = suspects.condemned(PoisonSuspects.key(batch.deliveries[0].original)) {
-            let plan = DeliveryPlan(
-                original: batch.deliveries[0].original, poison: record.error, failures: record.failures,
-                topology: pipelines[session.id.pipeline].topology, frameMax: session.frameMax)
+            // Past the limit, its dead letter was published and failed alone the same way: only the broker's own
+            // dead-lettering can take it.
+            let plan =
+                record.failures > suspects.failureLimit
+                ? DeliveryPlan(
+                    original: batch.deliveries[0].original, poisonEvenAsADeadLetter: record.error,
+                    failures: record.failures)
+                : DeliveryPlan(
+                    original: batch.deliveries[0].original, poison: record.error, failures: record.failures,
+                    topology: pipelines[session.id.pipeline].topology, frameMax: session.frameMax)
             publish(&session, at: index, [plan], now: now, &actions)
             return
         }

@@ -140,6 +140,17 @@ struct DeliveryPlan: Sendable {
             as: DeliveryFate.poison, topology: topology, frameMax: frameMax)
     }
 
+    /// The plan for a condemned message whose own dead letter failed the same way (the broker closed the channel on
+    /// it too): published again, it would fail again, for ever, at the head of its pipeline. It is rejected to the
+    /// work queue's dead-letter exchange instead: the broker dead-letters it untouched, with `x-death`.
+    init(original: OriginalMessage, poisonEvenAsADeadLetter error: String, failures: Int) {
+        self.original = original
+        self.stored = nil
+        messages = []
+        fate = .rejectedToBroker(
+            reason: "processing failed \(failures) times in a row on this message, its dead letter too: \(error)")
+    }
+
     /// The plan for a delivery dead-lettered unprocessed, for `reason`: its fate is `fate(reason)`, or
     /// `rejectedToBroker` when only the broker can dead-letter it.
     private init(

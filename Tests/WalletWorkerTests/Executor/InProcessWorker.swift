@@ -30,8 +30,11 @@ final class InProcessWorker: Sendable {
     }()
 
     /// Starts a worker with the test's settings; `configure` sees the defaults, less the operations server and the
-    /// queue depth polls (both real sockets).
-    init(configure: (inout WorkerConfiguration) -> Void = { _ in }) {
+    /// queue depth polls (both real sockets). `beforeStart` scripts the broker before the worker first calls it.
+    init(
+        configure: (inout WorkerConfiguration) -> Void = { _ in }, beforeStart: (ScriptedBroker) -> Void = { _ in }
+    ) {
+        beforeStart(broker)
         var configuration = WorkerConfiguration()
         configuration.httpPort = nil
         configuration.queuePollInterval = nil
@@ -42,9 +45,12 @@ final class InProcessWorker: Sendable {
         worker = NotificationWorker(
             configuration: configuration, connection: connection, broker: broker, clock: WorkerClock(clock),
             store: store, metrics: metrics, logger: Self.logger)
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: worker)], gracefulShutdownSignals: [], logger: Self.logger))
+        var service = ServiceGroupConfiguration(
+            services: [.init(service: worker)], gracefulShutdownSignals: [], logger: Self.logger)
+        // As `WorkerApplication` runs it: past the grace period, the worker is cancelled.
+        service.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+        service.maximumCancellationDuration = .seconds(2)
+        let group = ServiceGroup(configuration: service)
         self.group = group
         task = Task { try await group.run() }
     }
@@ -93,6 +99,54 @@ final class ScriptedStore: WalletStore {
     private let inner = InMemoryWalletStore()
     private let state = Mutex<(outage: StoreError?, checks: Int, batches: Int, failNextBatches: [StoreError])>(
         (nil, 0, 0, []))
+    private let checkWaiters = Mutex<[(count: Int, continuation: CheckedContinuation<Void, Never>)]>([])
+    /// Checks held until the test answers them (`answerHeldChecks`), when `holdsChecks`.
+    private let heldChecks = Mutex<(holds: Bool, waiting: [CheckedContinuation<HeldCheck, Never>])>((false, []))
+
+    enum HeldCheck {
+        case notHeld
+        case answered(StoreError?)
+    }
+
+    private let heldCheckWaiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+    /// Waits until a check is held.
+    func waitForHeldCheck() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let held = heldCheckWaiters.withLock { waiters -> Bool in
+                if heldChecks.withLock({ !$0.waiting.isEmpty }) { return true }
+                waiters.append(continuation)
+                return false
+            }
+            if held { continuation.resume() }
+        }
+    }
+
+    /// From now on, each check waits for `answerHeldChecks`.
+    func holdChecks() {
+        heldChecks.withLock { $0.holds = true }
+    }
+
+    /// Answers every held check with `failure` (nil: passed) and stops holding them.
+    func answerHeldChecks(_ failure: StoreError?) {
+        let waiting = heldChecks.withLock { held in
+            defer { held = (false, []) }
+            return held.waiting
+        }
+        for check in waiting { check.resume(returning: .answered(failure)) }
+    }
+
+    /// Waits until the worker has checked the store `count` times in all (each probe is one check).
+    func waitForChecks(_ count: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = checkWaiters.withLock { waiters -> Bool in
+                if checks >= count { return true }
+                waiters.append((count, continuation))
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
 
     /// Takes the store out (or, with nil, brings it back).
     func setOutage(_ error: StoreError?) {
@@ -133,10 +187,36 @@ final class ScriptedStore: WalletStore {
     }
 
     func checkAvailable() async throws(StoreError) {
-        let outage = state.withLock { state -> StoreError? in
-            state.checks += 1
-            return state.outage
+        let held = await withCheckedContinuation { (continuation: CheckedContinuation<HeldCheck, Never>) in
+            let holds = heldCheckWaiters.withLock { waiters -> Bool in
+                let holds = heldChecks.withLock { held -> Bool in
+                    guard held.holds else { return false }
+                    held.waiting.append(continuation)
+                    return true
+                }
+                if holds {
+                    for waiter in waiters { waiter.resume() }
+                    waiters = []
+                }
+                return holds
+            }
+            if !holds { continuation.resume(returning: .notHeld) }
         }
+        if case .answered(let failure) = held {
+            state.withLock { $0.checks += 1 }
+            if let failure { throw failure }
+            return
+        }
+        let (outage, checks) = state.withLock { state -> (StoreError?, Int) in
+            state.checks += 1
+            return (state.outage, state.checks)
+        }
+        let due = checkWaiters.withLock { waiters in
+            let due = waiters.filter { $0.count <= checks }
+            waiters.removeAll { $0.count <= checks }
+            return due
+        }
+        for waiter in due { waiter.continuation.resume() }
         if let outage { throw outage }
     }
 

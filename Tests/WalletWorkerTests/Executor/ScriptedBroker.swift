@@ -44,6 +44,8 @@ final class ScriptedBroker: BrokerConnector {
     /// How the broker answers a message the worker publishes.
     enum Answer: Sendable {
         case outcome(AMQPPublishOutcome)
+        /// The publish fails with `error`, as the transport reports a channel the broker closed under it.
+        case fail(AMQPError)
         /// Kept for the test to answer (`answerHeldPublish`).
         case hold
     }
@@ -121,16 +123,24 @@ final class ScriptedBroker: BrokerConnector {
 
     var log: [Event] { state.withLock { $0.log } }
 
-    /// Waits until the log satisfies `predicate`.
+    /// Waits until the log satisfies `predicate`, or the test's task is cancelled (its time limit): the test's
+    /// expectations after the wait then say what did not happen.
     func waitFor(_ predicate: @escaping @Sendable ([Event]) -> Bool) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let satisfied = state.withLock { state -> Bool in
-                if predicate(state.log) { return true }
-                state.nextWatcher += 1
-                state.watchers[state.nextWatcher] = Watcher(predicate: predicate, continuation: continuation)
-                return false
+        let id = state.withLock { state in
+            state.nextWatcher += 1
+            return state.nextWatcher
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let satisfied = state.withLock { state -> Bool in
+                    if predicate(state.log) || Task.isCancelled { return true }
+                    state.watchers[id] = Watcher(predicate: predicate, continuation: continuation)
+                    return false
+                }
+                if satisfied { continuation.resume() }
             }
-            if satisfied { continuation.resume() }
+        } onCancel: {
+            state.withLock { $0.watchers.removeValue(forKey: id) }?.continuation.resume()
         }
     }
 
@@ -204,20 +214,24 @@ final class ScriptedBroker: BrokerConnector {
         return connection
     }
 
-    fileprivate func answer(_ messages: [AMQPOutboundMessage], _ confirmation: ScriptedConfirmation) {
-        let held = state.withLock { state -> Bool in
+    /// Answers a publish as the script says: at once, or held for the test. The publish is in the log (and a held
+    /// one in `heldPublishes`) before any answer is given.
+    fileprivate func answer(_ messages: [AMQPOutboundMessage], _ confirmation: ScriptedConfirmation, session: Int) {
+        let result = state.withLock { state -> Result<[AMQPPublishOutcome], AMQPError>? in
             var outcomes: [AMQPPublishOutcome] = []
             for message in messages {
-                guard case .outcome(let outcome) = state.answer(message) else {
+                switch state.answer(message) {
+                case .outcome(let outcome): outcomes.append(outcome)
+                case .fail(let error): return .failure(error)
+                case .hold:
                     state.held.append(confirmation)
-                    return true
+                    return nil
                 }
-                outcomes.append(outcome)
             }
-            confirmation.settle(.success(outcomes))
-            return false
+            return .success(outcomes)
         }
-        _ = held
+        record(.published(session: session, messages))
+        if let result { confirmation.settle(result) }
     }
 
     fileprivate func forget(_ confirmation: ScriptedConfirmation) {
@@ -263,7 +277,8 @@ final class ScriptedSession: BrokerSession {
     }
 
     private let deliveries = Mutex(Deliveries())
-    private let streams: [SessionConnection: (AsyncStream<AMQPConnectionEvent>, AsyncStream<AMQPConnectionEvent>.Continuation)]
+    private let streams:
+        [SessionConnection: (AsyncStream<AMQPConnectionEvent>, AsyncStream<AMQPConnectionEvent>.Continuation)]
     private let pending = Mutex<[ScriptedConfirmation]>([])
     private let isClosed = Mutex(false)
 
@@ -272,7 +287,8 @@ final class ScriptedSession: BrokerSession {
         self.number = number
         self.pipeline = pipeline
         self.frameMax = frameMax
-        var streams: [SessionConnection: (AsyncStream<AMQPConnectionEvent>, AsyncStream<AMQPConnectionEvent>.Continuation)] = [:]
+        var streams:
+            [SessionConnection: (AsyncStream<AMQPConnectionEvent>, AsyncStream<AMQPConnectionEvent>.Continuation)] = [:]
         for connection in SessionConnection.allCases {
             streams[connection] = AsyncStream<AMQPConnectionEvent>.makeStream()
         }
@@ -331,20 +347,30 @@ final class ScriptedSession: BrokerSession {
 
     // MARK: - BrokerSession
 
+    /// Like the transport's: a cancelled reader gets nil (the consumer is abandoned).
     func nextDeliveries() async throws -> [AMQPDelivery]? {
-        try await withCheckedThrowingContinuation { continuation in
-            let answer = deliveries.withLock { state -> Result<[AMQPDelivery]?, AMQPError>? in
-                if !state.batches.isEmpty { return .success(state.batches.removeFirst()) }
-                switch state.end {
-                case .success?: return .success(nil)
-                case .failure(let error)?: return .failure(error)
-                case nil:
-                    precondition(state.waiter == nil, "one reader at a time")
-                    state.waiter = continuation
-                    return nil
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let answer = deliveries.withLock { state -> Result<[AMQPDelivery]?, AMQPError>? in
+                    if !state.batches.isEmpty { return .success(state.batches.removeFirst()) }
+                    if Task.isCancelled { return .success(nil) }
+                    switch state.end {
+                    case .success?: return .success(nil)
+                    case .failure(let error)?: return .failure(error)
+                    case nil:
+                        precondition(state.waiter == nil, "one reader at a time")
+                        state.waiter = continuation
+                        return nil
+                    }
                 }
+                if let answer { continuation.resume(with: answer.mapError { $0 as any Error }) }
             }
-            if let answer { continuation.resume(with: answer.mapError { $0 as any Error }) }
+        } onCancel: {
+            let waiter = deliveries.withLock { state in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: nil)
         }
     }
 
@@ -359,8 +385,7 @@ final class ScriptedSession: BrokerSession {
             return confirmation
         }
         pending.withLock { $0.append(confirmation) }
-        broker.record(.published(session: number, messages))
-        broker.answer(messages, confirmation)
+        broker.answer(messages, confirmation, session: number)
         return confirmation
     }
 
@@ -418,38 +443,55 @@ final class ScriptedSession: BrokerSession {
 /// The answer to one scripted publish: settled once, by the script or by a failure.
 final class ScriptedConfirmation: PublishConfirmation {
     private enum State {
-        case waiting([CheckedContinuation<[AMQPPublishOutcome], any Error>])
+        case waiting([Int: CheckedContinuation<[AMQPPublishOutcome], any Error>])
         case settled(Result<[AMQPPublishOutcome], AMQPError>)
     }
 
-    private let state = Mutex(State.waiting([]))
+    private let state = Mutex(State.waiting([:]))
 
     func settle(_ result: Result<[AMQPPublishOutcome], AMQPError>) {
         let waiters = state.withLock { state -> [CheckedContinuation<[AMQPPublishOutcome], any Error>] in
             guard case .waiting(let waiters) = state else { return [] }
             state = .settled(result)
-            return waiters
+            return Array(waiters.values)
         }
         for waiter in waiters { waiter.resume(with: result.mapError { $0 as any Error }) }
     }
 
+    /// Like the transport's: a cancelled wait throws `.closed` at once (the publishes stay unconfirmed).
     func outcomes() async throws(AMQPError) -> [AMQPPublishOutcome] {
+        let id = ScriptedConfirmation.nextWaiter.add(1, ordering: .relaxed).newValue
         do {
-            return try await withCheckedThrowingContinuation { continuation in
-                let settled = state.withLock { state -> Result<[AMQPPublishOutcome], AMQPError>? in
-                    switch state {
-                    case .settled(let result): return result
-                    case .waiting(let waiters):
-                        state = .waiting(waiters + [continuation])
-                        return nil
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let settled = state.withLock { state -> Result<[AMQPPublishOutcome], AMQPError>? in
+                        switch state {
+                        case .settled(let result): return result
+                        case .waiting(var waiters):
+                            if Task.isCancelled { return .failure(Self.cancelled) }
+                            waiters[id] = continuation
+                            state = .waiting(waiters)
+                            return nil
+                        }
                     }
+                    if let settled { continuation.resume(with: settled.mapError { $0 as any Error }) }
                 }
-                if let settled { continuation.resume(with: settled.mapError { $0 as any Error }) }
+            } onCancel: {
+                let waiter = state.withLock { state -> CheckedContinuation<[AMQPPublishOutcome], any Error>? in
+                    guard case .waiting(var waiters) = state else { return nil }
+                    let waiter = waiters.removeValue(forKey: id)
+                    state = .waiting(waiters)
+                    return waiter
+                }
+                waiter?.resume(throwing: Self.cancelled)
             }
         } catch {
             throw error as! AMQPError
         }
     }
+
+    private static let cancelled = AMQPError(code: .closed, message: "scripted: cancelled while waiting for confirms")
+    private static let nextWaiter = Atomic<Int>(0)
 }
 
 /// The scripted reply-to connection: records each copy; the broker can close it.

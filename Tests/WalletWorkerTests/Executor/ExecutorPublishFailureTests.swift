@@ -1,0 +1,129 @@
+import Testing
+
+@testable import AMQPTransport
+@testable import WalletWorker
+
+/// A result the broker does not take (returned, nacked, not confirmed in time) and the retries that follow: which
+/// copy goes where, and when the delivery is settled. On the scripted broker and a clock turned by hand; the same
+/// paths through RabbitMQ are `RetryBackoffTests` and `DeliveryLifecycleFailureTests`.
+@Suite("Executor: results the broker does not take", .timeLimit(.minutes(1)))
+struct ExecutorPublishFailureTests {
+    private static let topology = Topology()
+
+    /// Every result is answered with `outcome`; retry copies and dead letters are confirmed.
+    private func failingResults(_ worker: InProcessWorker, _ outcome: AMQPPublishOutcome) {
+        worker.broker.answerPublishes { $0.isResult ? .outcome(outcome) : .outcome(.confirmed) }
+    }
+
+    @Test(arguments: [
+        AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE"), AMQPPublishOutcome.nacked,
+    ])
+    func aResultNotTakenSendsTheMessageToTheRetryQueueThenAcknowledgesIt(outcome: AMQPPublishOutcome) async throws {
+        let worker = InProcessWorker()
+        await worker.waitUntilConsuming()
+        failingResults(worker, outcome)
+        let tags = worker.broker.deliver([.install("DC-1", id: "m-1")])
+        await worker.broker.waitForSettlements(1)
+
+        let retries = worker.broker.retryCopies()
+        #expect(retries.count == 1)
+        #expect(retries.first?.routingKey == Self.topology.retryQueue, "the first level's queue")
+        #expect(retries.first?.integerHeader(WorkerHeaders.retryCount) == 1)
+        #expect(retries.first?.properties.messageID == "m-1")
+        #expect(worker.broker.settlements == [.ack(deliveryTag: tags[0], multiple: false)])
+        #expect(worker.broker.published(to: Self.topology.deadLetterExchange).isEmpty)
+        #expect(worker.metric("wallet_retries_total") == 1)
+        try await worker.stop()
+    }
+
+    @Test func aConfirmTimeoutIsATransientFailureOfTheMessage() async throws {
+        let worker = InProcessWorker()
+        await worker.waitUntilConsuming()
+        worker.broker.answerPublishes { $0.isResult ? .hold : .outcome(.confirmed) }
+        let tags = worker.broker.deliver([.action("refresh", id: "m-1")])
+        await worker.broker.waitForPublishes(1)
+        worker.broker.answerHeldPublish(.failure(AMQPError(code: .timeout, message: "scripted: no confirm")))
+        await worker.broker.waitForSettlements(1)
+
+        #expect(worker.broker.retryCopies().count == 1)
+        #expect(worker.broker.retryCopies().first?.header(WorkerHeaders.lastError)?.contains("confirm") ?? false)
+        #expect(worker.broker.settlements == [.ack(deliveryTag: tags[0], multiple: false)])
+        #expect(worker.broker.sessionsOpened == 1, "a confirm timeout is not a session failure")
+        try await worker.stop()
+    }
+
+    @Test func theLastAttemptIsDeadLetteredWithTheLastError() async throws {
+        let worker = InProcessWorker()
+        await worker.waitUntilConsuming()
+        failingResults(worker, .returned(replyCode: 312, replyText: "NO_ROUTE"))
+        var last = ScriptedMessage.action("refresh", id: "m-last")
+        last.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
+        let tags = worker.broker.deliver([last])
+        await worker.broker.waitForSettlements(1)
+
+        let letters = worker.broker.published(to: Self.topology.deadLetterExchange)
+        #expect(letters.map(\.properties.messageID) == ["m-last"])
+        #expect(letters.first?.header("x-worker-error")?.contains("gave up after 5 attempts") ?? false)
+        #expect(worker.broker.retryCopies().isEmpty)
+        #expect(worker.broker.settlements == [.ack(deliveryTag: tags[0], multiple: false)])
+        try await worker.stop()
+    }
+
+    @Test func aRetryThatCannotBePublishedEitherIsRequeuedAfterADelayThatGrows() async throws {
+        let worker = InProcessWorker()
+        await worker.waitUntilConsuming()
+        // No queue anywhere: results, retry copies and dead letters all come back.
+        worker.broker.answerPublishes { _ in .outcome(.returned(replyCode: 312, replyText: "NO_ROUTE")) }
+        let first = worker.broker.deliver([.notJSON(id: "bad")])
+        // Its dead letter is returned: requeued, but only once the requeue delay (1 s) has passed on the clock.
+        await worker.clock.waitForSleeper { $0 == .seconds(1) }
+        #expect(worker.broker.settlements.isEmpty, "requeued before its delay")
+        worker.clock.advance(by: .seconds(1))
+        await worker.broker.waitForSettlements(1)
+        #expect(worker.broker.settlements == [.nack(deliveryTag: first[0], requeue: true)])
+
+        // Back again, and failing again: twice as long this time.
+        let second = worker.broker.deliver([.notJSON(id: "bad")])
+        let now = worker.clock.now.offset
+        await worker.clock.waitForSleeper { $0 == now + .seconds(2) }
+        worker.clock.advance(by: .milliseconds(1_999))
+        #expect(worker.broker.settlements.count == 1)
+        worker.clock.advance(by: .milliseconds(1))
+        await worker.broker.waitForSettlements(2)
+        #expect(worker.broker.settlements.last == .nack(deliveryTag: second[0], requeue: true))
+        #expect(worker.metric("wallet_requeues_delayed_total") == 2)
+
+        // A dead-letter queue again: the next delivery is dead-lettered, once, and acknowledged.
+        let deadLetterExchange = Self.topology.deadLetterExchange
+        worker.broker.answerPublishes {
+            $0.exchange == deadLetterExchange
+                ? .outcome(.confirmed) : .outcome(.returned(replyCode: 312, replyText: "NO_ROUTE"))
+        }
+        let third = worker.broker.deliver([.notJSON(id: "bad")])
+        await worker.broker.waitForSettlements(3)
+        #expect(worker.broker.settlements.last == .ack(deliveryTag: third[0], multiple: false))
+        #expect(worker.broker.sessionsOpened == 1)
+        try await worker.stop()
+    }
+
+    @Test func aStopDuringTheRequeueDelayAcknowledgesWhatWasDeadLetteredAndGivesBackTheRest() async throws {
+        let worker = InProcessWorker { $0.retryAttempts = 5 }
+        await worker.waitUntilConsuming()
+        let deadLetterExchange = Self.topology.deadLetterExchange
+        // Results and retry copies come back; dead letters are taken.
+        worker.broker.answerPublishes {
+            $0.exchange == deadLetterExchange
+                ? .outcome(.confirmed) : .outcome(.returned(replyCode: 312, replyText: "NO_ROUTE"))
+        }
+        var last = ScriptedMessage.action("refresh", id: "last")
+        last.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
+        let tags = worker.broker.deliver([.action("refresh", id: "fresh"), last])
+        await worker.clock.waitForSleeper { $0 == .seconds(1) }
+
+        try await worker.stop()
+        #expect(worker.broker.published(to: deadLetterExchange).map(\.properties.messageID) == ["last"])
+        let settlements = worker.broker.settlements
+        #expect(settlements.contains(.ack(deliveryTag: tags[1], multiple: false)), "\(settlements)")
+        #expect(!settlements.contains { if case .ack(tags[0], _) = $0 { true } else { false } }, "\(settlements)")
+    }
+}
