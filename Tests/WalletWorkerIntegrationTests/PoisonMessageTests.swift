@@ -224,46 +224,8 @@ struct PoisonMessageTests {
         }
     }
 
-    @Test(
-        "a dead letter that cannot be published, nor its retry (no dead-letter queue, no retry queue), is requeued after a growing delay, counted; once a queue is bound it is dead-lettered"
-    )
-    func deadLetterPublishFailingIsRequeuedWithADelay() async throws {
-        try await withWorkerEnvironment("requeue-delay") { environment in
-            try await environment.declareTopology()
-            let capture = try await environment.resultCapture()
-            let worker = try await environment.startWorker()
-            // Once the worker has declared its topology: the dead-letter exchange routes nowhere and the retry
-            // queue is gone, so the dead letter comes back unroutable (312 NO_ROUTE), and so does the retry copy
-            // sent after that failure.
-            _ = try await environment.channel.deleteQueue(environment.topology.deadLetterQueue)
-            _ = try await environment.channel.deleteQueue(environment.topology.retryQueue)
-            try await environment.publish(
-                InboundSpec(
-                    body: Array("not json".utf8), messageID: "\(environment.prefix).bad"))
-
-            // Requeued after 1 s, then 2 s, 4 s …: a handful of tries in the 4 s after the first. It came straight
-            // back before, as fast as the broker could redeliver it. The window starts at the first requeue, not at
-            // the publish: a loaded runner may take seconds to get there.
-            try await eventually("the first delayed requeue", within: .seconds(20)) {
-                worker.metric("wallet_requeues_delayed_total") >= 1
-            }
-            try await Task.sleep(for: .seconds(4))
-            let delayed = worker.metric("wallet_requeues_delayed_total")
-            let redeliveries = worker.metric("wallet_redeliveries_total")
-            #expect((1...4).contains(delayed), "wallet_requeues_delayed_total \(delayed)")
-            #expect(redeliveries <= 4, "wallet_redeliveries_total \(redeliveries): not delayed")
-            #expect(worker.metric("wallet_reconnects_total") == 0)
-
-            // A dead-letter queue again: the next try dead-letters it, once.
-            let deadLetters = try await environment.deadLetterReader()
-            try await environment.channel.bindQueue(
-                environment.topology.deadLetterQueue, exchange: environment.topology.deadLetterExchange, routingKey: "")
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(20)).first)
-            #expect(letter.properties.messageID == "\(environment.prefix).bad")
-            #expect(letter.stringHeader("x-worker-error")?.hasPrefix("body is not JSON") ?? false)
-            _ = capture
-        }
-    }
+    // A dead letter that cannot be published, nor its retry, is requeued after a growing delay: the executor's
+    // decision, tested in process on a clock turned by hand (`ExecutorPublishFailureTests` in WalletWorkerTests).
 
     @Test("x-retry-count of Int64.max or below zero neither traps nor buys attempts")
     func hostileRetryCount() async throws {
