@@ -4,13 +4,17 @@ import WalletStore
 /// Runs `DeliveryLifecycle`: feeds it inputs, under one lock, and hands each action to whoever executes it, in the
 /// order the machine returned them. A pipeline's actions go to that pipeline's inbox (`Pipeline` runs them one after
 /// another); the process's (store checks, timers, the worker's failure, outage reports) to the driver's own, run by
-/// `run()`. Actions are handed over under the lock, so two inputs arriving at once cannot reorder a pipeline's
-/// actions.
+/// `run()`.
+///
+/// The machine's lock is held only while the machine runs: the actions it returns are appended to one outbox under
+/// that lock (so two inputs arriving at once cannot reorder them), and handed over after it is released, by one
+/// thread at a time (`drain`): the thread that gave an input hands over its actions, and those that other inputs
+/// added meanwhile, unless another thread is already doing so. No publish, settlement, log line, metric or span
+/// runs under the machine's lock, and the order is still the machine's.
 ///
 /// A `publish` or `settle` only hands work to a connection's I/O thread, without waiting, and a `report` only counts
 /// and logs: when its pipeline has run every action handed to it before, the session's `DirectActions` runs it at
-/// once, under the lock, in the thread that gave the input, instead of waking the pipeline for it (a thread wake-up
-/// each). The order is the machine's either way.
+/// once, in the thread handing it over, instead of waking the pipeline for it (a thread wake-up each).
 final class LifecycleDriver: Sendable {
     /// Runs a session's `publish`, `settle` and `report` actions; false for any other action (or another session's).
     typealias DirectActions = @Sendable (LifecycleAction) -> Bool
@@ -21,7 +25,14 @@ final class LifecycleDriver: Sendable {
         var direct: DirectActions?
     }
 
+    /// Actions the machine returned, not yet handed over; `draining` while a thread hands them over.
+    private struct Outbox {
+        var pending: [LifecycleAction] = []
+        var draining = false
+    }
+
     private let machine: Mutex<DeliveryLifecycle>
+    private let outbox = Mutex(Outbox())
     private let lanes: Mutex<[Lane]>
     private let pipelineInboxes: [AsyncStream<LifecycleAction>.Continuation]
     /// Each pipeline's actions, for its `Pipeline` to iterate.
@@ -60,7 +71,29 @@ final class LifecycleDriver: Sendable {
     func handle(_ input: (inout DeliveryLifecycle, Duration) -> [LifecycleAction]) {
         let now = now
         machine.withLock { machine in
-            for action in input(&machine, now) { dispatch(action) }
+            let actions = input(&machine, now)
+            guard !actions.isEmpty else { return }
+            outbox.withLock { $0.pending += actions }
+        }
+        drain()
+    }
+
+    /// Hands over the outbox's actions, in order, until it is empty; returns at once if another thread is at it (it
+    /// will hand over what this one added).
+    private func drain() {
+        var batch = outbox.withLock { outbox -> [LifecycleAction] in
+            guard !outbox.draining, !outbox.pending.isEmpty else { return [] }
+            outbox.draining = true
+            defer { outbox.pending = [] }
+            return outbox.pending
+        }
+        while !batch.isEmpty {
+            for action in batch { dispatch(action) }
+            batch = outbox.withLock { outbox in
+                if outbox.pending.isEmpty { outbox.draining = false }
+                defer { outbox.pending = [] }
+                return outbox.pending
+            }
         }
     }
 
@@ -111,17 +144,18 @@ final class LifecycleDriver: Sendable {
         processInbox.finish()
     }
 
+    /// Hands one action over; only `drain`'s one thread at a time calls it, so nothing else adds to a pipeline's
+    /// inbox between the look at its lane and the hand-over.
     private func dispatch(_ action: LifecycleAction) {
         guard let pipeline = Self.pipeline(of: action) else {
             processInbox.yield(action)
             return
         }
-        let ranDirectly = lanes.withLock { lanes in
-            if lanes[pipeline].queued == 0, let direct = lanes[pipeline].direct, direct(action) { return true }
-            lanes[pipeline].queued += 1
-            return false
-        }
-        if !ranDirectly { pipelineInboxes[pipeline].yield(action) }
+        // With nothing older in the inbox, the session's direct actions may run it here, outside every lock.
+        let direct = lanes.withLock { lanes in lanes[pipeline].queued == 0 ? lanes[pipeline].direct : nil }
+        if let direct, direct(action) { return }
+        lanes.withLock { $0[pipeline].queued += 1 }
+        pipelineInboxes[pipeline].yield(action)
     }
 
     /// The pipeline an action belongs to; nil for the process's.

@@ -99,6 +99,45 @@ struct LifecycleDriverTests {
     }
 }
 
+extension LifecycleDriverTests {
+    /// A count the inputs bump while the machine's lock is held: the machine's own order.
+    private final class MachineOrder: @unchecked Sendable {
+        var next: UInt64 = 0
+    }
+
+    /// Eight tasks give 400 inputs each at once; every input's action carries the order the machine gave it.
+    private func feedAtOnce(_ driver: LifecycleDriver) async {
+        let order = MachineOrder()
+        let session = session
+        await withDiscardingTaskGroup { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    for _ in 0..<400 {
+                        driver.handle { _, _ in
+                            order.next += 1
+                            return [.settle(session, [.ack(tag: order.next, multiple: false)])]
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func actionsHandedOverOutsideTheLockKeepTheMachinesOrderRunDirectly() async {
+        let driver = makeDriver()
+        let log = DirectLog(session: session)
+        driver.runDirectly(in: 0) { log.run($0) }
+        await feedAtOnce(driver)
+        #expect(log.lines == (1...3_200).map { "ack \($0)" })
+    }
+
+    @Test func actionsHandedOverOutsideTheLockKeepTheMachinesOrderInTheInbox() async {
+        let driver = makeDriver()
+        await feedAtOnce(driver)
+        #expect(await inbox(driver) == (1...3_200).map { "ack \($0)" })
+    }
+}
+
 /// "ack 1", "requeue 2", "reject 3": one settlement per line is enough here.
 private func describe(_ settlements: [Settlement]) -> String {
     settlements.map {
