@@ -73,7 +73,7 @@ struct DeliveryLifecycle: Sendable {
     let configuration: Configuration
     private var pipelines: [PipelineState]
     private var suspects: PoisonSuspects
-    private var store = StoreState()
+    private var store = StoreAvailability()
     private var isStopping = false
     private var fatalError: String?
     private var random: LifecycleRandom
@@ -258,13 +258,14 @@ struct DeliveryLifecycle: Sendable {
         var actions: [LifecycleAction] = []
         switch requester {
         case .probe:
-            store.probe = nil
-            guard store.isOut, !isStopping else { return [] }
-            if failure == nil {
-                endOutage(now: now, &actions)
-            } else {
-                store.probeAttempts += 1
-                startProbeTimer(&actions)
+            guard !isStopping else {
+                store.probeAbandoned(check)
+                return []
+            }
+            switch store.probeAnswered(check, passed: failure == nil, now: now) {
+            case .ignored: return []
+            case .back(let outage): endOutage(after: outage, now: now, &actions)
+            case .stillOut(let attempt): startProbeTimer(attempt: attempt, &actions)
             }
         case .batch(let id, let batchID):
             guard var session = takeSession(id) else {
@@ -379,10 +380,10 @@ struct DeliveryLifecycle: Sendable {
         var actions: [LifecycleAction] = []
         switch purpose {
         case .probeStore:
-            guard store.isOut, store.probe == nil, !isStopping else { return [] }
+            guard store.probeIsDue, !isStopping else { return [] }
             let check = CheckID(value: nextID())
+            store.probeStarted(check)
             checks[check] = .probe
-            store.probe = check
             actions.append(.checkStore(check))
         case .retryStore(let id, let batchID):
             guard var session = takeSession(id) else { return [] }
@@ -834,12 +835,9 @@ struct DeliveryLifecycle: Sendable {
     // MARK: - The store's availability
 
     private mutating func beginOutage(_ error: StoreError, now: Duration, _ actions: inout [LifecycleAction]) {
-        guard !store.isOut else { return }
-        store.isOut = true
-        store.since = now
-        store.probeAttempts = 1
+        guard store.wentOut(now: now) else { return }
         actions.append(.report(.storeOutageBegan(error: error)))
-        startProbeTimer(&actions)
+        startProbeTimer(attempt: 1, &actions)
         for index in pipelines.indices {
             guard var session = pipelines[index].session else { continue }
             pipelines[index].session = nil
@@ -855,10 +853,9 @@ struct DeliveryLifecycle: Sendable {
         }
     }
 
-    private mutating func endOutage(now: Duration, _ actions: inout [LifecycleAction]) {
-        store.isOut = false
-        store.probeAttempts = 0
-        actions.append(.report(.storeOutageEnded(after: now - store.since)))
+    /// The probe passed: the store is back (`StoreAvailability` is available again).
+    private mutating func endOutage(after outage: Duration, now: Duration, _ actions: inout [LifecycleAction]) {
+        actions.append(.report(.storeOutageEnded(after: outage)))
         for index in pipelines.indices {
             if pipelines[index].isWaitingForStore {
                 pipelines[index].isWaitingForStore = false
@@ -880,8 +877,8 @@ struct DeliveryLifecycle: Sendable {
         }
     }
 
-    private mutating func startProbeTimer(_ actions: inout [LifecycleAction]) {
-        let delay = configuration.storeCheckBackoff.delay(attempt: store.probeAttempts, using: &random)
+    private mutating func startProbeTimer(attempt: Int, _ actions: inout [LifecycleAction]) {
+        let delay = configuration.storeCheckBackoff.delay(attempt: attempt, using: &random)
         _ = startTimer(.probeStore, after: delay, &actions)
     }
 
@@ -998,13 +995,6 @@ extension DeliveryLifecycle {
         var oldestUncommitted: Duration? {
             batches.first(where: \.isUncommitted)?.deliveries.first?.receivedAt
         }
-    }
-
-    struct StoreState: Sendable {
-        var isOut = false
-        var since: Duration = .zero
-        var probeAttempts = 0
-        var probe: CheckID?
     }
 
     enum TimerPurpose: Sendable {
