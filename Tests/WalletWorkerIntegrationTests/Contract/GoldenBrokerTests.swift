@@ -18,10 +18,8 @@ struct GoldenBrokerCase: Sendable, CustomTestStringConvertible {
 }
 
 enum GoldenBrokerCorpus {
-    /// `Tests/WalletRoutingTests/Golden`, found from this file's path.
-    static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("WalletRoutingTests/Golden")
+    /// `Tests/WalletRoutingTests/Golden`, from the repository's root.
+    static let directory = TestBroker.repositoryRoot.appendingPathComponent("Tests/WalletRoutingTests/Golden")
 
     /// Every case of every file, and what could not be read (checked by `corpusIsComplete`).
     static let loaded: (cases: [GoldenBrokerCase], files: [String], problems: [String]) = {

@@ -1,0 +1,204 @@
+import AMQPTransport
+import BrokerTestSupport
+import Foundation
+import TestSupport
+import Testing
+
+extension Resilience {
+    /// Issue 15, "get paged when dead letters grow": deploy/'s PrometheusRule, unchanged, evaluated by a real
+    /// Prometheus scraping a real worker. promtool's unit tests (scripts/validate-deploy.sh) check the rules on
+    /// synthetic series; this checks them on the series the worker really exports, with their real labels.
+    @Suite("Alerts", .timeLimit(.minutes(3)))
+    struct PrometheusAlertTests {
+        @Test(
+            "a real Prometheus with deploy's rules stays quiet on a healthy worker, fires WalletRetriesExhausted once transient failures are dead-lettered, and starts WalletDeadLettersGrowing for a sender's bad input, with their runbook links"
+        )
+        func pagedWhenDeadLettersGrow() async throws {
+            let database = temporarySQLitePath("alerts")
+            defer { removeSQLite(database) }
+            try await withResilienceTopology("alerts") { topology, connection, channel in
+                let worker = try await startOneAttemptWorker(topology, database: database, label: "alerts-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
+                let port = try await worker.operationsPort()
+
+                let prometheus = try PrometheusServer(scrapingWorkerOn: port)
+                defer { prometheus.stop() }
+                try await prometheus.waitUntilReady(timeout: .seconds(30))
+                // Scraped at least twice with the dead-letter counters at zero, and every rule evaluated since.
+                try await eventually(
+                    "Prometheus did not scrape the worker\n\(prometheus.logTail())",
+                    within: .seconds(30), every: .milliseconds(200)
+                ) {
+                    try prometheus.query(#"count_over_time(wallet_dead_letters_total{reason="rejected"}[1m])"#)
+                        .first.map { $0 >= 2 } ?? false
+                }
+                try await Task.sleep(for: .seconds(2))
+                let quiet = try prometheus.alerts()
+                #expect(quiet.isEmpty, "alerts on a healthy worker: \(quiet.map { "\($0.name) \($0.state)" })")
+
+                // Four notifications fail transiently (their results cannot be routed; one attempt).
+                try await channel.enableConfirms()
+                let storeFailures = (0..<4).map { InboundSpec.mg("alerts-mg-\($0)", card: "ALERTS-\($0)") }
+                try await deadLetterAsTransientFailures(
+                    storeFailures, topology: topology, connection: connection, channel: channel, worker: worker)
+
+                try await eventually(
+                    "WalletRetriesExhausted did not fire: \((try? prometheus.alerts()) ?? [])",
+                    within: .seconds(30), every: .milliseconds(250)
+                ) {
+                    try prometheus.alerts().contains { $0.name == "WalletRetriesExhausted" && $0.state == "firing" }
+                }
+
+                // A sender's bad input: twelve bodies that are not JSON, more than the rule's ten in 15 minutes.
+                let badOnes = (0..<12).map { index -> InboundSpec in
+                    var bad = InboundSpec.action("alerts-bad-\(index)", action: "x")
+                    bad.text = #"{"sender":"TNS","oops":"# + "\(index)"
+                    return bad
+                }
+                try await publishConfirmed(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "readyCount(topology.deadLetterQueue) == 16\n\(worker.logTail())",
+                    within: .seconds(30)
+                ) {
+                    try await readyCount(topology.deadLetterQueue, on: connection) == 16
+                }
+                // Its `for: 5m` keeps it pending in a test's time: pending is the rule's verdict that it holds.
+                var growing: PrometheusServer.Alert?
+                try await eventually(
+                    "WalletDeadLettersGrowing to be evaluated", within: .seconds(30), every: .milliseconds(250)
+                ) {
+                    growing = try prometheus.alerts().first { $0.name == "WalletDeadLettersGrowing" }
+                    return growing != nil
+                }
+                #expect(growing?.state == "pending", "WalletDeadLettersGrowing: \(String(describing: growing))")
+                #expect(growing?.labels["reason"] == "rejected", "\(String(describing: growing))")
+                #expect(growing?.labels["severity"] == "warning")
+
+                // Each alert names the runbook it comes with.
+                let alerts = try prometheus.alerts()
+                for alert in alerts {
+                    #expect(
+                        alert.annotations["runbook"]?.hasPrefix("docs/operations.md#runbook-dead-letters") == true,
+                        "\(alert.name): \(alert.annotations)")
+                }
+                #expect(
+                    Set(alerts.map(\.name)) == ["WalletRetriesExhausted", "WalletDeadLettersGrowing"],
+                    "\(alerts.map { "\($0.name) \($0.state) \($0.labels)" })")
+                #expect(worker.isRunning)
+            }
+        }
+    }
+}
+
+/// Issue 25, "a stalled worker looks healthy": deploy/'s WalletStalled on a real Prometheus scraping a real
+/// worker whose store another process holds locked while messages wait. A suite of its own: the alert needs a
+/// minute without progress and then its `for: 2m`. It runs beside the other tests, not in the serialized
+/// `Resilience` chain: it moves 50 messages and then only waits (three minutes of the chain's eleven), and each of
+/// its waits has at least 30 s of slack.
+@Suite("Stall alert", .timeLimit(.minutes(7)))
+struct StallAlertTests {
+    @Test(
+        "with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall and WalletStalled fires; once the lock is gone the messages are processed and the alert ends"
+    )
+    func stalledWorkerPages() async throws {
+        let database = temporarySQLitePath("stall")
+        defer { removeSQLite(database) }
+        try await withResilienceTopology("stall") { topology, connection, channel in
+            let worker = try WorkerProcess(
+                workerRunArguments(
+                    topology, store: "sqlite:\(database)", prefetch: 10,
+                    extra: ["--store-busy-timeout", "60s", "--queue-poll-interval", "1s"]),
+                amqpURL: TestBroker.urlText, label: "stall-worker")
+            defer {
+                worker.kill()
+                worker.process.removeLog()
+            }
+            let port = try await worker.operationsPort()
+            try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+            let prometheus = try PrometheusServer(scrapingWorkerOn: port)
+            defer { prometheus.stop() }
+            try await prometheus.waitUntilReady(timeout: .seconds(30))
+
+            // Healthy first: a few messages processed, the new metrics there.
+            try await channel.enableConfirms()
+            let first = (0..<5).map { InboundSpec.action("stall-ok-\($0)", action: "stall.ok") }
+            try await publishConfirmed(first.map { $0.outbound(to: topology.inbound) }, on: channel)
+            try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(60)) {
+                try await readyCount(topology.capture, on: connection) >= first.count
+            }
+            let exposition = try httpGet(port: port, path: "/metrics").body
+            for name in [
+                "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
+                "wallet_in_flight_deliveries", "wallet_last_processed_timestamp_seconds",
+            ] {
+                #expect(exposition.contains("\n\(name) "), "\(name) is not exported")
+            }
+            let lastProcessed = WorkerProcess.metricValue(in: exposition, "wallet_last_processed_timestamp_seconds")
+            #expect(abs(lastProcessed - Date().timeIntervalSince1970) < 30, "\(lastProcessed)")
+            #expect(
+                WorkerProcess.metricValue(
+                    in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
+
+            // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
+            let lock = try await SQLiteLockHolder(path: database)
+            let waiting = (0..<50).map { InboundSpec.action("stall-\($0)", action: "stall.wait") }
+            try await publishConfirmed(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
+            try await eventually(
+                "a batch held and 40 messages ready: "
+                    + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
+                within: .seconds(60), every: .milliseconds(250)
+            ) {
+                // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
+                try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
+                    && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
+            }
+            #expect(
+                try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
+
+            var pending = false
+            var notFired: (any Error)?
+            do {
+                try await eventually(
+                    "WalletStalled to fire: \((try? prometheus.alerts()) ?? [])\n\(worker.logTail())",
+                    within: .seconds(300), every: .seconds(1)
+                ) {
+                    let alert = try prometheus.alerts().first { $0.name == "WalletStalled" }
+                    if alert?.state == "pending" { pending = true }
+                    return alert?.state == "firing"
+                }
+            } catch {
+                notFired = error
+            }
+            let stillLocked = worker.isRunning
+            await lock.release()
+            #expect(pending, "WalletStalled was never pending before it fired")
+            if let notFired { throw notFired }
+            #expect(stillLocked)
+            let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
+            #expect(alert.labels["severity"] == "critical")
+            #expect(alert.annotations["runbook"] == "docs/operations.md#runbook-a-backlog-or-a-stalled-worker")
+            #expect(
+                try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#])
+                    >= 1)
+
+            // The lock is gone: everything is processed, and the alert ends.
+            try await eventually(
+                "readyCount(topology.capture) >= first.count + waiting.count\n\(worker.logTail())",
+                within: .seconds(90)
+            ) {
+                try await readyCount(topology.capture, on: connection) >= first.count + waiting.count
+            }
+            try await eventually(
+                "resolved\n\((try? prometheus.alerts()) ?? [])",
+                within: .seconds(30), every: .seconds(1)
+            ) {
+                try !prometheus.alerts().contains { $0.name == "WalletStalled" }
+            }
+            #expect(try worker.metric(port: port, "wallet_in_flight_deliveries") == 0)
+        }
+    }
+}
