@@ -38,24 +38,10 @@ struct BlockedConnectionTests {
             posix_spawn_file_actions_init(&actions)
             defer { posix_spawn_file_actions_destroy(&actions) }
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            // The calling thread (a Swift concurrency worker) blocks signals; without a clean mask the broker
-            // would start with SIGTERM blocked and could only be killed.
-            var attributes = posix_spawnattr_t()
-            posix_spawnattr_init(&attributes)
-            defer { posix_spawnattr_destroy(&attributes) }
-            var noSignals = sigset_t()
-            sigemptyset(&noSignals)
-            posix_spawnattr_setsigmask(&attributes, &noSignals)
-            var allSignals = sigset_t()
-            sigfillset(&allSignals)
-            posix_spawnattr_setsigdefault(&attributes, &allSignals)
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+            // Without a clean signal mask the broker would start with SIGTERM blocked and could only be killed.
             var pid: pid_t = 0
-            let spawned = BlockedConnectionTests.withCStrings(argv) { argvPointers in
-                BlockedConnectionTests.withCStrings(environment) { environmentPointers in
-                    posix_spawn(&pid, "/bin/bash", &actions, &attributes, argvPointers, environmentPointers)
-                }
-            }
+            let spawned = spawnWithCleanSignals(
+                &pid, executable: "/bin/bash", arguments: argv, environment: environment, fileActions: &actions)
             guard spawned == 0 else { throw BrokerScriptFailed(arguments: arguments, status: spawned) }
             var status: Int32 = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
@@ -73,13 +59,6 @@ struct BlockedConnectionTests {
     }
 
     /// NUL-terminated C strings for `posix_spawn`, valid inside `body`.
-    private static func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
-        var pointers = strings.map { strdup($0) }
-        pointers.append(nil)
-        defer { pointers.forEach { free($0) } }
-        return body(pointers)
-    }
-
     private struct BrokerScriptFailed: Error {
         var arguments: [String]
         var status: Int32

@@ -65,3 +65,34 @@ public func listenOnLoopback() throws -> (descriptor: Int32, port: Int) {
 public func systemClose(_ descriptor: Int32) -> Int32 {
     close(descriptor)
 }
+
+/// A TCP connection to 127.0.0.1:`port` with send and receive timeouts: its descriptor, for the caller to close.
+public func connectToLoopback(port: Int, sendTimeout: Duration, receiveTimeout: Duration) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else {
+        throw LoopbackSocketError(description: "socket: \(String(cString: strerror(errno)))")
+    }
+    setSocketTimeout(descriptor, SO_SNDTIMEO, sendTimeout)
+    setSocketTimeout(descriptor, SO_RCVTIMEO, receiveTimeout)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+    }
+    guard connected == 0 else {
+        let error = String(cString: strerror(errno))
+        _ = systemClose(descriptor)
+        throw LoopbackSocketError(description: "connect to 127.0.0.1:\(port): \(error)")
+    }
+    return descriptor
+}
+
+private func setSocketTimeout(_ descriptor: Int32, _ option: Int32, _ timeout: Duration) {
+    let (seconds, attoseconds) = timeout.components
+    var value = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+    setsockopt(descriptor, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
+}

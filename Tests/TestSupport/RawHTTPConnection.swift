@@ -18,22 +18,10 @@ public final class RawHTTPConnection: @unchecked Sendable {
     private var buffered: [UInt8] = []
 
     public init(port: Int, sendTimeout: Duration = .seconds(3), receiveTimeout: Duration = .seconds(3)) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw RawHTTPConnectionError("socket: errno \(errno)") }
-        Self.setTimeout(descriptor, SO_SNDTIMEO, sendTimeout)
-        Self.setTimeout(descriptor, SO_RCVTIMEO, receiveTimeout)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
-            Glibc.close(descriptor)
-            throw RawHTTPConnectionError("connect to 127.0.0.1:\(port): errno \(errno)")
+        do {
+            descriptor = try connectToLoopback(port: port, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout)
+        } catch {
+            throw RawHTTPConnectionError("\(error)")
         }
     }
 
@@ -43,12 +31,6 @@ public final class RawHTTPConnection: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         Glibc.close(descriptor)
-    }
-
-    private static func setTimeout(_ descriptor: Int32, _ option: Int32, _ timeout: Duration) {
-        let microseconds = timeout.components.seconds * 1_000_000 + timeout.components.attoseconds / 1_000_000_000_000
-        var value = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
-        setsockopt(descriptor, SOL_SOCKET, option, &value, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Sends what the kernel takes before the send timeout or an error; the number of bytes sent.

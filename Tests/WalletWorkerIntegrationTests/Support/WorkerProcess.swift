@@ -80,25 +80,9 @@ final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, self.logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
 
-        // The spawning thread (a Swift concurrency worker) may block signals; the child must start with none
-        // blocked and default handlers, or it could not be stopped with SIGTERM.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         var pid: pid_t = 0
-        let result = withCStrings(argv) { argvPointers in
-            withCStrings(environmentList) { environmentPointers in
-                posix_spawn(&pid, executable, &actions, &attributes, argvPointers, environmentPointers)
-            }
-        }
+        let result = spawnWithCleanSignals(
+            &pid, executable: executable, arguments: argv, environment: environmentList, fileActions: &actions)
         if pipeStandardInput { close(pipeDescriptors[0]) }
         guard result == 0 else {
             if pipeStandardInput { close(pipeDescriptors[1]) }
@@ -238,13 +222,6 @@ struct ChildProcessError: Error, CustomStringConvertible {
 }
 
 /// NUL-terminated C strings for `posix_spawn`, valid inside `body`.
-private func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
-    var pointers = strings.map { strdup($0) }
-    pointers.append(nil)
-    defer { pointers.forEach { free($0) } }
-    return body(pointers)
-}
-
 // MARK: - The worker executable
 
 /// A `wallet-worker` process (`run`, `declare`, or anything the arguments say), JSON logs in its log file.
@@ -361,24 +338,13 @@ struct HTTPResponse {
 
 /// `GET path` from 127.0.0.1:port over a plain socket, `Connection: close`, 3 s socket timeouts.
 func httpGet(port: Int, path: String) throws -> HTTPResponse {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw ChildProcessError("socket: \(String(cString: strerror(errno)))") }
+    let descriptor: Int32
+    do {
+        descriptor = try connectToLoopback(port: port, sendTimeout: .seconds(3), receiveTimeout: .seconds(3))
+    } catch {
+        throw ChildProcessError("\(error)")
+    }
     defer { close(descriptor) }
-    var timeout = timeval(tv_sec: 3, tv_usec: 0)
-    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else {
-        throw ChildProcessError("connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))")
-    }
     let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
     let sent = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     guard sent == request.count else { throw ChildProcessError("send to 127.0.0.1:\(port) failed") }
