@@ -17,9 +17,16 @@ public final class RawHTTPConnection: @unchecked Sendable {
     private var isClosed = false
     private var buffered: [UInt8] = []
 
-    public init(port: Int, sendTimeout: Duration = .seconds(3), receiveTimeout: Duration = .seconds(3)) throws {
+    /// `receiveBufferBytes` caps the kernel's receive buffer (set before connecting, so the window stays small): a
+    /// client that never reads then stops the server's writes after a few responses, not after megabytes.
+    public init(
+        port: Int, sendTimeout: Duration = .seconds(3), receiveTimeout: Duration = .seconds(3),
+        receiveBufferBytes: Int? = nil
+    ) throws {
         do {
-            descriptor = try connectToLoopback(port: port, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout)
+            descriptor = try connectToLoopback(
+                port: port, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout,
+                receiveBufferBytes: receiveBufferBytes)
         } catch {
             throw RawHTTPConnectionError("\(error)")
         }
