@@ -51,13 +51,32 @@ public struct OriginalDestination: Sendable, Hashable {
     /// it: the recorded routing key (else the dead letter's own, which the worker's dead letters keep), to the
     /// inbound exchange, or to the default exchange when that is where it was first published (a message sent
     /// straight to the work queue). A recorded exchange of any other name is not used.
+    ///
+    /// The headers may still be a publisher's: one that came through the default exchange itself is trusted like a
+    /// retry queue's return, and a broker-made dead letter keeps the headers as they came. So the default exchange
+    /// is used only with one of `ownQueues` (the work queue, the shards) as routing key: nil for any other, which
+    /// would publish the message into whatever queue the header names.
     public static func replay(
-        deadLetterRoutingKey: String, headers: AMQPTable?, inboundExchange: String
-    ) -> OriginalDestination {
+        deadLetterRoutingKey: String, headers: AMQPTable?, inboundExchange: String, ownQueues: Set<String>
+    ) -> OriginalDestination? {
         guard let recorded = recorded(in: headers) else {
             return OriginalDestination(exchange: inboundExchange, routingKey: deadLetterRoutingKey)
         }
-        return OriginalDestination(
-            exchange: recorded.exchange.isEmpty ? "" : inboundExchange, routingKey: recorded.routingKey)
+        guard recorded.exchange.isEmpty else {
+            return OriginalDestination(exchange: inboundExchange, routingKey: recorded.routingKey)
+        }
+        guard ownQueues.contains(recorded.routingKey) else { return nil }
+        return recorded
+    }
+}
+
+extension Topology {
+    /// The queues the worker consumes: the work queue and, in the ordered mode, its shards.
+    public var consumedQueueNames: Set<String> {
+        var names: Set<String> = [workQueue]
+        if let sharded {
+            for index in 0..<sharded.count { names.insert(sharded.queue(index)) }
+        }
+        return names
     }
 }

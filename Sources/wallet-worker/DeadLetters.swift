@@ -205,7 +205,11 @@ extension WalletWorkerCommand.DeadLetters {
             try broker.apply(to: &configuration)
             var printer = DeadLetterPrinter(json: json)
             let command: DeadLetterPass.Command =
-                dryRun ? .look : .replay(inboundExchange: configuration.topology.inboundExchange, force: force)
+                dryRun
+                ? .look
+                : .replay(
+                    inboundExchange: configuration.topology.inboundExchange,
+                    ownQueues: configuration.topology.consumedQueueNames, force: force)
             var printing = true
             let (summary, queue) = try await walkDeadLetters(broker, read, command: command, filter: filter) {
                 decision, _, outcome in

@@ -27,7 +27,9 @@ import Testing
     }
 
     func replay(_ message: DeadLetterMessage, to exchange: String, force: Bool = false) throws -> AMQPOutboundMessage {
-        try DeadLetterReplay.message(for: message, inboundExchange: exchange, force: force).get()
+        try DeadLetterReplay.message(
+            for: message, inboundExchange: exchange, ownQueues: ["wallet.notifications.work"], force: force
+        ).get()
     }
 
     static func death(_ reason: String, queue: String, count: Int64 = 1, time: Int64 = 1_800_000_000 - 600)
@@ -157,7 +159,10 @@ import Testing
                 "x-worker-error": .string("body is 300000 bytes, over the limit"),
                 "x-worker-omitted-body-bytes": .int64(300_000),
             ])
-        guard case .failure(let refusal) = DeadLetterReplay.message(for: withoutBody, inboundExchange: "in") else {
+        guard
+            case .failure(let refusal) = DeadLetterReplay.message(
+                for: withoutBody, inboundExchange: "in", ownQueues: [])
+        else {
             Issue.record("a dead letter without its body was replayed")
             return
         }
@@ -166,7 +171,10 @@ import Testing
             "x-worker-error": .string("rejected"),
             "x-worker-dropped-headers": .string("digitalCardId (90000 bytes), traceparent (40000 bytes)"),
         ])
-        guard case .failure(let dropped) = DeadLetterReplay.message(for: withoutHeaders, inboundExchange: "in") else {
+        guard
+            case .failure(let dropped) = DeadLetterReplay.message(
+                for: withoutHeaders, inboundExchange: "in", ownQueues: [])
+        else {
             Issue.record("a dead letter without some headers was replayed")
             return
         }
@@ -179,7 +187,9 @@ import Testing
     @Test func aBodyTheToolDidNotReadIsNeverReplayed() {
         var unread = message(body: "", headers: ["x-death": .array([Self.death("rejected", queue: "w")])])
         unread.withheldBodySize = 9_000_000
-        guard case .failure(let refusal) = DeadLetterReplay.message(for: unread, inboundExchange: "in", force: true)
+        guard
+            case .failure(let refusal) = DeadLetterReplay.message(
+                for: unread, inboundExchange: "in", ownQueues: [], force: true)
         else {
             Issue.record("an unread body was replayed (as empty)")
             return
@@ -262,7 +272,8 @@ import Testing
         ])
         #expect(look.decide(grown).action == .keep(.throughLoop), "a content header past the frame cannot be copied")
 
-        var replay = pass(.replay(inboundExchange: "wallet.notifications", force: false))
+        var replay = pass(
+            .replay(inboundExchange: "wallet.notifications", ownQueues: ["wallet.notifications.work"], force: false))
         replay.keepsByCopy = true
         guard case .keep(.asCopy) = replay.afterReplay(.nacked, of: original) else {
             Issue.record("a failed replay on a quorum queue went through the loop")
@@ -274,7 +285,9 @@ import Testing
     @Test func replayingPublishesTheSelectedKeepsTheRestAndRefusesTheTruncated() {
         var filter = DeadLetterFilter()
         filter.reason = "store"
-        let replay = pass(.replay(inboundExchange: "wallet.notifications", force: false), filter: filter)
+        let replay = pass(
+            .replay(inboundExchange: "wallet.notifications", ownQueues: ["wallet.notifications.work"], force: false),
+            filter: filter)
         guard
             case .replay(let published) = replay.decide(
                 message(headers: ["x-worker-error": .string("store unavailable")])
@@ -336,7 +349,9 @@ import Testing
         let message = DeadLetterMessage(
             body: Array("{}".utf8), properties: AMQPMessageProperties(headers: recorded),
             routingKey: "wallet.notifications.work")
-        let replayed = try DeadLetterReplay.message(for: message, inboundExchange: "wallet.notifications").get()
+        let replayed = try DeadLetterReplay.message(
+            for: message, inboundExchange: "wallet.notifications", ownQueues: ["wallet.notifications.work"]
+        ).get()
         #expect(replayed.exchange == "wallet.notifications")
         #expect(replayed.routingKey == "notification")
         #expect(replayed.properties.headers == nil, "every header added on the way is removed")

@@ -84,7 +84,7 @@ import Testing
         // (the dead-letter tool's replay, `WalletOperatorToolsTests`, strips the headers).
         let replayed = OriginalDestination.replay(
             deadLetterRoutingKey: "wallet.notifications.work", headers: recorded,
-            inboundExchange: "wallet.notifications")
+            inboundExchange: "wallet.notifications", ownQueues: Self.ownQueues)
         #expect(replayed == OriginalDestination(exchange: "wallet.notifications", routingKey: "notification"))
 
         // Sent straight to the work queue through the default exchange: replayed the same way.
@@ -93,7 +93,7 @@ import Testing
             headers: [
                 "x-original-exchange": .string(""), "x-original-routing-key": .string("wallet.notifications.work"),
             ],
-            inboundExchange: "wallet.notifications")
+            inboundExchange: "wallet.notifications", ownQueues: Self.ownQueues)
         #expect(direct == OriginalDestination(exchange: "", routingKey: "wallet.notifications.work"))
 
         // A header naming another exchange never becomes the replay's exchange.
@@ -102,12 +102,57 @@ import Testing
             headers: [
                 "x-original-exchange": .string("wallet.events"), "x-original-routing-key": .string("card.completed"),
             ],
-            inboundExchange: "wallet.notifications")
-        #expect(elsewhere.exchange == "wallet.notifications")
+            inboundExchange: "wallet.notifications", ownQueues: Self.ownQueues)
+        #expect(elsewhere?.exchange == "wallet.notifications")
 
         // No record: the dead letter's own routing key (the worker's dead letters keep the original one).
         let plain = OriginalDestination.replay(
-            deadLetterRoutingKey: "notification", headers: nil, inboundExchange: "wallet.notifications")
+            deadLetterRoutingKey: "notification", headers: nil, inboundExchange: "wallet.notifications",
+            ownQueues: Self.ownQueues)
         #expect(plain == OriginalDestination(exchange: "wallet.notifications", routingKey: "notification"))
+    }
+
+    private static let ownQueues: Set<String> = ["wallet.notifications.work"]
+
+    /// Issue 37: a publisher wrote `x-original-exchange: ""` and `x-original-routing-key: some.queue`: a replay
+    /// would have published the message into any queue, with the operator's rights.
+    @Test func aReplayNeverFollowsTheDefaultExchangeIntoAQueueTheWorkersDoNotConsume() {
+        let forged: AMQPTable = [
+            "x-original-exchange": .string(""), "x-original-routing-key": .string("billing.commands"),
+        ]
+        let replay = OriginalDestination.replay(
+            deadLetterRoutingKey: "notification", headers: forged, inboundExchange: "wallet.notifications",
+            ownQueues: Self.ownQueues)
+        #expect(replay == nil)
+        var ordered = Topology()
+        ordered.orderedShards = 2
+        #expect(
+            ordered.consumedQueueNames == [
+                "wallet.notifications.work", "wallet.notifications.work.shard.0", "wallet.notifications.work.shard.1",
+            ])
+    }
+
+    /// The worker's dead letter records where the delivery was first published, as the worker knows it: a
+    /// publisher's own `x-original-*` headers on a message from the inbound exchange are replaced.
+    @Test func aDeadLetterRecordsTheTrueFirstDestinationNotThePublishers() {
+        let delivery = OriginalMessage(
+            body: Array("not json".utf8),
+            properties: {
+                var properties = AMQPMessageProperties()
+                properties.headers = [
+                    "x-original-exchange": .string(""), "x-original-routing-key": .string("billing.commands"),
+                    "x-kept": .string("yes"),
+                ]
+                return properties
+            }(), routingKey: "notification", exchange: "wallet.notifications")
+        let letter = delivery.deadLetter(
+            exchange: "wallet.notifications.dlx", reason: "body is not JSON", frameMax: 131_072)
+        #expect(letter.properties.headers?["x-original-exchange"] == .string("wallet.notifications"))
+        #expect(letter.properties.headers?["x-original-routing-key"] == .string("notification"))
+        #expect(letter.properties.headers?["x-kept"] == .string("yes"))
+        let replay = OriginalDestination.replay(
+            deadLetterRoutingKey: letter.routingKey, headers: letter.properties.headers,
+            inboundExchange: "wallet.notifications", ownQueues: Self.ownQueues)
+        #expect(replay == OriginalDestination(exchange: "wallet.notifications", routingKey: "notification"))
     }
 }

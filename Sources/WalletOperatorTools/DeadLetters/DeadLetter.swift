@@ -201,8 +201,10 @@ public enum DeadLetterReplay {
 
     /// The replay, or why not: a truncated dead letter (`DeadLetter.missing`) unless `force`, and one whose body
     /// the tool did not read, always.
+    /// `ownQueues` are the queues the workers consume (`Topology.consumedQueueNames`): the only ones a replay may
+    /// publish to through the default exchange.
     public static func message(
-        for message: DeadLetterMessage, inboundExchange: String, force: Bool = false
+        for message: DeadLetterMessage, inboundExchange: String, ownQueues: Set<String>, force: Bool = false
     ) -> Result<AMQPOutboundMessage, Refusal> {
         if let size = message.withheldBodySize {
             return .failure(
@@ -221,8 +223,19 @@ public enum DeadLetterReplay {
         }
         var properties = message.properties
         // Where the backend sent it, kept through every retry level (`OriginalDestination`).
-        let destination = OriginalDestination.replay(
-            deadLetterRoutingKey: message.routingKey, headers: properties.headers, inboundExchange: inboundExchange)
+        guard
+            let destination = OriginalDestination.replay(
+                deadLetterRoutingKey: message.routingKey, headers: properties.headers,
+                inboundExchange: inboundExchange, ownQueues: ownQueues)
+        else {
+            let named = OriginalDestination.recorded(in: properties.headers)?.routingKey ?? ""
+            return .failure(
+                Refusal(
+                    description:
+                        "its x-original-* headers send it through the default exchange to '\(named)', which is not a "
+                        + "queue the workers consume: a publisher can write those headers, so it is not replayed "
+                        + "there (look at it with `show`, purge it, or republish it by hand)"))
+        }
         var kept = (properties.headers?.entries ?? []).filter { !isAddedOnTheWay($0.key) }
         if let userID = properties.userID {
             let exact = properties.undecodedStrings[.userID].map(AMQPFieldValue.undecodedString) ?? .string(userID)

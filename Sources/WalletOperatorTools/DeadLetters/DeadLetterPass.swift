@@ -14,8 +14,9 @@ public struct DeadLetterPass: Sendable {
     public enum Command: Sendable, Hashable {
         /// `list`, `show`, `replay --dry-run`: select, report, keep everything.
         case look
-        /// `replay`: publish the selected ones to the inbound exchange; `force` replays truncated ones too.
-        case replay(inboundExchange: String, force: Bool)
+        /// `replay`: publish the selected ones to the inbound exchange (or, first sent straight to one of
+        /// `ownQueues`, back to it); `force` replays truncated ones too.
+        case replay(inboundExchange: String, ownQueues: Set<String>, force: Bool)
         /// `purge` with a filter: remove the selected ones.
         case purge
     }
@@ -108,8 +109,10 @@ public struct DeadLetterPass: Sendable {
             return Decision(action: keep, letter: letter, selected: true, refusal: nil)
         case .purge:
             return Decision(action: .remove, letter: letter, selected: true, refusal: nil)
-        case .replay(let inboundExchange, let force):
-            switch DeadLetterReplay.message(for: message, inboundExchange: inboundExchange, force: force) {
+        case .replay(let inboundExchange, let ownQueues, let force):
+            switch DeadLetterReplay.message(
+                for: message, inboundExchange: inboundExchange, ownQueues: ownQueues, force: force)
+            {
             case .success(let replay):
                 return Decision(action: .replay(replay), letter: letter, selected: true, refusal: nil)
             case .failure(let refusal):

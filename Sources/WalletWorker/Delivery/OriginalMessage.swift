@@ -68,9 +68,12 @@ struct OriginalMessage: Sendable, Hashable {
         let moved = expirationMovedAside()
         var message = moved.message
         let extra = moved.header
+        // Where it was first published, as the worker knows it: a publisher's own `x-original-*` headers are
+        // replaced, so `dead-letters replay` never follows a destination a publisher wrote.
+        let first = OriginalDestination(exchange: self.exchange, routingKey: self.routingKey).headers
         var copy = message.copy(
             exchange: exchange, routingKey: routingKey,
-            addingHeaders: [(WorkerHeaders.workerError, .string(reason))] + extra)
+            addingHeaders: [(WorkerHeaders.workerError, .string(reason))] + extra + first)
         let limit = frameMax - Self.brokerHeaderAllowance
         guard copy.properties.encodingProblem(frameMax: limit) != nil else { return copy }
 
@@ -88,7 +91,7 @@ struct OriginalMessage: Sendable, Hashable {
                 addingHeaders: [
                     (WorkerHeaders.workerError, .string("\(reason); headers dropped to fit a frame: \(list)")),
                     (WorkerHeaders.droppedHeaders, .string(list)),
-                ] + extra)
+                ] + extra + first)
         }
         return copy
     }

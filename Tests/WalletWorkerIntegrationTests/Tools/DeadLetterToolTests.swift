@@ -110,5 +110,54 @@ extension Resilience {
                 #expect(worker.isRunning)
             }
         }
+
+        /// Issue 37: a message with `x-original-exchange: ""` and `x-original-routing-key` naming another queue,
+        /// dead-lettered on its first delivery, kept those headers, and `replay --yes` published it into that queue
+        /// with the operator's rights. The worker's dead letter now records the true first destination, and the
+        /// tool never publishes through the default exchange to a queue the workers do not consume.
+        @Test("a publisher's forged x-original-* headers never send a replay into the queue they name")
+        func forgedDestinationIsNotFollowed() async throws {
+            let database = temporarySQLitePath("dead-letter-forged")
+            defer { removeSQLite(database) }
+            try await withResilienceTopology("dlf") { topology, connection, channel in
+                let victim = "\(topology.prefix).victim"
+                // Left behind only if the test fails: the test broker goes with the run.
+                _ = try await channel.declareQueue(victim)
+                let worker = try await startOneAttemptWorker(topology, database: database, label: "dlf-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
+                try await channel.enableConfirms()
+                let forged: [(String, AMQPFieldValue)] = [
+                    ("x-original-exchange", .string("")), ("x-original-routing-key", .string(victim)),
+                ]
+                // Bad input from the inbound exchange, forged headers and all: the worker dead-letters it.
+                var bad = InboundSpec.action("dlf-bad", action: "x")
+                bad.text = "not json"
+                bad.headers = forged
+                try await publishConfirmed([bad.outbound(to: topology.inbound)], on: channel)
+                // And a dead letter that kept the forged headers as they came (as a broker-made one would).
+                var kept = InboundSpec.action("dlf-kept", action: "x")
+                kept.headers = forged + [("x-worker-error", .string("body is not JSON"))]
+                try await publishConfirmed(
+                    [kept.outbound(to: "", routingKey: topology.deadLetterQueue)], on: channel)
+                try await eventually("both dead letters\n\(worker.logTail())", within: .seconds(30)) {
+                    try await readyCount(topology.deadLetterQueue, on: connection) == 2
+                }
+
+                let replay = try await command(["dead-letters", "replay", "--yes"], topology)
+                #expect(replay.exit == .exited(0), "\(replay.output)")
+                #expect(replay.output.contains("not a queue the workers consume"), "\(replay.output)")
+                // The worker's own dead letter went back to the inbound exchange (and, still bad, to the dead
+                // letters again); the other stayed where it was. Nothing reached the queue the headers name.
+                try await eventually("the replayed bad message dead-lettered again", within: .seconds(30)) {
+                    try await readyCount(topology.deadLetterQueue, on: connection) == 2
+                }
+                #expect(try await readyCount(victim, on: connection) == 0, "a replay followed a forged header")
+                #expect(worker.isRunning)
+                try await channel.deleteQueue(victim)
+            }
+        }
     }
 }
