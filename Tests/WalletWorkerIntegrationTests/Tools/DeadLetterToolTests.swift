@@ -146,8 +146,10 @@ extension Resilience {
                     try await readyCount(topology.deadLetterQueue, on: connection) == 2
                 }
 
+                // Exit 1: not everything asked for was replayed (the refused one stays).
                 let replay = try await command(["dead-letters", "replay", "--yes"], topology)
-                #expect(replay.exit == .exited(0), "\(replay.output)")
+                #expect(replay.exit == .exited(1), "\(replay.output)")
+                #expect(replay.output.contains("replayed 1 of 2"), "\(replay.output)")
                 #expect(replay.output.contains("not a queue the workers consume"), "\(replay.output)")
                 // The worker's own dead letter went back to the inbound exchange (and, still bad, to the dead
                 // letters again); the other stayed where it was. Nothing reached the queue the headers name.
