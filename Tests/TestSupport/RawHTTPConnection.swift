@@ -17,16 +17,9 @@ public final class RawHTTPConnection: @unchecked Sendable {
     private var isClosed = false
     private var buffered: [UInt8] = []
 
-    /// `receiveBufferBytes` caps the kernel's receive buffer (set before connecting, so the window stays small): a
-    /// client that never reads then stops the server's writes after a few responses, not after megabytes.
-    public init(
-        port: Int, sendTimeout: Duration = .seconds(3), receiveTimeout: Duration = .seconds(3),
-        receiveBufferBytes: Int? = nil
-    ) throws {
+    public init(port: Int, sendTimeout: Duration = .seconds(3), receiveTimeout: Duration = .seconds(3)) throws {
         do {
-            descriptor = try connectToLoopback(
-                port: port, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout,
-                receiveBufferBytes: receiveBufferBytes)
+            descriptor = try connectToLoopback(port: port, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout)
         } catch {
             throw RawHTTPConnectionError("\(error)")
         }
