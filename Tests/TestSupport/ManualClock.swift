@@ -28,13 +28,11 @@ public final class ManualClock: Clock, Sendable {
         var now = Instant(offset: .zero)
         var sleepers: [Int: Sleeper] = [:]
         var nextID = 0
-        /// Tests waiting for the sleepers to change.
-        var watchers:
-            [Int: (predicate: @Sendable ([Instant]) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
-                [:]
     }
 
     private let state = Mutex(State())
+    /// Tests waiting for a sleeper: woken as sleepers arrive.
+    private let watchers = ConditionWaiters<[Instant]>()
 
     public init() {}
 
@@ -49,18 +47,17 @@ public final class ManualClock: Clock, Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 enum Outcome { case waiting, due, cancelled }
-                let (outcome, woken) = state.withLock { state -> (Outcome, [CheckedContinuation<Void, Never>]) in
+                let (outcome, deadlines) = state.withLock { state -> (Outcome, [Instant]) in
                     if Task.isCancelled { return (.cancelled, []) }
                     if deadline <= state.now { return (.due, []) }
                     state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-                    return (.waiting, Self.satisfiedWatchers(&state))
+                    return (.waiting, state.sleepers.values.map(\.deadline))
                 }
                 switch outcome {
-                case .waiting: break
+                case .waiting: watchers.changed(deadlines)
                 case .due: continuation.resume()
                 case .cancelled: continuation.resume(throwing: CancellationError())
                 }
-                for watcher in woken { watcher.resume() }
             }
         } onCancel: {
             let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
@@ -110,30 +107,8 @@ public final class ManualClock: Clock, Sendable {
         advance(to: deadlines.first { $0 <= limit } ?? limit)
     }
 
-    /// Returns once `predicate` holds, or when the task is cancelled (a test's time limit).
+    /// Returns once `predicate` holds of the sleepers' deadlines, or when the task is cancelled (a test's time limit).
     private func waitForSleepers(_ predicate: @escaping @Sendable ([Instant]) -> Bool) async {
-        let id = state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let satisfied = state.withLock { state -> Bool in
-                    if predicate(state.sleepers.values.map(\.deadline)) || Task.isCancelled { return true }
-                    state.watchers[id] = (predicate, continuation)
-                    return false
-                }
-                if satisfied { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.watchers.removeValue(forKey: id) }?.continuation.resume()
-        }
-    }
-
-    private static func satisfiedWatchers(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
-        let deadlines = state.sleepers.values.map(\.deadline)
-        let satisfied = state.watchers.filter { $0.value.predicate(deadlines) }
-        for id in satisfied.keys { state.watchers.removeValue(forKey: id) }
-        return satisfied.values.map(\.continuation)
+        await watchers.wait(until: predicate) { state.withLock { $0.sleepers.values.map(\.deadline) } }
     }
 }

@@ -99,7 +99,14 @@ final class ScriptedStore: WalletStore {
     private let inner = InMemoryWalletStore()
     private let state = Mutex<(outage: StoreError?, checks: Int, batches: Int, failNextBatches: [StoreError])>(
         (nil, 0, 0, []))
-    private let checkWaiters = Mutex<[(count: Int, continuation: CheckedContinuation<Void, Never>)]>([])
+    /// Tests waiting for the worker's store checks (their count).
+    private let checkWaiters = ConditionWaiters<Int>()
+
+    /// Waits until the worker has checked the store `count` times in all (each probe is one check).
+    func waitForChecks(_ count: Int) async {
+        await checkWaiters.wait(until: { $0 >= count }) { checks }
+    }
+
     /// Checks held until the test answers them (`answerHeldChecks`), when `holdsChecks`.
     private let heldChecks = Mutex<(holds: Bool, waiting: [CheckedContinuation<HeldCheck, Never>])>((false, []))
 
@@ -108,18 +115,12 @@ final class ScriptedStore: WalletStore {
         case answered(StoreError?)
     }
 
-    private let heldCheckWaiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+    /// Tests waiting for a check to be held (the number held).
+    private let heldCheckWaiters = ConditionWaiters<Int>()
 
     /// Waits until a check is held.
     func waitForHeldCheck() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let held = heldCheckWaiters.withLock { waiters -> Bool in
-                if heldChecks.withLock({ !$0.waiting.isEmpty }) { return true }
-                waiters.append(continuation)
-                return false
-            }
-            if held { continuation.resume() }
-        }
+        await heldCheckWaiters.wait(until: { $0 > 0 }) { heldChecks.withLock { $0.waiting.count } }
     }
 
     /// From now on, each check waits for `answerHeldChecks`.
@@ -134,18 +135,6 @@ final class ScriptedStore: WalletStore {
             return held.waiting
         }
         for check in waiting { check.resume(returning: .answered(failure)) }
-    }
-
-    /// Waits until the worker has checked the store `count` times in all (each probe is one check).
-    func waitForChecks(_ count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = checkWaiters.withLock { waiters -> Bool in
-                if checks >= count { return true }
-                waiters.append((count, continuation))
-                return false
-            }
-            if done { continuation.resume() }
-        }
     }
 
     /// Takes the store out (or, with nil, brings it back).
@@ -188,22 +177,23 @@ final class ScriptedStore: WalletStore {
 
     func checkAvailable() async throws(StoreError) {
         let held = await withCheckedContinuation { (continuation: CheckedContinuation<HeldCheck, Never>) in
-            let holds = heldCheckWaiters.withLock { waiters -> Bool in
-                let holds = heldChecks.withLock { held -> Bool in
-                    guard held.holds else { return false }
-                    held.waiting.append(continuation)
-                    return true
-                }
-                if holds {
-                    for waiter in waiters { waiter.resume() }
-                    waiters = []
-                }
-                return holds
+            let holding = heldChecks.withLock { held -> Int? in
+                guard held.holds else { return nil }
+                held.waiting.append(continuation)
+                return held.waiting.count
             }
-            if !holds { continuation.resume(returning: .notHeld) }
+            if let holding {
+                heldCheckWaiters.changed(holding)
+            } else {
+                continuation.resume(returning: .notHeld)
+            }
         }
         if case .answered(let failure) = held {
-            state.withLock { $0.checks += 1 }
+            let checks = state.withLock { state in
+                state.checks += 1
+                return state.checks
+            }
+            checkWaiters.changed(checks)
             if let failure { throw failure }
             return
         }
@@ -211,12 +201,7 @@ final class ScriptedStore: WalletStore {
             state.checks += 1
             return (state.outage, state.checks)
         }
-        let due = checkWaiters.withLock { waiters in
-            let due = waiters.filter { $0.count <= checks }
-            waiters.removeAll { $0.count <= checks }
-            return due
-        }
-        for waiter in due { waiter.continuation.resume() }
+        checkWaiters.changed(checks)
         if let outage { throw outage }
     }
 

@@ -1,4 +1,5 @@
 import Synchronization
+import TestSupport
 
 @testable import AMQPTransport
 @testable import WalletWorker
@@ -50,11 +51,6 @@ final class ScriptedBroker: BrokerConnector {
         case hold
     }
 
-    private struct Watcher {
-        var predicate: @Sendable ([Event]) -> Bool
-        var continuation: CheckedContinuation<Void, Never>
-    }
-
     private struct State {
         var log: [Event] = []
         var sessions: [ScriptedSession] = []
@@ -64,12 +60,12 @@ final class ScriptedBroker: BrokerConnector {
         var replyConnections: [ScriptedReplyConnection] = []
         var answer: @Sendable (AMQPOutboundMessage) -> Answer = { _ in .outcome(.confirmed) }
         var held: [ScriptedConfirmation] = []
-        var watchers: [Int: Watcher] = [:]
-        var nextWatcher = 0
         var frameMax = 131_072
     }
 
     private let state = Mutex(State())
+    /// Tests waiting for something to happen: woken as the log grows.
+    private let watchers = ConditionWaiters<[Event]>()
 
     // MARK: - The script
 
@@ -126,22 +122,7 @@ final class ScriptedBroker: BrokerConnector {
     /// Waits until the log satisfies `predicate`, or the test's task is cancelled (its time limit): the test's
     /// expectations after the wait then say what did not happen.
     func waitFor(_ predicate: @escaping @Sendable ([Event]) -> Bool) async {
-        let id = state.withLock { state in
-            state.nextWatcher += 1
-            return state.nextWatcher
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let satisfied = state.withLock { state -> Bool in
-                    if predicate(state.log) || Task.isCancelled { return true }
-                    state.watchers[id] = Watcher(predicate: predicate, continuation: continuation)
-                    return false
-                }
-                if satisfied { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.watchers.removeValue(forKey: id) }?.continuation.resume()
-        }
+        await watchers.wait(until: predicate) { log }
     }
 
     /// Waits until `count` events match `matching` in all.
@@ -167,14 +148,11 @@ final class ScriptedBroker: BrokerConnector {
     }
 
     func record(_ event: Event) {
-        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let log = state.withLock { state in
             state.log.append(event)
-            let log = state.log
-            let satisfied = state.watchers.filter { $0.value.predicate(log) }
-            for id in satisfied.keys { state.watchers.removeValue(forKey: id) }
-            return satisfied.values.map(\.continuation)
+            return state.log
         }
-        for continuation in woken { continuation.resume() }
+        watchers.changed(log)
     }
 
     // MARK: - BrokerConnector
