@@ -69,14 +69,3 @@ public struct OriginalDestination: Sendable, Hashable {
         return recorded
     }
 }
-
-extension Topology {
-    /// The queues the worker consumes: the work queue and, in the ordered mode, its shards.
-    public var consumedQueueNames: Set<String> {
-        var names: Set<String> = [workQueue]
-        if let sharded {
-            for index in 0..<sharded.count { names.insert(sharded.queue(index)) }
-        }
-        return names
-    }
-}

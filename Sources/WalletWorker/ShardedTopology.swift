@@ -83,4 +83,13 @@ extension Topology {
     public var sharded: ShardedTopology? {
         orderedShards > 0 ? ShardedTopology(topology: self, count: orderedShards) : nil
     }
+
+    /// The queues the worker consumes: the work queue and, in the ordered mode, its shards.
+    public var consumedQueueNames: Set<String> {
+        var names: Set<String> = [workQueue]
+        if let sharded {
+            for index in 0..<sharded.count { names.insert(sharded.queue(index)) }
+        }
+        return names
+    }
 }

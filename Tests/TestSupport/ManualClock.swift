@@ -5,7 +5,7 @@ import Synchronization
 /// postgres-nio's `MockClock`.
 ///
 /// Sleepers are resumed by `advance`, deadline first. A test that needs the code under test to have armed a timer
-/// before it turns the clock waits for it (`nextDeadline()`, `waitForSleepers`): an event, never a guessed delay.
+/// before it turns the clock waits for it (`waitForSleeper`, `advanceToTimer`): an event, never a guessed delay.
 public final class ManualClock: Clock, Sendable {
     public struct Instant: InstantProtocol, CustomStringConvertible {
         /// Time since the clock was made.
@@ -93,15 +93,8 @@ public final class ManualClock: Clock, Sendable {
         await waitForSleepers { $0.contains { predicate($0.offset) } }
     }
 
-    /// Waits until some sleeper is waiting, and returns the earliest deadline, as an offset since the clock was
-    /// made.
-    public func nextDeadline() async -> Duration {
-        await waitForSleepers { !$0.isEmpty }
-        return deadlines.first ?? now.offset
-    }
-
-    /// Waits for a sleeper due within `delay` of now, then advances the clock to its deadline.
-    public func advanceToSleeper(within delay: Duration) async {
+    /// Waits for a sleeper due at most `delay` from now, then advances the clock to its deadline (the earliest such).
+    public func advanceToTimer(atMost delay: Duration) async {
         let limit = now.offset + delay
         await waitForSleeper { $0 <= limit }
         advance(to: deadlines.first { $0 <= limit } ?? limit)

@@ -21,8 +21,7 @@ struct AMQPBrokerConnector: BrokerConnector {
     func openSession(pipeline: Int, queue: ConsumedQueue, stillWanted: @Sendable () -> Bool) async throws
         -> any BrokerSession
     {
-        var logger = logger
-        logger[metadataKey: "pipeline"] = "\(pipeline)"
+        let logger = pipelineLogger(pipeline)
         var opened: [AMQPConnection] = []
         do {
             let consumeConnection = try await connect(pipeline, role: "consume", logger: logger)
@@ -57,9 +56,8 @@ struct AMQPBrokerConnector: BrokerConnector {
 
     func openReplyConnection(pipeline: Int) async throws -> any ReplyConnection {
         // A malformed reply-to address ends the reply connection (541): expected, and logged by the publisher.
-        var logger = logger
-        logger[metadataKey: "pipeline"] = "\(pipeline)"
-        let connection = try await connect(pipeline, role: "reply", failureLogLevel: .notice, logger: logger)
+        let connection = try await connect(
+            pipeline, role: "reply", failureLogLevel: .notice, logger: pipelineLogger(pipeline))
         do {
             return AMQPReplyConnection(connection: connection, channel: try await connection.openChannel())
         } catch {
@@ -75,6 +73,13 @@ struct AMQPBrokerConnector: BrokerConnector {
         configuration.connectionName = "wallet-worker \(ProcessInfo.processInfo.hostName) #\(pipeline) \(role)"
         configuration.failureLogLevel = failureLogLevel
         return try await AMQPConnection.connect(configuration: configuration, logger: logger)
+    }
+
+    /// The worker's logger with the pipeline's number.
+    private func pipelineLogger(_ pipeline: Int) -> Logger {
+        var logger = logger
+        logger[metadataKey: "pipeline"] = "\(pipeline)"
+        return logger
     }
 
     private static func consumerTag(_ pipeline: Int) -> String {

@@ -1,5 +1,4 @@
 import AMQPTransport
-import Foundation
 import Logging
 
 /// The worker's first login to the broker, before anything else starts: settings that cannot work stop the worker

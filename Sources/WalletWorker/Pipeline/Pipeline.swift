@@ -61,8 +61,6 @@ struct Pipeline: Sendable {
         async
     {
         let resources = SessionResources()
-        // A malformed reply-to address ends the reply connection (541): expected, and logged by the publisher.
-        let (broker, index) = (broker, index)
         let replies = DirectReplyPublisher(metrics: metrics, clock: clock, logger: logger) {
             try await broker.openReplyConnection(pipeline: index)
         }

@@ -128,7 +128,7 @@ extension Resilience {
                 try await channel.enableConfirms()
                 let first = (0..<5).map { InboundSpec.action("stall-ok-\($0)", action: "stall.ok") }
                 try await publishConfirmed(first.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(60)) {
+                try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(20)) {
                     try await readyCount(topology.capture, on: connection) >= first.count
                 }
                 let exposition = try httpGet(port: port, path: "/metrics").body
@@ -139,10 +139,10 @@ extension Resilience {
                 ] {
                     #expect(exposition.contains("\n\(name) "), "\(name) is not exported")
                 }
-                let lastProcessed = WorkerProcess.metricValue(in: exposition, "wallet_last_processed_timestamp_seconds")
+                let lastProcessed = metricValue(in: exposition, "wallet_last_processed_timestamp_seconds")
                 #expect(abs(lastProcessed - Date().timeIntervalSince1970) < 30, "\(lastProcessed)")
                 #expect(
-                    WorkerProcess.metricValue(
+                    metricValue(
                         in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
 
                 // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
@@ -152,7 +152,7 @@ extension Resilience {
                 try await eventually(
                     "a batch held and 40 messages ready: "
                         + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
-                    within: .seconds(60), every: .milliseconds(250)
+                    within: .seconds(20), every: .milliseconds(250)
                 ) {
                     // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
                     try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1

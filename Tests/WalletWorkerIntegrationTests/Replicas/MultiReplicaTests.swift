@@ -281,7 +281,7 @@ struct MultiReplicaRun {
     }
 
     private func metric(_ name: String, port: Int) throws -> Double {
-        WorkerProcess.metricValue(in: try httpGet(port: port, path: "/metrics").body, name)
+        metricValue(in: try httpGet(port: port, path: "/metrics").body, name)
     }
 
     /// The message ids the replicas' logs say went to the retry queue.
@@ -339,8 +339,8 @@ struct MultiReplicaRun {
     private func batchMetrics(port: Int) throws -> [Double] {
         let body = try httpGet(port: port, path: "/metrics").body
         return [
-            WorkerProcess.metricValue(in: body, "wallet_batch_size_sum"),
-            WorkerProcess.metricValue(in: body, "wallet_processing_seconds_count"),
+            metricValue(in: body, "wallet_batch_size_sum"),
+            metricValue(in: body, "wallet_processing_seconds_count"),
         ]
     }
 }

@@ -48,7 +48,7 @@ extension Resilience {
                 }
                 let exposition = try httpGet(port: port, path: "/metrics").body
                 func count(_ labels: String...) -> Double {
-                    WorkerProcess.metricValue(in: exposition, "wallet_messages_total", labels: labels)
+                    metricValue(in: exposition, "wallet_messages_total", labels: labels)
                 }
                 #expect(count(#"sender="CPS""#, #"outcome="processed""#) == 2, "\(exposition)")
                 #expect(count(#"sender="MG""#, #"outcome="processed""#) == 1, "\(exposition)")
@@ -57,9 +57,9 @@ extension Resilience {
                 #expect(exposition.contains("wallet_consuming_pipelines 1"), "\(exposition)")
                 // The store's and the broker's shares of the processing time: one sample per batch each.
                 #expect(
-                    WorkerProcess.metricValue(in: exposition, "wallet_store_batch_seconds_count") >= 1, "\(exposition)")
+                    metricValue(in: exposition, "wallet_store_batch_seconds_count") >= 1, "\(exposition)")
                 #expect(
-                    WorkerProcess.metricValue(in: exposition, "wallet_confirm_wait_seconds_count") >= 1, "\(exposition)"
+                    metricValue(in: exposition, "wallet_confirm_wait_seconds_count") >= 1, "\(exposition)"
                 )
                 #expect(exposition.contains("wallet_build_info{"), "\(exposition)")
 

@@ -230,7 +230,7 @@ final class RunningWorker: Sendable {
 
     /// A metric's value in the worker's Prometheus exposition, summed over the series matching `labels`.
     func metric(_ name: String, labels: [String] = []) -> Double {
-        WorkerProcess.metricValue(
+        metricValue(
             in: String(decoding: application.metrics.exposition(), as: UTF8.self), name, labels: labels)
     }
 

@@ -315,17 +315,7 @@ final class WorkerProcess: Sendable {
     /// all of `labels`, e.g. `sender="CPS"`); 0 when absent.
     func metric(port: Int, _ name: String, labels: [String] = []) throws -> Double {
         let response = try httpGet(port: port, path: "/metrics")
-        return Self.metricValue(in: response.body, name, labels: labels)
-    }
-
-    static func metricValue(in exposition: String, _ name: String, labels: [String] = []) -> Double {
-        var total = 0.0
-        for line in exposition.split(separator: "\n") where !line.hasPrefix("#") {
-            guard line.hasPrefix(name + "{") || line.hasPrefix(name + " ") else { continue }
-            guard labels.allSatisfy({ line.contains($0) }) else { continue }
-            if let value = line.split(separator: " ").last.flatMap({ Double($0) }) { total += value }
-        }
-        return total
+        return metricValue(in: response.body, name, labels: labels)
     }
 }
 

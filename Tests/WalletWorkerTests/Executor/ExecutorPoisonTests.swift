@@ -27,7 +27,7 @@ struct ExecutorPoisonTests {
                     || log.contains { if case .settled = $0 { true } else { false } }
             }
             if let settlement = worker.broker.settlements.first { return (settlement, session) }
-            await worker.clock.advanceToSleeper(within: .seconds(60))
+            await worker.clock.advanceToTimer(atMost: .seconds(60))
         }
         return (nil, limit)
     }

@@ -18,7 +18,7 @@ struct ExecutorSessionTests {
         await worker.broker.waitFor { $0.contains(.closed(session: 1)) }
         #expect(worker.broker.settlements.isEmpty, "settled on a connection that is gone")
         // Reconnects after the backoff, on the clock.
-        await worker.clock.advanceToSleeper(within: .seconds(1))
+        await worker.clock.advanceToTimer(atMost: .seconds(1))
         await worker.broker.waitForSessions(2)
         worker.broker.answerPublishes { _ in .outcome(.confirmed) }
         var again = ScriptedMessage.action("refresh", id: "m-1")
@@ -35,7 +35,7 @@ struct ExecutorSessionTests {
         await worker.waitUntilConsuming()
         worker.broker.session(1).cancelConsumerByBroker()
         await worker.broker.waitFor { $0.contains(.closed(session: 1)) }
-        await worker.clock.advanceToSleeper(within: .seconds(1))
+        await worker.clock.advanceToTimer(atMost: .seconds(1))
         await worker.broker.waitForSessions(2)
         let tags = worker.broker.deliver([.action("refresh", id: "m-1")])
         await worker.broker.waitForSettlements(1)
@@ -87,8 +87,8 @@ struct ExecutorSessionTests {
     @Test func anUnreachableBrokerAtStartIsWaitedForWithTheBackoff() async throws {
         let unreachable = AMQPError(code: .connectionFailed, message: "ECONNREFUSED")
         let worker = InProcessWorker(beforeStart: { $0.failLogins([unreachable, unreachable]) })
-        await worker.clock.advanceToSleeper(within: .seconds(1))
-        await worker.clock.advanceToSleeper(within: .seconds(2))
+        await worker.clock.advanceToTimer(atMost: .seconds(1))
+        await worker.clock.advanceToTimer(atMost: .seconds(2))
         await worker.waitUntilConsuming()
         #expect(worker.broker.log.first == .loginChecked)
         try await worker.stop()
@@ -97,8 +97,8 @@ struct ExecutorSessionTests {
     @Test func aSessionThatFailsToOpenIsTriedAgainWithAGrowingBackoff() async throws {
         let lost = AMQPError(code: .connectionLost, message: "ECONNRESET")
         let worker = InProcessWorker(beforeStart: { $0.failSessionOpens([lost, lost]) })
-        await worker.clock.advanceToSleeper(within: .seconds(1))
-        await worker.clock.advanceToSleeper(within: .seconds(2))
+        await worker.clock.advanceToTimer(atMost: .seconds(1))
+        await worker.clock.advanceToTimer(atMost: .seconds(2))
         await worker.waitUntilConsuming()
         #expect(worker.health.isReady)
         try await worker.stop()

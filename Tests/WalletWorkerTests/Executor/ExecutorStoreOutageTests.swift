@@ -24,14 +24,14 @@ struct ExecutorStoreOutageTests {
 
         // Probes fail while it stays out, each on the clock.
         let checks = worker.store.checks
-        await worker.clock.advanceToSleeper(within: .seconds(1))
+        await worker.clock.advanceToTimer(atMost: .seconds(1))
         let now = worker.clock.now.offset
         await worker.clock.waitForSleeper { $0 > now && $0 <= now + .seconds(2) }
         #expect(worker.store.checks == checks + 1)
         #expect(worker.broker.published.isEmpty)
 
         worker.store.setOutage(nil)
-        await worker.clock.advanceToSleeper(within: .seconds(2))
+        await worker.clock.advanceToTimer(atMost: .seconds(2))
         await worker.broker.waitForSettlements(1)
         #expect(
             Set(worker.broker.published.compactMap(\.properties.messageID)) == Set(tags.indices.map { "held-\($0)/0" }))
@@ -52,7 +52,7 @@ struct ExecutorStoreOutageTests {
         await worker.clock.waitForSleeper { $0 == .seconds(30) }
         while worker.clock.now.offset < .seconds(30) {
             #expect(worker.broker.settlements.isEmpty, "given back before half the consumer timeout")
-            await worker.clock.advanceToSleeper(within: .seconds(30))
+            await worker.clock.advanceToTimer(atMost: .seconds(30))
         }
         // Given back by closing the session: the broker requeues them in place, in order, unsettled.
         await worker.broker.waitFor { $0.contains(.closed(session: 1)) }
@@ -63,13 +63,13 @@ struct ExecutorStoreOutageTests {
         // Paused: no session while the store is out, however long.
         for _ in 0..<5 {
             let checks = worker.store.checks
-            await worker.clock.advanceToSleeper(within: .seconds(60))
+            await worker.clock.advanceToTimer(atMost: .seconds(60))
             await worker.store.waitForChecks(checks + 1)
         }
         #expect(worker.broker.sessionsOpened == 1)
 
         worker.store.setOutage(nil)
-        await worker.clock.advanceToSleeper(within: .seconds(60))
+        await worker.clock.advanceToTimer(atMost: .seconds(60))
         await worker.broker.waitForSessions(2)
         let again = worker.broker.deliver((0..<3).map { ScriptedMessage.action("refresh", id: "held-\($0)") })
         await worker.broker.waitForSettlements(1)
@@ -85,7 +85,7 @@ struct ExecutorStoreOutageTests {
         let own = StoreError(.transient, "scripted: deadlock")
         worker.store.failNextBatches([own, own, own])
         let tags = worker.broker.deliver([.action("refresh", id: "m-1")])
-        for _ in 0..<2 { await worker.clock.advanceToSleeper(within: .seconds(5)) }
+        for _ in 0..<2 { await worker.clock.advanceToTimer(atMost: .seconds(5)) }
         await worker.broker.waitForSettlements(1)
 
         #expect(worker.store.batches == 3)
@@ -120,7 +120,7 @@ extension ExecutorStoreOutageTests {
         worker.broker.session(1).closeByBroker(.consume)
         await worker.broker.waitFor { $0.contains(.closed(session: 1)) }
         // The pipeline reconnects first, so the only short timer left is the probe's.
-        await worker.clock.advanceToSleeper(within: .seconds(1))
+        await worker.clock.advanceToTimer(atMost: .seconds(1))
         await worker.broker.waitForSessions(2)
         worker.store.setOutage(ScriptedStore.unreachable)
         worker.store.answerHeldChecks(StoreError(.transient, "scripted: the database does not answer", outage: true))

@@ -56,7 +56,6 @@ final class ScriptedBroker: BrokerConnector {
         var sessions: [ScriptedSession] = []
         var loginFailures: [AMQPError] = []
         var openFailures: [any Error] = []
-        var replyConnectionFailures = 0
         var replyConnections: [ScriptedReplyConnection] = []
         var answer: @Sendable (AMQPOutboundMessage) -> Answer = { _ in .outcome(.confirmed) }
         var held: [ScriptedConfirmation] = []
@@ -84,11 +83,6 @@ final class ScriptedBroker: BrokerConnector {
         state.withLock { $0.openFailures += errors }
     }
 
-    /// The next `count` reply connections fail to open.
-    func failReplyConnections(_ count: Int) {
-        state.withLock { $0.replyConnectionFailures += count }
-    }
-
     /// Hands deliveries to session `number` (the newest open one when nil), as one batch; returns their tags.
     @discardableResult
     func deliver(_ messages: [ScriptedMessage], session number: Int? = nil) -> [UInt64] {
@@ -112,8 +106,6 @@ final class ScriptedBroker: BrokerConnector {
         guard let confirmation else { preconditionFailure("no publish is held") }
         confirmation.settle(result)
     }
-
-    var heldPublishes: Int { state.withLock { $0.held.count } }
 
     // MARK: - Reading what happened
 
@@ -180,12 +172,6 @@ final class ScriptedBroker: BrokerConnector {
     }
 
     func openReplyConnection(pipeline: Int) async throws -> any ReplyConnection {
-        let fails = state.withLock { state -> Bool in
-            guard state.replyConnectionFailures > 0 else { return false }
-            state.replyConnectionFailures -= 1
-            return true
-        }
-        if fails { throw AMQPError(code: .connectionFailed, message: "scripted: the reply connection fails") }
         let connection = ScriptedReplyConnection(broker: self)
         state.withLock { $0.replyConnections.append(connection) }
         record(.replyConnectionOpened)
@@ -193,7 +179,7 @@ final class ScriptedBroker: BrokerConnector {
     }
 
     /// Answers a publish as the script says: at once, or held for the test. The publish is in the log (and a held
-    /// one in `heldPublishes`) before any answer is given.
+    /// one among those `answerHeldPublish` answers) before any answer is given.
     fileprivate func answer(_ messages: [AMQPOutboundMessage], _ confirmation: ScriptedConfirmation, session: Int) {
         let result = state.withLock { state -> Result<[AMQPPublishOutcome], AMQPError>? in
             var outcomes: [AMQPPublishOutcome] = []
