@@ -64,7 +64,18 @@ trap stop_servers EXIT
 
 echo "test: AMQP_URL=${AMQP_URL//:guest@/:***@}"
 echo "test: POSTGRES_URL=$(echo "$POSTGRES_URL" | sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#')"
+# The run's output is also kept in a file: when it fails, what failed is repeated at the end, where a CI log's tail
+# shows it (a crash's backtrace lists every thread, and the crashed one comes first, thousands of lines up).
+log="$(mktemp /tmp/wallet-test-output.XXXXXX)"
 status=0
 # --force-resolved-versions: the versions the committed Package.resolved pins (the ones the image ships), or fail.
-swift test --force-resolved-versions "$@" || status=$?
+swift test --force-resolved-versions "$@" 2>&1 | tee "$log" || status=${PIPESTATUS[0]}
+if [ "$status" -ne 0 ]; then
+    echo "test: failed (status $status); what failed, from $log:"
+    grep -E "^(✘|Fatal error|error: |.*Program crashed)|crashed:$" "$log" | head -60 || true
+    # The crashed thread's frames, when the process crashed.
+    awk '/crashed:$/ { show = 40 } show > 0 { print; show-- }' "$log" | head -60
+else
+    rm -f "$log"
+fi
 exit $status

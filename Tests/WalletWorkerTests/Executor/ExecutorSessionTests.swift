@@ -63,14 +63,17 @@ struct ExecutorSessionTests {
     }
 
     @Test func aStopDuringAnAlarmDoesNotWaitForConfirmsThatNeverCome() async throws {
-        let worker = InProcessWorker { $0.shutdownGracePeriod = .milliseconds(50) }
+        let worker = InProcessWorker()
         await worker.waitUntilConsuming()
         worker.broker.answerPublishes { _ in .hold }
         worker.broker.session(1).raise(.blocked(reason: "disk"), on: .publish)
         worker.broker.deliver([.action("refresh", id: "m-1")])
         await worker.broker.waitForPublishes(1)
-        // The grace period runs on ServiceLifecycle's own clock: the stop returns once it has passed.
-        try await worker.stop()
+        // SIGTERM: the worker stops consuming and waits for the confirm the alarm holds back, until the grace period
+        // (ServiceLifecycle's) is over and the worker is cancelled.
+        await worker.beginStop()
+        await worker.broker.waitFor { $0.contains(.consumerCancelled(session: 1)) }
+        try await worker.endGracePeriod()
         #expect(worker.broker.settlements.isEmpty, "acknowledged without a confirm")
         #expect(worker.broker.log.contains(.closed(session: 1)))
     }

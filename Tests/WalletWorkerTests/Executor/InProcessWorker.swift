@@ -44,9 +44,12 @@ final class InProcessWorker: Sendable {
             store: store, metrics: metrics, logger: Self.logger)
         var service = ServiceGroupConfiguration(
             services: [.init(service: worker)], gracefulShutdownSignals: [], logger: Self.logger)
-        // As `WorkerApplication` runs it: past the grace period, the worker is cancelled.
-        service.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
-        service.maximumCancellationDuration = .seconds(2)
+        // No wall clock here. `WorkerApplication` gives the drain `shutdownGracePeriod` and then 2 s to return once
+        // cancelled, past which ServiceLifecycle stops the process with a fatal error: in a test process that would
+        // take every other test down with it (one did, on a loaded runner). A test ends the grace period itself
+        // (`endGracePeriod`), and a worker that does not return is reported by its suite's time limit.
+        service.maximumGracefulShutdownDuration = nil
+        service.maximumCancellationDuration = nil
         let group = ServiceGroup(configuration: service)
         self.group = group
         task = Task { try await group.run() }
@@ -62,6 +65,18 @@ final class InProcessWorker: Sendable {
     /// Graceful shutdown (SIGTERM): the worker finishes what it holds; returns when `run()` has.
     func stop() async throws {
         await group.triggerGracefulShutdown()
+        try await task.value
+    }
+
+    /// Graceful shutdown (SIGTERM) without waiting for its end; `stop()` or `endGracePeriod()` waits.
+    func beginStop() async {
+        await group.triggerGracefulShutdown()
+    }
+
+    /// The grace period is over: the worker is cancelled, as ServiceLifecycle does past `shutdownGracePeriod`.
+    /// Returns when `run()` has.
+    func endGracePeriod() async throws {
+        task.cancel()
         try await task.value
     }
 
