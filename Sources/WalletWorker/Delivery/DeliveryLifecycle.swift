@@ -112,14 +112,18 @@ struct DeliveryLifecycle: Sendable {
     /// A session is consuming; its publishing connection negotiated `frameMax`.
     mutating func sessionStarted(_ id: SessionID, frameMax: Int, now: Duration) -> [LifecycleAction] {
         guard var session = takeSession(id) else { return [] }
+        guard !session.course.hasEnded else {
+            // Its connection failed as it opened: the session is closing, not consuming.
+            putSession(session)
+            return []
+        }
         var actions: [LifecycleAction] = []
         session.frameMax = frameMax
-        session.isConsuming = true
+        let stoppedWhileConnecting = session.course.stopRequested
+        // Stopped while connecting: it takes nothing.
+        session.course.started()
         actions.append(.report(.consuming(id, queue: pipelines[id.pipeline].queue.name)))
-        if session.stopRequested {
-            // Stopped while connecting: take nothing.
-            session.takesNoMore = true
-        } else if isStopping {
+        if !stoppedWhileConnecting, isStopping {
             applyStop(&session, now: now, &actions)
         }
         finishIfDone(&session, &actions)
@@ -132,9 +136,9 @@ struct DeliveryLifecycle: Sendable {
         guard !deliveries.isEmpty, var session = takeSession(id) else { return [] }
         var actions: [LifecycleAction] = [.report(.received(id, deliveries))]
         for delivery in deliveries { session.unsettled.received(delivery.tag) }
-        if session.end != nil || session.takesNoMore {
+        if session.course.handsBackWhatArrives {
             // The session is handing its queue back: the channel's close returns these, unprocessed.
-            let reason = session.givingBackReason
+            let reason = session.course.handBackReason
             actions.append(.report(.ended(deliveries.map { end($0, id, .requeued(reason: reason), now) })))
             putSession(session)
             return actions
@@ -225,10 +229,10 @@ struct DeliveryLifecycle: Sendable {
             publish(&session, at: index, [plan], now: now, &actions)
         case .transient, .refusedInput:
             session.batches[index].storeFailures += 1
-            if session.stopRequested || session.takesNoMore {
+            if session.course.stopRequested || session.course.handsBackWhatArrives {
                 // Stopping, handing over or giving back: what failed is given back (with what waits behind it, so
                 // nothing later overtakes it), not tried again.
-                session.takesNoMore = true
+                session.course.takeNoMore()
                 session.batches[index].phase = .waiting
                 abandonUncommitted(&session, now: now, &actions)
                 finishIfDone(&session, &actions)
@@ -416,7 +420,9 @@ struct DeliveryLifecycle: Sendable {
                 return []
             }
             session.giveBackTimer = nil
-            if store.isOut, session.end == nil, !session.givingBack, let oldest = session.oldestUncommitted {
+            if store.isOut, !session.course.hasEnded, !session.course.isGivingBackForTheStore,
+                let oldest = session.oldestUncommitted
+            {
                 let held = now - oldest
                 if held >= configuration.giveBackAfter {
                     giveBack(&session, heldFor: held, now: now, &actions)
@@ -433,7 +439,7 @@ struct DeliveryLifecycle: Sendable {
     mutating func consumerEnded(_ id: SessionID, now: Duration) -> [LifecycleAction] {
         guard var session = takeSession(id) else { return [] }
         var actions: [LifecycleAction] = []
-        session.consumerEnded = true
+        session.course.consumerEnded()
         advance(&session, now: now, &actions)
         putSession(session)
         return actions
@@ -444,7 +450,7 @@ struct DeliveryLifecycle: Sendable {
     mutating func sessionFailed(_ id: SessionID, error: any Error, now: Duration) -> [LifecycleAction] {
         guard var session = takeSession(id) else { return [] }
         var actions: [LifecycleAction] = []
-        guard session.end == nil else {
+        guard !session.course.hasEnded else {
             putSession(session)
             return []
         }
@@ -454,7 +460,7 @@ struct DeliveryLifecycle: Sendable {
                 .flatMap(\.deliveries).map { PoisonSuspects.key($0.original) }
             if !inFlight.isEmpty { suspects.recordFailure(inFlight: inFlight, signature: signature, error: text) }
         }
-        if session.isConsuming { actions.append(.report(.sessionFailed(id, error: text))) }
+        if session.course.isConsuming { actions.append(.report(.sessionFailed(id, error: text))) }
         let dropped = session.batches.flatMap { batch -> [Delivery] in
             if case .requeueing(_, let requeue, _) = batch.phase {
                 requeue.map { batch.deliveries[$0] }
@@ -466,7 +472,7 @@ struct DeliveryLifecycle: Sendable {
             actions.append(.report(.ended(dropped.map { end($0, id, .droppedWithSession(error: text), now) })))
         }
         session.batches = []
-        session.end = .failed(error: text)
+        session.course.end(.failed(error: text))
         actions.append(.endSession(id, .failed(error: text)))
         putSession(session)
         if error is TopologyError {
@@ -482,8 +488,9 @@ struct DeliveryLifecycle: Sendable {
             session.id == id
         else { return [] }
         pipelines[id.pipeline].session = nil
-        let end = session.end ?? .failed(error: "closed")
-        var actions: [LifecycleAction] = [.report(.sessionEnded(id, end, wasConsuming: session.isConsuming))]
+        let end: SessionEnd
+        if case .ended(let sent, _, _) = session.course.state { end = sent } else { end = .failed(error: "closed") }
+        var actions: [LifecycleAction] = [.report(.sessionEnded(id, end, wasConsuming: session.course.hasConsumed))]
         if isStopping {
             pipelines[id.pipeline].isStopped = true
             actions.append(.stopPipeline(pipeline: id.pipeline))
@@ -495,7 +502,7 @@ struct DeliveryLifecycle: Sendable {
         case .pausedForStore:
             connect(id.pipeline, after: .zero, &actions)
         case .failed, .consumerEnded, .stopped:
-            let attempt = session.isConsuming ? 1 : pipelines[id.pipeline].reconnectAttempt + 1
+            let attempt = session.course.hasConsumed ? 1 : pipelines[id.pipeline].reconnectAttempt + 1
             pipelines[id.pipeline].reconnectAttempt = attempt
             let delay = configuration.reconnectBackoff.delay(attempt: attempt, using: &random)
             actions.append(.report(.reconnecting(pipeline: id.pipeline, attempt: attempt, delay: delay)))
@@ -539,7 +546,7 @@ struct DeliveryLifecycle: Sendable {
     }
 
     private mutating func startNextStore(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
-        guard session.end == nil, session.isConsuming, !session.takesNoMore, !store.isOut,
+        guard session.course.takesWork, !store.isOut,
             !session.batches.contains(where: \.isAtTheStore),
             let index = session.batches.firstIndex(where: { if case .waiting = $0.phase { true } else { false } })
         else { return }
@@ -585,18 +592,8 @@ struct DeliveryLifecycle: Sendable {
 
     /// Ends the session once what it took on is finished: after a stop, a give-back or the consumer's end.
     private func finishIfDone(_ session: inout Session, _ actions: inout [LifecycleAction]) {
-        guard session.end == nil, session.isConsuming, session.batches.isEmpty else { return }
-        let end: SessionEnd
-        if session.givingBack {
-            end = .pausedForStore
-        } else if session.stopRequested, session.takesNoMore || session.consumerEnded {
-            end = .stopped
-        } else if session.consumerEnded {
-            end = .consumerEnded
-        } else {
-            return
-        }
-        session.end = end
+        guard session.batches.isEmpty, let end = session.course.endOnceEmpty else { return }
+        session.course.end(end)
         actions.append(.endSession(session.id, end))
     }
 
@@ -707,7 +704,7 @@ struct DeliveryLifecycle: Sendable {
         // and fail again at full speed.
         let delay = pipelines[session.id.pipeline].requeueBackoff.next()
         actions.append(.report(.requeueDelayed(session.id, deliveries: requeue.count, delay: delay)))
-        if session.stopRequested {
+        if session.course.stopRequested {
             requeueNow(&session, at: index, requeue, now: now, &actions)
         } else {
             let timer = startTimer(.requeue(session.id, batch.id), after: delay, &actions)
@@ -748,9 +745,7 @@ struct DeliveryLifecycle: Sendable {
     /// then what is not committed is given back). A shard session finishes the batch in hand and hands the rest
     /// back by closing its channel. Batches waiting for the store are given back in both.
     private mutating func applyStop(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
-        guard !session.stopRequested else { return }
-        session.stopRequested = true
-        guard session.end == nil, session.isConsuming else { return }
+        guard session.course.requestStop() else { return }
         let waitingForTheStore = session.batches.contains {
             switch $0.phase {
             case .checkingStore, .waitingToRetry, .held: true
@@ -761,7 +756,7 @@ struct DeliveryLifecycle: Sendable {
             giveBackForTheStop(&session, now: now, &actions)
         }
         // Before anything is requeued: the broker must not deliver it again to this consumer.
-        if !session.isShard, !session.consumerEnded {
+        if !session.isShard, !session.course.consumerHasEnded {
             actions.append(.cancelConsumer(session.id))
         }
         for batch in session.batches {
@@ -778,8 +773,7 @@ struct DeliveryLifecycle: Sendable {
     private mutating func giveBackForTheStop(
         _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
     ) {
-        session.takesNoMore = true
-        session.givingBackReason = session.isShard ? "handed over with its shard" : "the worker is stopping"
+        session.course.takeNoMore(session.isShard ? .shardHandedOver : .stopping)
         abandonUncommitted(&session, now: now, &actions)
     }
 
@@ -788,10 +782,7 @@ struct DeliveryLifecycle: Sendable {
     private mutating func giveBack(
         _ session: inout Session, heldFor: Duration, now: Duration, _ actions: inout [LifecycleAction]
     ) {
-        session.givingBack = true
-        session.takesNoMore = true
-        session.givingBackReason =
-            "held \(DurationText.format(heldFor)) for the store: given back before the broker's consumer timeout"
+        session.course.takeNoMore(.heldForTheStore(heldFor))
         let count = session.batches.filter(\.isUncommitted).reduce(0) { $0 + $1.deliveries.count }
         actions.append(.report(.givingBack(session.id, deliveries: count, heldFor: heldFor)))
         abandonUncommitted(&session, now: now, &actions)
@@ -802,7 +793,7 @@ struct DeliveryLifecycle: Sendable {
     private mutating func abandonUncommitted(
         _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
     ) {
-        let reason = session.givingBackReason
+        let reason = session.course.handBackReason
         session.batches.removeAll { batch in
             guard batch.isUncommitted else { return false }
             actions.append(
@@ -820,8 +811,8 @@ struct DeliveryLifecycle: Sendable {
             for index in pipelines.indices {
                 guard var session = pipelines[index].session else { continue }
                 pipelines[index].session = nil
-                if session.end == nil, session.isConsuming {
-                    session.takesNoMore = true
+                if session.course.isConsuming {
+                    session.course.takeNoMore()
                     abandonUncommitted(&session, now: now, &actions)
                     finishIfDone(&session, &actions)
                 }
@@ -841,7 +832,7 @@ struct DeliveryLifecycle: Sendable {
         for index in pipelines.indices {
             guard var session = pipelines[index].session else { continue }
             pipelines[index].session = nil
-            if session.stopRequested, session.end == nil, session.isConsuming, !session.takesNoMore {
+            if session.course.stopRequested, session.course.takesWork {
                 // Stopping, and the store went out since: what the stop would have given back had the store been
                 // out then goes back now (what is at the store finishes), not when the give-back timer fires.
                 giveBackForTheStop(&session, now: now, &actions)
@@ -883,7 +874,8 @@ struct DeliveryLifecycle: Sendable {
     }
 
     private mutating func armGiveBack(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
-        guard store.isOut, session.end == nil, !session.givingBack, session.giveBackTimer == nil,
+        guard store.isOut, !session.course.hasEnded, !session.course.isGivingBackForTheStore,
+            session.giveBackTimer == nil,
             let oldest = session.oldestUncommitted
         else { return }
         let remaining = oldest + configuration.giveBackAfter - now
@@ -971,17 +963,9 @@ extension DeliveryLifecycle {
         let id: SessionID
         let isShard: Bool
         var frameMax = AMQPConnectionConfiguration.defaultFrameMax
-        /// `sessionStarted` came: the consumer is open.
-        var isConsuming = false
-        var consumerEnded = false
-        var stopRequested = false
-        /// Stores nothing more; what arrives is left to the channel's close.
-        var takesNoMore = false
-        var givingBack = false
-        var givingBackReason = "the session is closing"
+        /// Connecting, consuming (taking work or handing back), ended.
+        var course = SessionCourse()
         var giveBackTimer: TimerID?
-        /// `endSession` was sent.
-        var end: SessionEnd?
         /// Not yet settled, in arrival order.
         var batches: [Batch] = []
         var unsettled = UnsettledTags()
