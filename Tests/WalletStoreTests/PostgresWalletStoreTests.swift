@@ -8,7 +8,12 @@ import WalletRouting
 
 /// What only the shared store has: several replicas (here, several stores with pools of their own) on one
 /// database at once, migrations, a server to lose. Each test in a schema of its own.
-@Suite(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+///
+/// Tests here share one database: one that ends another's backend must pick only its own (an index build
+/// `CONCURRENTLY` waits for every open transaction in the database, and so counts as "blocked" by any of them).
+/// A hang is reported by the time limit, never left to CI's.
+@Suite(
+    .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .timeLimit(.minutes(5)))
 struct PostgresWalletStoreTests {
     // MARK: - Competing replicas
 
@@ -506,7 +511,9 @@ struct PostgresWalletStoreTests {
                     try await store.process(
                         [Messages.suspend("DC-1", id: "m2")], router: NotificationRouter(), now: Date())
                 }
-                // The store's backend waits on our lock; end it as a server shutdown or an administrator would.
+                // The store's backend waits on our lock; end it as a server shutdown or an administrator would. Only
+                // a backend waiting for our row: another test's index build waits for our transaction too
+                // (`virtualxid`), and ending it failed that test (its connection "terminated by administrator").
                 try await eventually(
                     "the batch's backend waiting on our lock", within: .seconds(2), every: .milliseconds(20)
                 ) {
@@ -515,6 +522,7 @@ struct PostgresWalletStoreTests {
                         """
                         SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                         WHERE pg_blocking_pids(pid) @> ARRAY[pg_backend_pid()]
+                          AND wait_event_type = 'Lock' AND wait_event IN ('transactionid', 'tuple')
                         """, logger: logger)
                     {
                         terminated = try row.decode(Int.self) > 0
