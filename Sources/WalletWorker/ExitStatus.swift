@@ -7,8 +7,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// Done: `run` stopped by SIGTERM or SIGINT after draining; the entry found; everything replayed, purged,
     /// declared, migrated, routed or published.
     case success = 0
-    /// The command ran and the answer is no: not found (`inspect`), the schema is not this build's
-    /// (`migrate --check`), some replays or publishes were not confirmed, purge not confirmed, an input line that
+    /// The command ran and the answer is no: not found (`inspect`; `dead-letters` when no dead letter matched),
+    /// the schema is not this build's (`migrate --check`), some replays or publishes were not confirmed, purge not confirmed, an input line that
     /// is not a message (`route`); or the broker or the store refused what the settings ask of it once connected
     /// (a topology that exists with other arguments, 406; no configure permission, 403; a store schema this build
     /// cannot use) or something else stopped the worker for good (the operations endpoint's port taken, a

@@ -22,8 +22,10 @@ extension WalletWorkerCommand {
                 after a run the queue holds what it held, in the same order; an interrupted run leaves the rest in \
                 place. The filters (--reason, --sender, --message-id, --older-than, --newer-than) all apply.
 
-                \(ExitStatus.helpText) replay exits 1 when a replay was not confirmed, purge when it was not \
-                confirmed; 2 when the broker cannot be reached or refuses the login.
+                \(ExitStatus.helpText) Every command exits 1 when no dead letter matched (as grep does: an empty \
+                queue matches nothing, and a purge without a filter empties the queue and exits 0); replay also when \
+                a replay was not confirmed or was refused, purge when the deletion was not confirmed; 2 when the \
+                broker cannot be reached or refuses the login.
                 """,
             subcommands: [List.self, Show.self, Replay.self, Purge.self],
             defaultSubcommand: List.self)
@@ -41,7 +43,7 @@ struct DeadLetterFilterOptions: ParsableArguments {
             """
     )
     var reason: String?
-    @Option(help: "Only notifications of this sender (CPS, TNS, MG, …)")
+    @Option(help: "Only notifications of this sender (CPS, TNS, MG, …), case-insensitive")
     var sender: String?
     @Option(help: "Only the message with this message_id")
     var messageId: String?
@@ -115,6 +117,11 @@ private func walkDeadLetters(
     }
 }
 
+/// Exit status 1, "nothing found", when the filters matched no dead letter (the closing line says so first).
+private func exitOneWhenNothingMatched(_ summary: DeadLetterRunSummary) throws {
+    if summary.selected == 0 { throw ExitCode.failure }
+}
+
 /// Asks for `yes` on stdin; false (and a line saying nothing was done) otherwise.
 private func confirmed(_ question: String) -> Bool {
     FileHandle.standardError.write(Data("\(question) Type yes: ".utf8))
@@ -145,6 +152,7 @@ extension WalletWorkerCommand.DeadLetters {
                 return (try? printer.print(letter)) ?? false
             }
             progressLine(summary.closingLine(queue: queue, verb: "listed", count: summary.selected))
+            try exitOneWhenNothingMatched(summary)
         }
     }
 
@@ -169,6 +177,7 @@ extension WalletWorkerCommand.DeadLetters {
                 return (try? printLine(DeadLetterDetail.jsonLine(message, showPushChannel: showPushChannel))) ?? false
             }
             progressLine(summary.closingLine(queue: queue, verb: "showed", count: summary.selected))
+            try exitOneWhenNothingMatched(summary)
         }
     }
 
@@ -228,6 +237,7 @@ extension WalletWorkerCommand.DeadLetters {
                 summary.closingLine(
                     queue: queue, verb: dryRun ? "would replay" : "replayed",
                     count: dryRun ? summary.selected - summary.refused : summary.replayed))
+            try exitOneWhenNothingMatched(summary)
             // Refused (truncated without --force, a body not read): not everything asked for was replayed.
             if summary.failed > 0 || summary.stoppedEarly != nil || (!dryRun && summary.refused > 0) {
                 throw ExitCode.failure
@@ -269,6 +279,7 @@ extension WalletWorkerCommand.DeadLetters {
                 true
             }
             progressLine(summary.closingLine(queue: queue, verb: "deleted", count: summary.removed))
+            try exitOneWhenNothingMatched(summary)
         }
     }
 }

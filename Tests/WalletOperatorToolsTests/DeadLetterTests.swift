@@ -107,6 +107,8 @@ import Testing
         filter.olderThan = .seconds(1_800)
         filter.newerThan = .seconds(7_200)
         #expect(filter.matches(letter, at: now))
+        filter.sender = "tns"
+        #expect(filter.matches(letter, at: now), "the sender is matched case-insensitively")
         filter.sender = "CPS"
         #expect(!filter.matches(letter, at: now))
         filter.sender = nil

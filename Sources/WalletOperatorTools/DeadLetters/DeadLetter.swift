@@ -159,7 +159,9 @@ public struct DeadLetter: Sendable, Hashable {
 public struct DeadLetterFilter: Sendable, Hashable {
     /// A substring of the recorded reason, case-insensitive (never of the hint shown beside a broker's reason).
     public var reason: String?
+    /// The sender code, case-insensitive (`mg` finds `MG`, as `--reason` ignores case).
     public var sender: String?
+    /// The message id, exactly: ids are case-sensitive.
     public var messageID: String?
     /// Only those at least this old.
     public var olderThan: Duration?
@@ -174,7 +176,7 @@ public struct DeadLetterFilter: Sendable, Hashable {
 
     public func matches(_ letter: DeadLetter, at now: Date) -> Bool {
         if let reason, !letter.reason.localizedCaseInsensitiveContains(reason) { return false }
-        if let sender, letter.sender != sender { return false }
+        if let sender, letter.sender?.caseInsensitiveCompare(sender) != .orderedSame { return false }
         if let messageID, letter.messageID != messageID { return false }
         if olderThan != nil || newerThan != nil {
             // Without a time it matches no age condition: replaying or purging it by age would be a guess.

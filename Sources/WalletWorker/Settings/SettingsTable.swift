@@ -1,3 +1,4 @@
+import AMQPTransport
 import Logging
 import WalletRouting
 import WalletStore
@@ -36,10 +37,21 @@ extension Setting {
 
     // MARK: - The broker
 
-    public static let amqpURL = Typed<String>.text(
+    /// Parsed when read, as every other setting: a URL that does not parse is a usage error (64), said with its
+    /// password redacted, not a failure to connect (1).
+    public static let amqpURL = Typed<String>(
         "amqp-url", "AMQP_URL", field: .at(\.amqpURL), default: defaults.amqpURL, expected: "a URL",
         help: "Broker URL, amqp:// or amqps://",
-        meaning: "the broker; `amqps://` for TLS (port 5671), percent-encoded user, password and vhost")
+        meaning: "the broker; `amqps://` for TLS (port 5671), percent-encoded user, password and vhost",
+        reason: { text in
+            do throws(AMQPError) {
+                _ = try AMQPURL(parsing: text)
+                return nil
+            } catch {
+                return error.message
+            }
+        },
+        parse: { (try? AMQPURL(parsing: $0)) != nil ? $0 : nil })
 
     private static let tlsFiles = "TLS files"
     private static let tlsMeaning = """

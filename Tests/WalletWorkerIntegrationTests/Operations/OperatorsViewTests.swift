@@ -404,6 +404,13 @@ extension Resilience {
                 fromDirectory.output.contains("AMQP_URL_FILE") && fromDirectory.output.contains("is a directory")
                     && !fromDirectory.output.contains("NSCocoaErrorDomain"), "\(fromDirectory.output)")
 
+            // A broker URL that does not parse is usage, said with its password redacted, not a failure to connect.
+            let notAURL = try await walletWorkerCommand(["run", "--amqp-url", "http://wallet:s3cret-pw@broker/"])
+            #expect(notAURL.exit == .exited(64), "\(notAURL.output)")
+            #expect(
+                notAURL.output.contains("amqp:// or amqps://") && !notAURL.output.contains("s3cret-pw"),
+                "\(notAURL.output)")
+
             let missing = "/tmp/wnw-no-such-dir-\(UUID().uuidString.prefix(8))/wallet.sqlite"
             let route = try await walletWorkerCommand(
                 ["route", "--store", "sqlite:\(missing)"], input: #"{"properties":{"messageId":"m"},"body":{}}"# + "\n")

@@ -68,9 +68,11 @@ extension Resilience {
                 #expect(badListed.count == 3, "\(list.output)")
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 7, "list took messages")
 
-                // A filter with no match, and the dry run: nothing moves.
+                // A filter with no match (exit status 1: nothing found), and the dry run: nothing moves.
                 let none = try await command(["dead-letters", "list", "--json", "--sender", "CPS"], topology)
-                #expect(jsonObjects(none.output).isEmpty && none.exit == .exited(0))
+                #expect(jsonObjects(none.output).isEmpty && none.exit == .exited(1), "\(none.output)")
+                let absent = try await command(["dead-letters", "show", "--message-id", "never-sent"], topology)
+                #expect(absent.exit == .exited(1) && absent.output.contains("showed 0 of 7"), "\(absent.output)")
                 let dry = try await command(
                     ["dead-letters", "replay", "--reason", "NO_ROUTE", "--dry-run", "--json"], topology)
                 #expect(dry.exit == .exited(0) && jsonObjects(dry.output).count == 4, "\(dry.output)")
