@@ -108,7 +108,8 @@ public final class NotificationWorker: Service {
             }
         } catch {
             health.failed("\(error)")
-            logger.critical("the worker stopped", metadata: ["error": "\(error)"])
+            // Not logged here: whoever runs the worker logs the failure once, with the exit status it gives.
+            logger.debug("the worker stopped", metadata: ["error": "\(error)"])
             await store.close()
             throw error
         }

@@ -71,7 +71,8 @@ extension WalletWorkerCommand {
                 logger.info(
                     "starting",
                     metadata: [
-                        "store": "\(configuration.store)", "prefetch": "\(configuration.prefetch)",
+                        "version": "\(WorkerVersion.current)", "store": "\(configuration.store)",
+                        "prefetch": "\(configuration.prefetch)",
                         "concurrency": "\(configuration.concurrency)",
                         "ordered_shards": "\(configuration.topology.orderedShards)",
                         "work_queue": "\(configuration.topology.workQueue)",

@@ -119,7 +119,9 @@ final class ConnectionCore {
         }
         if error.code == .channelClosedByBroker {
             acknowledgeChannelClose(channel)
-            closeChannel(channel, because: error)
+            // The caller gets the error and says what it means (a passive declare's 404 is an answer, not a
+            // problem): not logged here.
+            closeChannel(channel, because: error, logged: false)
         } else {
             if error.code == .connectionClosedByBroker { acknowledgeConnectionClose() }
             fail(error)
@@ -139,12 +141,13 @@ final class ConnectionCore {
         _ = amqp_send_method(state, 0, CRabbitMQShims_CONNECTION_CLOSE_OK_METHOD, &closeOk)
     }
 
-    /// Retires a channel whose close handshake is done and fails what waited on it.
-    func closeChannel(_ number: UInt16, because error: AMQPError) {
+    /// Retires a channel whose close handshake is done and fails what waited on it. A close the broker sent on its
+    /// own (an acknowledgement it refused, a queue deleted) is `logged` at warning: nobody else will hear of it.
+    func closeChannel(_ number: UInt16, because error: AMQPError, logged: Bool = true) {
         guard channels.retire(number, because: error) else { return }
         publisher.failChannel(number, error)
         for consumer in channels.removeConsumers(onChannel: number) { consumer.finish(throwing: error) }
-        if error.code != .closed {
+        if logged, error.code != .closed {
             logger.warning(
                 "AMQP channel closed by the broker",
                 metadata: [AMQPLoggingKeys.channel: "\(number)", AMQPLoggingKeys.error: "\(error)"])

@@ -15,14 +15,19 @@ enum BrokerLogin {
         var error: AMQPError
         var url: String
 
+        /// `text` as a sentence: ending with one period (RabbitMQ's refusal ends with one already).
+        private func sentence(_ text: String) -> String {
+            text.hasSuffix(".") ? text : text + "."
+        }
+
         var description: String {
             switch error.code {
             case .tlsFailed:
-                "the broker's TLS certificate did not verify at the first connection to \(url): \(error.message). "
-                    + "Check --tls-ca-file (AMQP_TLS_CA_FILE) and the host name in AMQP_URL"
+                "the broker's TLS certificate did not verify at the first connection to \(url): "
+                    + "\(sentence(error.message)) Check --tls-ca-file (AMQP_TLS_CA_FILE) and the host name in AMQP_URL"
             default:
-                "the broker refused the first login to \(url): \(error.replyText ?? error.message). Check the user "
-                    + "and password in AMQP_URL (or AMQP_URL_FILE) and that the user may use the vhost"
+                "the broker refused the first login to \(url): \(sentence(error.replyText ?? error.message)) Check the "
+                    + "user and password in AMQP_URL (or AMQP_URL_FILE) and that the user may use the vhost"
             }
         }
     }

@@ -74,8 +74,7 @@ struct DeliveryLifecycle: Sendable {
     private var pipelines: [PipelineState]
     private var suspects: PoisonSuspects
     private var store = StoreAvailability()
-    private var isStopping = false
-    private var fatalError: String?
+    private var course = WorkerCourse()
     private var random: LifecycleRandom
     private var lastID = 0
     private var timers: [TimerID: TimerPurpose] = [:]
@@ -123,7 +122,7 @@ struct DeliveryLifecycle: Sendable {
         // Stopped while connecting: it takes nothing.
         session.course.started()
         actions.append(.report(.consuming(id, queue: pipelines[id.pipeline].queue.name)))
-        if !stoppedWhileConnecting, isStopping {
+        if !stoppedWhileConnecting, course.isStopping {
             applyStop(&session, now: now, &actions)
         }
         finishIfDone(&session, &actions)
@@ -262,7 +261,7 @@ struct DeliveryLifecycle: Sendable {
         var actions: [LifecycleAction] = []
         switch requester {
         case .probe:
-            guard !isStopping else {
+            guard !course.isStopping else {
                 store.probeAbandoned(check)
                 return []
             }
@@ -384,7 +383,7 @@ struct DeliveryLifecycle: Sendable {
         var actions: [LifecycleAction] = []
         switch purpose {
         case .probeStore:
-            guard store.probeIsDue, !isStopping else { return [] }
+            guard store.probeIsDue, !course.isStopping else { return [] }
             let check = CheckID(value: nextID())
             store.probeStarted(check)
             checks[check] = .probe
@@ -491,14 +490,14 @@ struct DeliveryLifecycle: Sendable {
         let end: SessionEnd
         if case .ended(let sent, _, _) = session.course.state { end = sent } else { end = .failed(error: "closed") }
         var actions: [LifecycleAction] = [.report(.sessionEnded(id, end, wasConsuming: session.course.hasConsumed))]
-        if isStopping {
-            pipelines[id.pipeline].isStopped = true
+        if course.isStopping {
+            pipelines[id.pipeline].phase = .stopped
             actions.append(.stopPipeline(pipeline: id.pipeline))
             return actions
         }
         switch end {
         case .pausedForStore where store.isOut:
-            pipelines[id.pipeline].isWaitingForStore = true
+            pipelines[id.pipeline].phase = .waitingForStore
         case .pausedForStore:
             connect(id.pipeline, after: .zero, &actions)
         case .failed, .consumerEnded, .stopped:
@@ -515,7 +514,7 @@ struct DeliveryLifecycle: Sendable {
     /// whole process.
     private mutating func outageOfAnOrphanedAnswer(_ answer: StoreAnswer, now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
-        if let failure = answer.failure, failure.isOutage, !isStopping {
+        if let failure = answer.failure, failure.isOutage, !course.isStopping {
             beginOutage(failure, now: now, &actions)
         }
         return actions
@@ -525,14 +524,14 @@ struct DeliveryLifecycle: Sendable {
     /// would have for the batch (a failed check begins an outage), unless the worker is stopping.
     private mutating func outageOfAnOrphanedCheck(_ failure: StoreError?, now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
-        if let failure, !isStopping { beginOutage(failure, now: now, &actions) }
+        if let failure, !course.isStopping { beginOutage(failure, now: now, &actions) }
         return actions
     }
 
     /// SIGTERM (or a failure elsewhere): take no more work, finish what was taken on, and stop every pipeline.
     mutating func stopRequested(now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
-        stopAll(now: now, &actions)
+        if course.stop() { stopEveryPipeline(now: now, &actions) }
         return actions
     }
 
@@ -725,17 +724,15 @@ struct DeliveryLifecycle: Sendable {
 
     // MARK: - Stopping, giving back, failing
 
-    private mutating func stopAll(now: Duration, _ actions: inout [LifecycleAction]) {
-        guard !isStopping else { return }
-        isStopping = true
+    /// The worker has begun to stop (`course`): every session stops, and a pipeline without one stops now.
+    private mutating func stopEveryPipeline(now: Duration, _ actions: inout [LifecycleAction]) {
         for index in pipelines.indices {
             if var session = pipelines[index].session {
                 pipelines[index].session = nil
                 applyStop(&session, now: now, &actions)
                 putSession(session)
-            } else if !pipelines[index].isStopped {
-                pipelines[index].isStopped = true
-                pipelines[index].isWaitingForStore = false
+            } else if pipelines[index].phase != .stopped {
+                pipelines[index].phase = .stopped
                 actions.append(.stopPipeline(pipeline: index))
             }
         }
@@ -752,7 +749,7 @@ struct DeliveryLifecycle: Sendable {
             default: false
             }
         }
-        if session.isShard || fatalError != nil || store.isOut || waitingForTheStore {
+        if session.isShard || course.hasFailed || store.isOut || waitingForTheStore {
             giveBackForTheStop(&session, now: now, &actions)
         }
         // Before anything is requeued: the broker must not deliver it again to this consumer.
@@ -803,11 +800,15 @@ struct DeliveryLifecycle: Sendable {
     }
 
     private mutating func fail(with error: any Error, now: Duration, _ actions: inout [LifecycleAction]) {
-        guard fatalError == nil else { return }
-        fatalError = "\(error)"
-        actions.append(.failWorker(error))
-        if isStopping {
-            // Already stopping: nothing more may be stored anywhere.
+        switch course.fail("\(error)") {
+        case .alreadyFailed:
+            return
+        case .stopsTheWorker:
+            actions.append(.failWorker(error))
+            stopEveryPipeline(now: now, &actions)
+        case .duringTheStop:
+            actions.append(.failWorker(error))
+            // Nothing more may be stored anywhere.
             for index in pipelines.indices {
                 guard var session = pipelines[index].session else { continue }
                 pipelines[index].session = nil
@@ -818,8 +819,6 @@ struct DeliveryLifecycle: Sendable {
                 }
                 putSession(session)
             }
-        } else {
-            stopAll(now: now, &actions)
         }
     }
 
@@ -848,8 +847,8 @@ struct DeliveryLifecycle: Sendable {
     private mutating func endOutage(after outage: Duration, now: Duration, _ actions: inout [LifecycleAction]) {
         actions.append(.report(.storeOutageEnded(after: outage)))
         for index in pipelines.indices {
-            if pipelines[index].isWaitingForStore {
-                pipelines[index].isWaitingForStore = false
+            if pipelines[index].phase == .waitingForStore {
+                pipelines[index].phase = .active
                 connect(index, after: .zero, &actions)
                 continue
             }
@@ -948,9 +947,16 @@ extension DeliveryLifecycle {
         var sessionCount = 0
         /// Connection attempts since the last session that consumed.
         var reconnectAttempt = 0
-        /// Paused: connects when the store answers.
-        var isWaitingForStore = false
-        var isStopped = false
+        var phase = Phase.active
+
+        enum Phase: Sendable, Equatable {
+            /// Connecting, consuming, or waiting to reconnect.
+            case active
+            /// Paused after a give-back: connects when the store answers.
+            case waitingForStore
+            /// The worker stops: the pipeline has ended, or ends with its session.
+            case stopped
+        }
 
         init(queue: ConsumedQueue, topology: Topology, requeueBackoff: RequeueBackoff) {
             self.queue = queue

@@ -193,6 +193,10 @@ extension Resilience {
             #expect(
                 worker.log.contains("refused the first login") && worker.log.contains(refusal), "\(worker.logTail())")
             #expect(!worker.log.contains(url.password) || url.password == "guest", "\(worker.logTail())")
+            #expect(
+                worker.log.components(separatedBy: "refused the first login").count == 2,
+                "the refusal is logged once, with its exit status: \(worker.logTail())")
+            #expect(worker.log.contains("exit_status") && !worker.log.contains("logfile.."), "\(worker.logTail())")
         }
 
         @Test(
