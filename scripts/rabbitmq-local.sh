@@ -113,12 +113,19 @@ CONF
     fi
     nohup "$server_bin/rabbitmq-server" > "$data_dir/log/startup.log" 2>&1 &
     echo $! > "$data_dir/launcher.pid"
-    # `wait` returns once the node is fully booted (or fails after the timeout).
-    if ! "$server_bin/rabbitmqctl" -n "$node" wait --timeout 90 "$RABBITMQ_PID_FILE" >/dev/null 2>&1; then
-        echo "rabbitmq-local: the node did not start; last log lines:" >&2
-        tail -n 30 "$data_dir/log/startup.log" >&2 || true
-        return 1
-    fi
+    # `wait` returns once the node is fully booted, or fails. It can fail within seconds while the node is still
+    # booting (on a loaded machine its own Erlang node may not reach epmd in time): asked again while the server
+    # process lives, up to 90 s in all.
+    local deadline=$((SECONDS + 90)) waited=""
+    until waited=$("$server_bin/rabbitmqctl" -n "$node" wait --timeout 90 "$RABBITMQ_PID_FILE" 2>&1); do
+        if ! kill -0 "$(cat "$data_dir/launcher.pid")" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+            echo "rabbitmq-local: the node did not start; rabbitmqctl wait said: $waited" >&2
+            echo "rabbitmq-local: last log lines:" >&2
+            tail -n 30 "$data_dir/log/startup.log" >&2 || true
+            return 1
+        fi
+        sleep 1
+    done
     echo "rabbitmq-local: running on 127.0.0.1:$port, TLS on $tls_port (node $node, pid $(cat "$RABBITMQ_PID_FILE"), data $data_dir)"
 }
 

@@ -241,3 +241,41 @@ struct ConsumerTests {
         }
     }
 }
+
+extension ConsumerTests {
+    /// Issue 37: `dead-letters list` and `purge` sometimes ended with "CHANNEL_ERROR - expected 'channel.open'" and
+    /// a failed connection. Deliveries that arrive while a channel.close waits for its close-ok are queued by
+    /// librabbitmq and read after it: the transport rejected each on the channel that no longer existed, and the
+    /// broker closed the connection for it. The broker requeues them with the channel; nothing is to be sent.
+    @Test("closing a channel with deliveries in flight keeps the connection, and the broker requeues them all")
+    func closingAChannelWithDeliveriesInFlightKeepsTheConnection() async throws {
+        try await withBrokerSession("close in flight") { session in
+            let count = 2_000
+            let queue = try await session.declareOwnedQueue("close-in-flight")
+            try await session.channel.enableConfirms()
+            try await publishConfirmed(
+                (0..<count).map { message(to: queue, "in flight \($0)") }, on: session.channel)
+
+            for round in 0..<5 {
+                let consuming = try await session.connection.openChannel()
+                try await consuming.setPrefetch(count: 1_000)
+                let consumer = try await consuming.consume(queue: queue)
+                // The broker is streaming the prefetch when the close goes out: most of it is in flight.
+                _ = try await receive(1, from: consumer)
+                try await consuming.close()
+
+                // The same connection goes on (it was closed with 504 here), and the queue gets every delivery back
+                // (the broker requeues a closed channel's deliveries as it ends it: waited for, not assumed).
+                let checking = try await session.connection.openChannel()
+                var ready: UInt32 = 0
+                try await eventually(
+                    "round \(round): \(count) back in the queue, \(ready) so far", within: .seconds(30)
+                ) {
+                    ready = try await checking.queueStatus(queue).messageCount
+                    return ready == UInt32(count)
+                }
+                try await checking.close()
+            }
+        }
+    }
+}

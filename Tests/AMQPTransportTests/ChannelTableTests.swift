@@ -134,13 +134,23 @@ struct ChannelTableTests {
         }
     }
 
-    @Test func aDeliveryWhoseChannelClosedWhileItWasReadIsRequeued() throws {
+    /// Issue 37: `dead-letters list` and `purge` sometimes ended with "CHANNEL_ERROR - expected 'channel.open'":
+    /// deliveries in flight when the tool closed its consume channel were rejected on the closed channel.
+    @Test func aDeliveryWhoseChannelClosedWhileItWasReadIsLeftToTheBroker() throws {
         var table = ChannelTable()
         _ = try table.open(negotiatedChannelMax: 0)
         let sink = consumer(channel: 1, tag: "work")
         table.register(sink)
         table.retire(1, because: AMQPError(code: .channelClosedByBroker, message: "closed"))
-        #expect(isRequeued(table.destination(ofDeliveryOn: 1, consumerTag: "work", consumer: sink)))
+        let destination = table.destination(ofDeliveryOn: 1, consumerTag: "work", consumer: sink)
+        #expect(isLeftToTheBroker(destination), "no reject on a closed channel: \(destination)")
+        let unknown = table.destination(ofDeliveryOn: 9, consumerTag: "x", consumer: nil)
+        #expect(isLeftToTheBroker(unknown), "nor on a channel this connection does not have open: \(unknown)")
+    }
+
+    private func isLeftToTheBroker(_ destination: DeliveryDestination) -> Bool {
+        if case .returnedWithItsChannel = destination { return true }
+        return false
     }
 
     private func isRequeued(_ destination: DeliveryDestination) -> Bool {

@@ -118,13 +118,18 @@ struct ChannelTable {
     func destination(ofDeliveryOn number: UInt16, consumerTag tag: String, consumer: ConsumerSink?)
         -> DeliveryDestination
     {
-        guard let channel = openChannels[number], let consumer else {
+        guard let channel = openChannels[number] else {
+            // Its channel closed while it was in flight (librabbitmq queues the frames that arrive during a
+            // channel.close round trip, and the reader sees them after the close-ok): the broker requeued it with
+            // the channel's other unacknowledged deliveries. A reject now would be a method on a closed channel,
+            // which the broker answers by closing the connection (504 CHANNEL_ERROR "expected 'channel.open'").
+            return .returnedWithItsChannel
+        }
+        guard let consumer else {
             // In flight while its consumer was being cancelled: given back now rather than holding a prefetch slot
             // until the channel closes. The broker acknowledged it already if the consumer was a `no-ack` one:
             // rejecting that tag would close the channel, so it is dropped.
-            if openChannels[number]?.automaticAcknowledgementTags.contains(tag) == true {
-                return .droppedAsAcknowledgedByBroker
-            }
+            if channel.automaticAcknowledgementTags.contains(tag) { return .droppedAsAcknowledgedByBroker }
             return .requeued
         }
         return .consumer(consumer, ChannelReference(number: number, id: channel.id))
@@ -137,8 +142,10 @@ enum DeliveryDestination {
     case consumer(ConsumerSink, ChannelReference)
     /// Its `no-ack` consumer was cancelled: the broker counted it delivered, so there is nothing to give back.
     case droppedAsAcknowledgedByBroker
-    /// Its consumer was cancelled (or its channel closed) while it was in flight: rejected with requeue.
+    /// Its consumer was cancelled while it was in flight, on a channel still open: rejected with requeue.
     case requeued
+    /// Its channel closed while it was in flight: the broker requeued it already; nothing may be sent about it.
+    case returnedWithItsChannel
 }
 
 /// Names one opened channel: its number (reused after it closes) and an id unique on the connection.

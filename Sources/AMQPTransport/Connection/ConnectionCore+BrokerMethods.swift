@@ -91,7 +91,8 @@ extension ConnectionCore {
             // queue dead-letters into its own loop, back into itself (`Topology`'s dead-letter queue); a
             // consumer that asks for `.requeue` leaves the message where it was. Never dropped either way.
             let settlement = UndecodableDelivery.Settlement(for: consumer)
-            if settlement != .acknowledgedByBroker {
+            // Not on a channel that closed meanwhile: the broker requeued it already (see `destination`).
+            if settlement != .acknowledgedByBroker, channels[number] != nil {
                 _ = amqp_basic_reject(state, number, deliver.deliveryTag, settlement == .requeued ? 1 : 0)
             }
             error.undecodableDelivery = UndecodableDelivery(
@@ -123,6 +124,10 @@ extension ConnectionCore {
             _ = amqp_basic_reject(state, number, deliver.deliveryTag, 1)
             logger.debug(
                 "requeued a delivery for a cancelled consumer", metadata: [AMQPLoggingKeys.consumerTag: "\(tag)"])
+        case .returnedWithItsChannel:
+            logger.debug(
+                "dropped a delivery of a closed channel (the broker requeued it with the channel)",
+                metadata: [AMQPLoggingKeys.consumerTag: "\(tag)", AMQPLoggingKeys.channel: "\(number)"])
         }
     }
 
