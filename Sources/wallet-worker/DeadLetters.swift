@@ -83,6 +83,7 @@ struct DeadLetterReadOptions: ParsableArguments {
                     """,
                 default: Setting.maxBodyBytes.defaultValue)))
     var maxBodyBytes: String?
+    @OptionGroup var logging: ToolLoggingOptions
 
     var readLimit: Int {
         get throws {
@@ -100,9 +101,7 @@ private func walkDeadLetters(
 ) async throws -> (DeadLetterRunSummary, String) {
     var configuration = WorkerConfiguration()
     try broker.apply(to: &configuration)
-    WorkerLogging.bootstrap(
-        format: .text, level: .warning,
-        secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
+    try read.logging.bootstrap(redacting: configuration)
     let queue = DeadLetterQueue(
         configuration: configuration, logger: Logger(label: "wallet-worker"), maximumBodyBytes: try read.readLimit)
     // The dead-letter queue has the work queue's type (`Topology.deadLetterQueueArguments`).
@@ -266,9 +265,7 @@ extension WalletWorkerCommand.DeadLetters {
                 }
             }
             if filter.isEmpty {
-                WorkerLogging.bootstrap(
-                    format: .text, level: .warning,
-                    secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
+                try read.logging.bootstrap(redacting: configuration)
                 let queue = DeadLetterQueue(
                     configuration: configuration, logger: Logger(label: "wallet-worker"),
                     maximumBodyBytes: try read.readLimit)

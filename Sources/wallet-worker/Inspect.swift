@@ -83,6 +83,7 @@ extension StoreToolOptions {
     {
         let location = try location
         let timeout = try statementTimeout
+        try logging.bootstrap(redactingStore: location)
         let found: [UInt8]?
         do {
             let inspector = try await StoreInspectors.open(location, statementTimeout: timeout)

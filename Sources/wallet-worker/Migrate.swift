@@ -25,6 +25,7 @@ extension WalletWorkerCommand {
         func run() async throws {
             let location = try options.location
             let timeout = try options.statementTimeout
+            try options.logging.bootstrap(redactingStore: location)
             do {
                 if check {
                     let status = try await WalletStores.schemaStatus(location, statementTimeout: timeout)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Logging
 import WalletRouting
 import WalletStore
@@ -74,6 +75,7 @@ struct StoreToolOptions: ParsableArguments {
             Setting.storeStatementTimeout.setting.help(
                 summary: "PostgreSQL statement timeout, e.g. 5s", default: Setting.storeStatementTimeout.defaultValue)))
     var storeStatementTimeout: String?
+    @OptionGroup var logging: ToolLoggingOptions
 
     var location: StoreLocation {
         get throws { try setting(store, Setting.store) ?? WorkerConfiguration().store }
@@ -90,4 +92,38 @@ struct StoreToolOptions: ParsableArguments {
 struct LoggingOptions: SettingOptions {
     @Option(Setting.logLevel) var logLevel: String?
     @Option(Setting.logFormat) var logFormat: String?
+}
+
+/// `--log-level` and `--log-format` of a one-shot command (`migrate`, `inspect`, `route`, `dead-letters`): the
+/// settings of `run` (with their variables, `LOG_LEVEL` and `LOG_FORMAT`), but at warning by default: a tool prints
+/// its answer on stdout, and its log on stderr says only what went wrong unless asked for more.
+struct ToolLoggingOptions: ParsableArguments {
+    @Option(
+        name: .customLong(Setting.logLevel.name),
+        help: .init(
+            Setting.logLevel.setting.help(
+                summary: "Log level of the command's own log (stderr): trace, debug, info, notice, warning, error, "
+                    + "critical", default: "warning")))
+    var logLevel: String?
+    @Option(
+        name: .customLong(Setting.logFormat.name),
+        help: .init(
+            Setting.logFormat.setting.help(
+                summary: "Log format: text or json (one object per line)", default: Setting.logFormat.defaultValue)))
+    var logFormat: String?
+
+    /// Starts logging as the flags (else the variables) say; `configuration` names the secrets to redact.
+    func bootstrap(redacting configuration: WorkerConfiguration) throws {
+        WorkerLogging.bootstrap(
+            format: try setting(logFormat, Setting.logFormat) ?? WorkerConfiguration().logFormat,
+            level: try setting(logLevel, Setting.logLevel) ?? .warning,
+            secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))
+    }
+
+    /// The same, for a command that has a store's location and no other setting.
+    func bootstrap(redactingStore location: StoreLocation) throws {
+        var configuration = WorkerConfiguration()
+        configuration.store = location
+        try bootstrap(redacting: configuration)
+    }
 }

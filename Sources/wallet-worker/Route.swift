@@ -46,11 +46,14 @@ extension WalletWorkerCommand {
         @Option(help: "Processing time for every line, ISO 8601 (e.g. 2026-11-21T08:00:00Z). Default: the clock")
         var now: String?
         @OptionGroup var routing: RoutingOptions
+        @OptionGroup var logging: ToolLoggingOptions
 
         func run() async throws {
             var configuration = WorkerConfiguration()
             try routing.apply(to: &configuration)
             let location = try setting(self.store, Setting.store) ?? .memory
+            configuration.store = location
+            try logging.bootstrap(redacting: configuration)
             let commits = commit || location == .memory
             let store: any WalletStore
             do {
