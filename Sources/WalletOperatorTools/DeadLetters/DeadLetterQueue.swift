@@ -60,6 +60,31 @@ public final class DeadLetterQueue: Sendable {
         }
     }
 
+    /// The queue is of the other type than the settings say (406 on its declaration, and the other type's
+    /// declaration, a no-op on a queue that has exactly those arguments, passes): the flag to pass, exactly.
+    public struct OtherQueueType: Error, CustomStringConvertible {
+        public var queue: String
+        public var actual: Topology.QueueType
+        public var description: String {
+            "\(queue) is a \(actual.rawValue) queue, and the settings say \(actual == .quorum ? "classic" : "quorum"): "
+                + "pass --queue-type \(actual.rawValue) (or WALLET_QUEUE_TYPE=\(actual.rawValue)), as the workers run"
+        }
+    }
+
+    /// Declares the dead-letter queue as the settings say (true: with its loop; false: as an earlier version
+    /// left it). When the broker refuses it with other arguments (406), and the declaration of the other queue type
+    /// passes, the queue is that type: said as `OtherQueueType`, never as a guess among arguments.
+    private func declareQueue(on connection: AMQPConnection) async throws -> Bool {
+        do {
+            return try await configuration.topology.declareDeadLetterQueue(on: connection)
+        } catch let error as TopologyError where error.underlying.replyCode == 406 {
+            var other = configuration.topology
+            other.workQueueType = other.workQueueType == .quorum ? .classic : .quorum
+            guard (try? await other.declareDeadLetterQueue(on: connection)) != nil else { throw error }
+            throw OtherQueueType(queue: queue, actual: other.workQueueType)
+        }
+    }
+
     struct MarkerNotPublished: Error, CustomStringConvertible {
         var outcome: AMQPPublishOutcome
         var description: String { "the run's marker could not be published to the dead-letter queue: \(outcome)" }
@@ -99,7 +124,7 @@ public final class DeadLetterQueue: Sendable {
     ) async throws -> DeadLetterRunSummary {
         var pass = pass
         pass.copyFrameMax = publisher.frameMax
-        guard try await configuration.topology.declareDeadLetterQueue(on: publisher) else {
+        guard try await declareQueue(on: publisher) else {
             throw NoLoop(queue: queue, loop: configuration.topology.deadLetterLoopExchange)
         }
         let channel = try await publisher.openChannel()

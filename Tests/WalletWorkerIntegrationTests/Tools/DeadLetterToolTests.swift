@@ -152,5 +152,24 @@ extension Resilience {
                 try await channel.deleteQueue(victim)
             }
         }
+
+        /// Issue 37, item 4: a look at a quorum dead-letter queue without `--queue-type quorum` failed with two 406
+        /// warnings and "e.g. another retry delay or queue type". It says which flag to pass now, and logs no
+        /// warning of its own.
+        @Test("a look at a quorum dead-letter queue with the classic settings says exactly which flag to pass")
+        func theOtherQueueTypeIsNamed() async throws {
+            let quorum = ["--queue-type", "quorum"]
+            try await withResilienceTopology("dlt-type", declareFlags: quorum) { topology, _, _ in
+                let look = try await command(["dead-letters", "list", "--json"], topology)
+                #expect(look.exit == .exited(1), "\(look.output)")
+                #expect(
+                    look.output.contains("\(topology.deadLetterQueue) is a quorum queue")
+                        && look.output.contains("pass --queue-type quorum"), "\(look.output)")
+                #expect(!look.output.contains("warning") && !look.output.contains("e.g."), "\(look.output)")
+
+                let right = try await command(["dead-letters", "list", "--json"] + quorum, topology)
+                #expect(right.output.contains("listed 0 of 0"), "\(right.output)")
+            }
+        }
     }
 }
