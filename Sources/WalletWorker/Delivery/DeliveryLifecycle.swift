@@ -74,7 +74,7 @@ struct DeliveryLifecycle: Sendable {
     private var pipelines: [PipelineState]
     private var suspects: PoisonSuspects
     private var store = StoreAvailability()
-    private var course = WorkerCourse()
+    private var worker = WorkerCourse()
     private var random: LifecycleRandom
     private var lastID = 0
     private var timers: [TimerID: TimerPurpose] = [:]
@@ -118,13 +118,10 @@ struct DeliveryLifecycle: Sendable {
         }
         var actions: [LifecycleAction] = []
         session.frameMax = frameMax
-        let stoppedWhileConnecting = session.course.stopRequested
-        // Stopped while connecting: it takes nothing.
+        // Stopped while connecting, it takes nothing (and `applyStop` finds the stop applied).
         session.course.started()
         actions.append(.report(.consuming(id, queue: pipelines[id.pipeline].queue.name)))
-        if !stoppedWhileConnecting, course.isStopping {
-            applyStop(&session, now: now, &actions)
-        }
+        if worker.isStopping { applyStop(&session, now: now, &actions) }
         finishIfDone(&session, &actions)
         putSession(session)
         return actions
@@ -261,7 +258,7 @@ struct DeliveryLifecycle: Sendable {
         var actions: [LifecycleAction] = []
         switch requester {
         case .probe:
-            guard !course.isStopping else {
+            guard !worker.isStopping else {
                 store.probeAbandoned(check)
                 return []
             }
@@ -383,7 +380,7 @@ struct DeliveryLifecycle: Sendable {
         var actions: [LifecycleAction] = []
         switch purpose {
         case .probeStore:
-            guard store.probeIsDue, !course.isStopping else { return [] }
+            guard store.probeIsDue, !worker.isStopping else { return [] }
             let check = CheckID(value: nextID())
             store.probeStarted(check)
             checks[check] = .probe
@@ -487,10 +484,9 @@ struct DeliveryLifecycle: Sendable {
             session.id == id
         else { return [] }
         pipelines[id.pipeline].session = nil
-        let end: SessionEnd
-        if case .ended(let sent, _, _) = session.course.state { end = sent } else { end = .failed(error: "closed") }
+        let end = session.course.end ?? .failed(error: "closed")
         var actions: [LifecycleAction] = [.report(.sessionEnded(id, end, wasConsuming: session.course.hasConsumed))]
-        if course.isStopping {
+        if worker.isStopping {
             pipelines[id.pipeline].phase = .stopped
             actions.append(.stopPipeline(pipeline: id.pipeline))
             return actions
@@ -514,7 +510,7 @@ struct DeliveryLifecycle: Sendable {
     /// whole process.
     private mutating func outageOfAnOrphanedAnswer(_ answer: StoreAnswer, now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
-        if let failure = answer.failure, failure.isOutage, !course.isStopping {
+        if let failure = answer.failure, failure.isOutage, !worker.isStopping {
             beginOutage(failure, now: now, &actions)
         }
         return actions
@@ -524,14 +520,14 @@ struct DeliveryLifecycle: Sendable {
     /// would have for the batch (a failed check begins an outage), unless the worker is stopping.
     private mutating func outageOfAnOrphanedCheck(_ failure: StoreError?, now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
-        if let failure, !course.isStopping { beginOutage(failure, now: now, &actions) }
+        if let failure, !worker.isStopping { beginOutage(failure, now: now, &actions) }
         return actions
     }
 
     /// SIGTERM (or a failure elsewhere): take no more work, finish what was taken on, and stop every pipeline.
     mutating func stopRequested(now: Duration) -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
-        if course.stop() { stopEveryPipeline(now: now, &actions) }
+        if worker.stop() { stopEveryPipeline(now: now, &actions) }
         return actions
     }
 
@@ -724,7 +720,7 @@ struct DeliveryLifecycle: Sendable {
 
     // MARK: - Stopping, giving back, failing
 
-    /// The worker has begun to stop (`course`): every session stops, and a pipeline without one stops now.
+    /// The worker has begun to stop (`worker`): every session stops, and a pipeline without one stops now.
     private mutating func stopEveryPipeline(now: Duration, _ actions: inout [LifecycleAction]) {
         for index in pipelines.indices {
             if var session = pipelines[index].session {
@@ -749,7 +745,7 @@ struct DeliveryLifecycle: Sendable {
             default: false
             }
         }
-        if session.isShard || course.hasFailed || store.isOut || waitingForTheStore {
+        if session.isShard || worker.hasFailed || store.isOut || waitingForTheStore {
             giveBackForTheStop(&session, now: now, &actions)
         }
         // Before anything is requeued: the broker must not deliver it again to this consumer.
@@ -800,7 +796,7 @@ struct DeliveryLifecycle: Sendable {
     }
 
     private mutating func fail(with error: any Error, now: Duration, _ actions: inout [LifecycleAction]) {
-        switch course.fail("\(error)") {
+        switch worker.fail("\(error)") {
         case .alreadyFailed:
             return
         case .stopsTheWorker:

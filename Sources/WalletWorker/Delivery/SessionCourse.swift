@@ -66,10 +66,13 @@ struct SessionCourse: Sendable, Equatable {
         }
     }
 
-    /// `endSession` was sent.
-    var hasEnded: Bool {
-        if case .ended = state { true } else { false }
+    /// The end `endSession` was sent with; nil before.
+    var end: SessionEnd? {
+        if case .ended(let end, _, _) = state { end } else { nil }
     }
+
+    /// `endSession` was sent.
+    var hasEnded: Bool { end != nil }
 
     /// It stores new batches: consuming, and not handing back.
     var takesWork: Bool {
