@@ -23,13 +23,18 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// be read, an `OTEL_*` setting this build cannot honour (BSD's EX_USAGE, as swift-argument-parser exits for a
     /// validation error).
     case usage = 64
+    /// Interrupted (SIGINT or SIGTERM) before it was done, as a shell reports a process SIGINT ended: a
+    /// `dead-letters` command stops between two messages and prints its closing line first. (`run` drains and
+    /// exits 0 instead: a stop is its normal end.)
+    case interrupted = 130
 
     /// The table as `--help` prints it.
     public static let helpText = """
         Exit status: 0 done; 1 not found, refused or failed (the answer is no: nothing found, a schema that is \
         not this build's, replays not confirmed, a topology the broker refuses, a fatal store error); 2 the broker \
         or the store cannot be used with these settings (login or vhost refused, TLS not verified, unreachable, \
-        no such database or file); 64 usage (a flag or value that does not parse or is out of range).
+        no such database or file); 64 usage (a flag or value that does not parse or is out of range); 130 \
+        interrupted before it was done (dead-letters after its closing line; run drains and exits 0).
         """
 
     /// The status a failure ends a command with: unavailable for a refused login, a TLS failure, an unreachable

@@ -73,16 +73,19 @@ public final class NotificationWorker: Service {
             MessageTracing(
                 tracer: $0, queues: queues.map(\.name), store: configuration.store, broker: connectionConfiguration.url)
         }
+        let stopTally = StopTally()
         let pipelines = queues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
             return Pipeline(
                 index: index, queue: queue, configuration: configuration, broker: broker, storage: storage,
                 driver: driver,
-                observer: LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing),
+                observer: LifecycleObserver(
+                    metrics: metrics, health: health, logger: logger, tracing: tracing, stopTally: stopTally),
                 metrics: metrics, stop: stop, clock: clock, logger: logger)
         }
-        let observer = LifecycleObserver(metrics: metrics, health: health, logger: logger, tracing: tracing)
+        let observer = LifecycleObserver(
+            metrics: metrics, health: health, logger: logger, tracing: tracing, stopTally: stopTally)
         metrics.storeAvailable.set(1.0)
         if let sharded = configuration.topology.sharded, configuration.concurrency > 1 {
             logger.notice(
@@ -98,10 +101,12 @@ public final class NotificationWorker: Service {
                 } onGracefulShutdown: {
                     self.logger.info("shutting down: finishing the batches in hand")
                     self.health.stopping()
+                    stopTally.stopRequested()
                     self.stop.stop()
                     driver.handle { $0.stopRequested(now: $1) }
                 }
             } onCancel: {
+                stopTally.stopRequested()
                 self.health.stopping()
                 self.stop.stop()
                 driver.handle { $0.stopRequested(now: $1) }
@@ -117,7 +122,7 @@ public final class NotificationWorker: Service {
         if Task.isCancelled {
             logger.warning("stopped by cancellation: the deliveries not yet acknowledged are redelivered by the broker")
         } else {
-            logger.info("stopped: every batch in hand acknowledged")
+            logger.info("\(stopTally.stoppedLine)")
         }
     }
 

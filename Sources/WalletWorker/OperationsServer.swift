@@ -40,8 +40,9 @@ public final class OperationsServer: Service {
     private let metrics: WorkerMetrics
     private let limits: Limits
     private let logger: Logger
-    /// The bound port once listening, and the callers of `listeningPort()` waiting for it.
-    private let listening = Mutex<(port: Int?, waiters: [CheckedContinuation<Int, Never>])>((nil, []))
+    /// The socket and its port once listening, and the callers of `listeningPort()` waiting for it.
+    private let listening = Mutex<(channel: (any Channel)?, port: Int?, waiters: [CheckedContinuation<Int, Never>])>(
+        (nil, nil, []))
 
     public init(
         host: String, port: Int, health: WorkerHealth, metrics: WorkerMetrics, limits: Limits = Limits(),
@@ -66,7 +67,35 @@ public final class OperationsServer: Service {
         }
     }
 
+    /// Binds the port, once: `WorkerApplication.run()` calls it before any service starts, so that a port taken
+    /// ends the start (status 1) before the worker takes a message; `run()` binds here when nobody did.
+    public func listen() async throws {
+        guard listening.withLock({ $0.channel == nil }) else { return }
+        let channel = try await bind()
+        let port = channel.localAddress?.port ?? port
+        let waiters = listening.withLock { listening in
+            listening.channel = channel
+            listening.port = port
+            defer { listening.waiters = [] }
+            return listening.waiters
+        }
+        waiters.forEach { $0.resume(returning: port) }
+        logger.info("operations endpoint listening", metadata: ["address": "http://\(host):\(port)"])
+    }
+
     public func run() async throws {
+        try await listen()
+        guard let channel = listening.withLock({ $0.channel }) else { return }
+        // Serve until graceful shutdown (after the worker has drained: services stop in reverse order).
+        await withGracefulShutdownHandler {
+            try? await channel.closeFuture.get()
+        } onGracefulShutdown: {
+            channel.close(promise: nil)
+        }
+    }
+
+    /// The listening socket, or a `ConfigurationError` naming the settings to change.
+    private func bind() async throws -> any Channel {
         let health = health
         let metrics = metrics
         let limits = limits
@@ -77,9 +106,8 @@ public final class OperationsServer: Service {
             decoderLimits.maxHeaderListSize = limits.maxHeaderBytes  // NIO counts the request line's URL here too
             return decoderLimits
         }()
-        let channel: any Channel
         do {
-            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            return try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.backlog, value: 64)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 // The handler asks for input itself, only when it has nothing left to answer (backpressure), and
@@ -109,21 +137,6 @@ public final class OperationsServer: Service {
             // Typically the port is taken (another worker, a sidecar): say which setting to change.
             throw ConfigurationError(
                 "the operations endpoint cannot listen on \(host):\(port) (--http-host, --http-port): \(error)")
-        }
-        let port = channel.localAddress?.port ?? port
-        let waiters = listening.withLock { listening in
-            listening.port = port
-            defer { listening.waiters = [] }
-            return listening.waiters
-        }
-        waiters.forEach { $0.resume(returning: port) }
-        logger.info("operations endpoint listening", metadata: ["address": "http://\(host):\(port)"])
-
-        // Serve until graceful shutdown (after the worker has drained: services stop in reverse order).
-        await withGracefulShutdownHandler {
-            try? await channel.closeFuture.get()
-        } onGracefulShutdown: {
-            channel.close(promise: nil)
         }
     }
 }

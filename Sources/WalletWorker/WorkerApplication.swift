@@ -47,8 +47,10 @@ public struct WorkerApplication: Sendable {
             configuration: configuration, logger: logger)
     }
 
-    /// Runs until SIGTERM or SIGINT (or until the worker fails for good, which throws).
+    /// Runs until SIGTERM or SIGINT (or until the worker fails for good, which throws). The operations endpoint
+    /// takes its port first: when it is taken, nothing starts (the only line is the failure's).
     public func run() async throws {
+        try await operations?.listen()
         try await serviceGroup(signals: [.sigterm, .sigint]).run()
     }
 
@@ -63,8 +65,8 @@ public struct WorkerApplication: Sendable {
                     failureTerminationBehavior: .gracefullyShutdownGroup))
         }
         if let operations {
-            // A failure (its port taken) stops the worker the graceful way, finishing the batches in hand, and is
-            // what `run()` throws; the default would cancel the worker mid-batch.
+            // A failure stops the worker the graceful way, finishing the batches in hand, and is what `run()`
+            // throws; the default would cancel the worker mid-batch. (Its port is taken before the group starts.)
             services.append(
                 .init(
                     service: operations, successTerminationBehavior: .gracefullyShutdownGroup,
@@ -88,8 +90,10 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 }
 
 extension WorkerConfiguration {
-    /// The ranges of the settings table (`Setting`), checked for a configuration however it was made.
-    func validate() throws {
+    /// The ranges of the settings table (`Setting`), checked for a configuration however it was made: the
+    /// commands check them before anything starts (a usage error, status 64, as a value that does not parse), and
+    /// `WorkerApplication.build` again for a configuration made in code.
+    public func validate() throws {
         _ = try AMQPURL(parsing: amqpURL)
         for entry in Setting.configurable { try entry.checkRange(of: self) }
         // The one range that depends on another setting.

@@ -42,6 +42,13 @@ extension WalletWorkerCommand {
             try worker.apply(to: &configuration)
             try routing.apply(to: &configuration)
             try logging.apply(to: &configuration)
+            // Out of range (`--prefetch 0`, a retry delay cap below the delay) is usage, said as a value that does
+            // not parse is: `Error:` and the usage, status 64, before anything is logged.
+            do {
+                try configuration.validate()
+            } catch {
+                throw ValidationError("\(error)")
+            }
             return configuration
         }
 
@@ -61,7 +68,7 @@ extension WalletWorkerCommand {
             do {
                 application = try WorkerApplication.build(configuration: configuration, logger: logger)
             } catch {
-                // Settings that do not go together (`--prefetch 0`, an exporter this build lacks) are usage.
+                // An exporter this build lacks, the store's settings refused when it opens: usage as well.
                 let status = error is ConfigurationError ? ExitStatus.usage : ExitStatus.of(error)
                 logger.critical(
                     "wallet-worker failed", metadata: ["error": "\(error)", "exit_status": "\(status.rawValue)"])
@@ -105,6 +112,11 @@ extension WalletWorkerCommand {
             var configuration = WorkerConfiguration()
             try broker.apply(to: &configuration)
             try logging.apply(to: &configuration)
+            do {
+                try configuration.validate()
+            } catch {
+                throw ValidationError("\(error)")
+            }
             WorkerLogging.bootstrap(
                 format: configuration.logFormat, level: configuration.logLevel,
                 secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))

@@ -133,7 +133,8 @@ import WalletStore
         metrics.lastProcessed.set(1_000.0)
         let observer = LifecycleObserver(
             metrics: metrics, health: WorkerHealth(pipelines: 1),
-            logger: Logger(label: "t", factory: { _ in SwiftLogNoOpLogHandler() }), tracing: nil)
+            logger: Logger(label: "t", factory: { _ in SwiftLogNoOpLogHandler() }), tracing: nil, stopTally: StopTally()
+        )
         let delivery = DeliveryLifecycle.Delivery(
             tag: 1, original: OriginalMessage(body: [], properties: AMQPMessageProperties(), routingKey: "k"),
             redelivered: false, receivedAt: .zero)
@@ -224,7 +225,7 @@ import WalletStore
         // The operations endpoint's port taken is a ConfigurationError thrown while running: a failure (`run` maps
         // the ones `WorkerApplication.build` throws, settings that do not go together, to usage).
         #expect(ExitStatus.of(ConfigurationError("the operations endpoint cannot listen")) == .failure)
-        #expect(ExitStatus.allCases.map(\.rawValue) == [0, 1, 2, 64])
+        #expect(ExitStatus.allCases.map(\.rawValue) == [0, 1, 2, 64, 130])
     }
 
     private func value(_ metrics: WorkerMetrics, _ name: String) throws -> Double {

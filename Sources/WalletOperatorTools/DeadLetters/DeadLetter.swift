@@ -42,6 +42,9 @@ public struct DeadLetter: Sendable, Hashable {
     public var routingKey: String
     /// When it was published (its AMQP `timestamp`), else when the broker dead-lettered it (`x-death` time).
     public var since: Date?
+    /// Its publisher set the AMQP `timestamp` (kombu and Celery do not by default: such a message has no
+    /// processing lag in the worker's metrics, and its age here is the broker's dead-lettering time, if any).
+    public var hasTimestamp: Bool
     /// The body's size (the size the broker announced when the tool did not read it).
     public var bodyBytes: Int
     /// False when the tool did not read the body (over its limit): it can be listed, kept or purged, not shown
@@ -80,6 +83,7 @@ public struct DeadLetter: Sendable, Hashable {
                 "no reason recorded (no x-worker-error, no x-death): published to the dead-letter exchange by someone else"
             deadLetteredBy = "unknown"
         }
+        hasTimestamp = message.properties.timestamp != nil
         if let timestamp = message.properties.timestamp {
             since = Date(timeIntervalSince1970: TimeInterval(timestamp))
         } else if case .timestamp(let seconds)? = death?["time"] {

@@ -58,6 +58,9 @@ public struct DeadLetterPass: Sendable {
 
     public var command: Command
     public var filter: DeadLetterFilter
+    /// Select at most this many (`--limit`), the first in queue order; the walk still goes to its marker, so the
+    /// queue keeps its order. Nil: every one that matches.
+    public var limit: Int?
     public var deadLetterQueue: String
     /// This run's marker (`markerHeader`); markers with another id are leftovers of interrupted runs.
     public var markerID: String
@@ -95,13 +98,14 @@ public struct DeadLetterPass: Sendable {
             mandatory: true)
     }
 
-    public func decide(_ message: DeadLetterMessage) -> Decision {
+    /// - Parameter selectedBefore: how many this run selected before this message (for `limit`).
+    public func decide(_ message: DeadLetterMessage, selectedBefore: Int = 0) -> Decision {
         if case .string(let id)? = message.properties.headers?[Self.markerHeader] {
             return Decision(action: id == markerID ? .end : .remove, letter: nil, selected: false, refusal: nil)
         }
         let letter = DeadLetter(message, deadLetterQueue: deadLetterQueue)
         let keep = Action.keep(keeping(message))
-        guard filter.matches(letter, at: now) else {
+        guard limit.map({ selectedBefore < $0 }) ?? true, filter.matches(letter, at: now) else {
             return Decision(action: keep, letter: letter, selected: false, refusal: nil)
         }
         switch command {
@@ -183,9 +187,11 @@ public struct DeadLetterRunSummary: Sendable, Hashable {
     /// What the queue reported (ready messages) when the run started; a quorum queue may report fewer than it
     /// holds right after another consumer went away (its returns are still being applied).
     public var reportedAtStart = 0
-    /// The run stopped early (a replay that was not confirmed in time, or a broker failure): what it had not
-    /// reached stays where it was.
+    /// The run stopped early (a replay that was not confirmed in time, a broker failure, an interruption): what
+    /// it had not reached stays where it was.
     public var stoppedEarly: String?
+    /// The operator interrupted it (`WalkInterruption`): the command exits 130 after its closing line.
+    public var interrupted = false
 
     public init() {}
 

@@ -25,11 +25,16 @@ public final class DeadLetterQueue: Sendable {
     public let frameLimit: Int
     /// Wait for one replay's confirm; then the run stops, leaving that message where it was.
     public let confirmTimeout: Duration
+    /// Asked to stop (the operator's SIGINT): the run settles what it has begun (a replay confirmed is
+    /// acknowledged, copies confirmed are acknowledged), leaves the rest where it was, and ends with its summary.
+    public let interruption: WalkInterruption
 
     public init(
         configuration: WorkerConfiguration, logger: Logger, window: UInt16 = 128, maximumBodyBytes: Int,
-        frameLimit: Int = 4 << 20, confirmTimeout: Duration = .seconds(30)
+        frameLimit: Int = 4 << 20, confirmTimeout: Duration = .seconds(30),
+        interruption: WalkInterruption = WalkInterruption()
     ) {
+        self.interruption = interruption
         self.configuration = configuration
         self.logger = logger
         self.window = window
@@ -133,6 +138,12 @@ public final class DeadLetterQueue: Sendable {
         guard status.consumerCount == 0 else { throw BusyQueue(queue: queue, consumers: status.consumerCount) }
         var summary = DeadLetterRunSummary()
         summary.reportedAtStart = Int(status.messageCount)
+        guard !interruption.isRequested else {
+            summary.stoppedEarly = WalkInterruption.reason
+            summary.interrupted = true
+            try? await channel.close()
+            return summary
+        }
         let markerOutcome = try await channel.publish(pass.marker, confirmTimeout: confirmTimeout)
         guard markerOutcome == .confirmed else { throw MarkerNotPublished(outcome: markerOutcome) }
 
@@ -162,6 +173,7 @@ public final class DeadLetterQueue: Sendable {
                 guard reconnects <= 10_000 else { throw error }
             } catch let stop as StopWalk {
                 summary.stoppedEarly = stop.reason
+                summary.interrupted = stop.interrupted
                 break
             }
         }
@@ -181,6 +193,7 @@ public final class DeadLetterQueue: Sendable {
 
     struct StopWalk: Error {
         var reason: String
+        var interrupted = false
     }
 
     /// One consuming connection's share of the walk: true once the run's marker came back.
@@ -243,7 +256,13 @@ public final class DeadLetterQueue: Sendable {
         summary: inout DeadLetterRunSummary, replayedUnsettled: inout Set<AMQPOutboundMessage>,
         report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Void
     ) async throws -> Bool {
-        let decisions = batch.map { pass.decide(DeadLetterMessage($0)) }
+        // In order: `--limit` counts what this run selected before (settled, and earlier in this batch).
+        var selectedBefore = summary.selected
+        let decisions = batch.map { delivery in
+            let decision = pass.decide(DeadLetterMessage(delivery), selectedBefore: selectedBefore)
+            if decision.selected { selectedBefore += 1 }
+            return decision
+        }
         // Settlements go out in runs (one `basic.ack`/`basic.nack` with `multiple` per run); what a run settled is
         // reported and counted only once it went out, so a connection that ends first reports nothing twice.
         var run: (ack: Bool, tag: UInt64)?
@@ -318,7 +337,12 @@ public final class DeadLetterQueue: Sendable {
             }
         }
         for index in batch.indices where stop == nil {
-            // After a stop the rest is left unsettled: returned to its place when the connection closes.
+            // After a stop the rest is left unsettled: returned to its place when the connection closes. An
+            // interruption stops here, between two messages: what came before is settled (its copies below).
+            if interruption.isRequested {
+                stop = StopWalk(reason: WalkInterruption.reason, interrupted: true)
+                break
+            }
             let delivery = batch[index]
             let decision = decisions[index]
             if case .keep(let keeping) = decision.action {

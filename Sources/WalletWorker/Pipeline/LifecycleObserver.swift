@@ -14,9 +14,12 @@ struct LifecycleObserver: Sendable {
     /// The pipeline's deliveries received and not yet ended (`wallet_in_flight_deliveries`): every delivery has
     /// exactly one end (`DeliveryLifecycle`), so this is received minus ended.
     let inFlight = InFlightCount()
+    /// Deliveries taken and given back, for the worker's last line.
+    let stopTally: StopTally
 
-    init(metrics: WorkerMetrics, health: WorkerHealth, logger: Logger, tracing: MessageTracing?) {
+    init(metrics: WorkerMetrics, health: WorkerHealth, logger: Logger, tracing: MessageTracing?, stopTally: StopTally) {
         self.metrics = metrics
+        self.stopTally = stopTally
         self.health = health
         self.logger = logger
         self.tracing = tracing
@@ -44,6 +47,7 @@ struct LifecycleObserver: Sendable {
                 ])
         case .received(let session, let deliveries):
             inFlight.add(deliveries.count)
+            stopTally.received(deliveries.count)
             tracing?.started(session, deliveries)
         case .ended(let ends):
             inFlight.add(-ends.count)
@@ -104,6 +108,7 @@ struct LifecycleObserver: Sendable {
         let delivery = end.delivery
         let fate = end.fate
         guard fate.leavesTheQueue else {
+            stopTally.gaveBack(1)
             // Given back: it is processed when it comes again. Counted as a requeue where the lifecycle decided it.
             let level = fate.logLevel(isDomainError: false)
             if logger.logLevel <= level {
