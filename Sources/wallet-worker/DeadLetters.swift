@@ -131,13 +131,20 @@ private func walkDeadLetters(
     var reading = true
     let signals = InterruptionSignals(interruption)
     defer { signals.cancel() }
-    do {
-        let summary = try await queue.walk(pass) { decision, message, outcome in
+    let summary = try await reachingTheBroker {
+        try await queue.walk(pass) { decision, message, outcome in
             meter?.walked(selected: decision.selected)
             if reading { reading = report(decision, message, outcome) }
             return reading || meter != nil
         }
-        return (summary, queue.queue)
+    }
+    return (summary, queue.queue)
+}
+
+/// `body`, with a broker that cannot be reached or refuses the login said in one line and status 2.
+private func reachingTheBroker<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
     } catch let error as AMQPError where ExitStatus.of(error) == .unavailable {
         progressLine("wallet-worker dead-letters: \(error)")
         throw ExitCode(ExitStatus.unavailable.rawValue)
@@ -352,7 +359,8 @@ extension WalletWorkerCommand.DeadLetters {
                 let queue = DeadLetterQueue(
                     configuration: configuration, logger: Logger(label: "wallet-worker"),
                     maximumBodyBytes: try read.readLimit)
-                progressLine("deleted \(try await queue.purgeAll()) dead letters")
+                let deleted = try await reachingTheBroker { try await queue.purgeAll() }
+                progressLine("deleted \(deleted) dead letters")
                 return
             }
             let (summary, queue) = try await walkDeadLetters(

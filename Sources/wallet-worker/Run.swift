@@ -34,6 +34,11 @@ extension WalletWorkerCommand {
         @OptionGroup var routing: RoutingOptions
         @OptionGroup var logging: LoggingOptions
 
+        /// Checked when parsed, so that a setting that does not parse or is out of range is said with `run`'s usage.
+        func validate() throws {
+            _ = try settings()
+        }
+
         /// The configuration the options give (each flag, else its variable, else its `_FILE`, else the default),
         /// before the `OTEL_*` variables.
         func settings() throws -> WorkerConfiguration {

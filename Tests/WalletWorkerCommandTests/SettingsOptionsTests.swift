@@ -112,21 +112,24 @@ struct SettingsOptionsTests {
         #expect(Self.dumped(configuration) == Self.dumped(expected))
     }
 
-    @Test("a value out of a range checked when parsed is an error naming the flag and what it expects")
+    @Test("a value out of range is an error naming the flag and what it expects, when run's options are parsed")
     func parseErrorsNameTheFlag() throws {
-        let run = try WalletWorkerCommand.Run.parse(["--ordered-shards", "65", "--consumer-timeout", "1s"])
-        var configuration = WorkerConfiguration()
-        #expect(throws: ValidationError.self) { try run.broker.apply(to: &configuration) }
-        do {
-            try run.broker.apply(to: &configuration)
-        } catch let error as ValidationError {
-            #expect(error.message == #"--ordered-shards "65": expected an integer from 0 (off) to 64"#)
+        func message(_ arguments: [String]) -> String? {
+            do {
+                _ = try WalletWorkerCommand.Run.parse(arguments)
+                return nil
+            } catch {
+                return WalletWorkerCommand.Run.message(for: error)
+            }
         }
-        do {
-            try run.worker.apply(to: &configuration)
-        } catch let error as ValidationError {
-            #expect(error.message == #"--consumer-timeout "1s": expected a duration like 30m, from 2s to 87600h"#)
-        }
+        #expect(
+            message(["--ordered-shards", "65"]) == #"--ordered-shards "65": expected an integer from 0 (off) to 64"#)
+        #expect(
+            message(["--consumer-timeout", "1s"])
+                == #"--consumer-timeout "1s": expected a duration like 30m, from 2s to 87600h"#)
+        // Ranges checked on the whole configuration (issue 37: they were critical log lines once the run started).
+        #expect(message(["--prefetch", "0"]) == "--prefetch must be at least 1")
+        #expect(message(["--prefetch", "1"]) == nil)
     }
 
     @Test("settings --markdown and --json print the table")
