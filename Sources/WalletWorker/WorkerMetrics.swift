@@ -18,6 +18,7 @@ public final class WorkerMetrics: Sendable {
     let redeliveries: Counter
     let replays: Counter
     let withoutMessageID: Counter
+    let withoutTimestamp: Counter
     let retries: Counter
     let reconnects: Counter
     let unroutableReplyCopies: Counter
@@ -135,6 +136,12 @@ public final class WorkerMetrics: Sendable {
         withoutMessageID = registry.makeCounter(
             descriptor: Self.name(
                 "messages_without_message_id", unit: "total", help: "Messages processed without deduplication"))
+        withoutTimestamp = registry.makeCounter(
+            descriptor: Self.name(
+                "messages_without_timestamp", unit: "total",
+                help:
+                    "Messages processed without an AMQP timestamp (kombu and Celery send none): not in wallet_processing_lag_seconds"
+            ))
         retries = registry.makeCounter(
             descriptor: Self.name(
                 "retries", unit: "total", help: "Messages sent to the retry queue after a transient failure"))

@@ -158,6 +158,10 @@ import WalletStore
             "a requeued delivery is not progress")
         observer.observe(ended(.processed, stored))
         #expect(abs(try value(metrics, "wallet_last_processed_timestamp_seconds") - Date().timeIntervalSince1970) < 5)
+        // This message has no AMQP timestamp: counted, and no lag recorded (the retry and the requeue left the queue
+        // only once: the processed end, and the retry's).
+        #expect(try value(metrics, "wallet_messages_without_timestamp_total") == 2)
+        #expect(try value(metrics, "wallet_processing_lag_seconds_count") == 0)
     }
 
     @Test func inFlightDeliveriesAreSummedOverTheSessionsUntilTheyEnd() throws {

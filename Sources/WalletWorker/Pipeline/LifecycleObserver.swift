@@ -129,6 +129,8 @@ struct LifecycleObserver: Sendable {
         if let timestamp = delivery.original.properties.timestamp {
             let lag = now.timeIntervalSince1970 - Double(timestamp)
             if lag >= 0 { metrics.processingLag.record(.milliseconds(Int64(lag * 1000))) }
+        } else {
+            metrics.withoutTimestamp.increment()
         }
         if case .retried = fate { metrics.retries.increment() }
         if let reason = fate.deadLetterReason { metrics.countDeadLetter(reason: reason) }
