@@ -78,5 +78,5 @@ done
 rm -f /tmp/dlq-bench-stderr.$$ /tmp/dlq-bench-time.$$ /tmp/dlq-bench-stdout.$$
 median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 held=$(settled_count)
-echo "median of $rounds: peak RSS $(( $(median "${rss[@]}") / 1024 )) MiB, $(median "${seconds[@]}") s to $command $count dead letters of $body_bytes bytes ($WALLET_WORKER_BIN); queue holds $held afterwards"
+echo "median of $rounds: peak RSS $(( $(median "${rss[@]}") / 1024 )) MiB, $(median "${seconds[@]}") s for dead-letters $command on $count dead letters of $body_bytes bytes ($WALLET_WORKER_BIN); queue holds $held afterwards"
 [ "$held" = "$count" ] || { echo "the queue holds $held, not $count" >&2; exit 1; }
