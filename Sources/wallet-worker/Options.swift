@@ -6,9 +6,10 @@ import WalletStore
 import WalletWorker
 
 // The flags of `run`, grouped as the commands take them. Each option is a setting of the table (`Setting`,
-// Sources/WalletWorker/Settings/SettingsTable.swift), which gives its name and help, and its property is named like
-// its flag: `apply(to:)` (SettingOptions.swift) resolves each from the same entry (the flag, then the variable, then
-// its `_FILE`, then the default of `WorkerConfiguration`). The property names are the `<value>` names of `--help`.
+// Sources/WalletWorker/Settings/SettingsTable.swift), which gives its flag and help; each group lists its options
+// with their entries (`givenSettings`), and `apply(to:)` (SettingOptions.swift) resolves each from the same entry
+// (the flag, then the variable, then its `_FILE`, then the default of `WorkerConfiguration`). The property names are
+// the `<value>` names of `--help`.
 
 struct BrokerOptions: SettingOptions {
     @Option(Setting.amqpURL) var amqpUrl: String?
@@ -32,6 +33,32 @@ struct BrokerOptions: SettingOptions {
     @Option(Setting.replenishmentExchange) var replenishmentExchange: String?
     @Option(Setting.actionsExchange) var actionsExchange: String?
     @Option(Setting.installationsExchange) var installationsExchange: String?
+
+    var givenSettings: [(any ConfigurationSetting, String?)] {
+        [
+            (Setting.amqpURL, amqpUrl),
+            (Setting.tlsCAFile, tlsCaFile),
+            (Setting.tlsCertFile, tlsCertFile),
+            (Setting.tlsKeyFile, tlsKeyFile),
+            (Setting.heartbeat, heartbeat),
+            (Setting.inboundExchange, inboundExchange),
+            (Setting.workQueue, workQueue),
+            (Setting.queueType, queueType),
+            (Setting.deliveryLimit, deliveryLimit),
+            (Setting.retryQueue, retryQueue),
+            (Setting.orderedShards, orderedShards),
+            (Setting.retryDelay, retryDelay),
+            (Setting.retryDelayMax, retryDelayMax),
+            (Setting.retryAttempts, retryAttempts),
+            (Setting.deadLetterExchange, deadLetterExchange),
+            (Setting.deadLetterQueue, deadLetterQueue),
+            (Setting.eventsExchange, eventsExchange),
+            (Setting.transactionsExchange, transactionsExchange),
+            (Setting.replenishmentExchange, replenishmentExchange),
+            (Setting.actionsExchange, actionsExchange),
+            (Setting.installationsExchange, installationsExchange),
+        ]
+    }
 }
 
 struct WorkerOptions: SettingOptions {
@@ -50,6 +77,26 @@ struct WorkerOptions: SettingOptions {
     @Option(Setting.httpPort) var httpPort: String?
     @Option(Setting.httpHost) var httpHost: String?
     @Option(Setting.queuePollInterval) var queuePollInterval: String?
+
+    var givenSettings: [(any ConfigurationSetting, String?)] {
+        [
+            (Setting.store, store),
+            (Setting.noDeclare, noDeclare ? "true" : nil),
+            (Setting.noMigrate, noMigrate ? "true" : nil),
+            (Setting.prefetch, prefetch),
+            (Setting.concurrency, concurrency),
+            (Setting.confirmTimeout, confirmTimeout),
+            (Setting.consumerTimeout, consumerTimeout),
+            (Setting.storeBusyTimeout, storeBusyTimeout),
+            (Setting.storePoolSize, storePoolSize),
+            (Setting.storeStatementTimeout, storeStatementTimeout),
+            (Setting.dedupRetention, dedupRetention),
+            (Setting.shutdownGrace, shutdownGrace),
+            (Setting.httpPort, httpPort),
+            (Setting.httpHost, httpHost),
+            (Setting.queuePollInterval, queuePollInterval),
+        ]
+    }
 }
 
 struct RoutingOptions: SettingOptions {
@@ -58,6 +105,16 @@ struct RoutingOptions: SettingOptions {
     @Option(Setting.historyWindow) var historyWindow: String?
     @Option(Setting.paymentKeyBatch) var paymentKeyBatch: String?
     @Option(Setting.paymentKeyValidity) var paymentKeyValidity: String?
+
+    var givenSettings: [(any ConfigurationSetting, String?)] {
+        [
+            (Setting.maxBodyBytes, maxBodyBytes),
+            (Setting.historyLimit, historyLimit),
+            (Setting.historyWindow, historyWindow),
+            (Setting.paymentKeyBatch, paymentKeyBatch),
+            (Setting.paymentKeyValidity, paymentKeyValidity),
+        ]
+    }
 }
 
 /// The store of the operators' store commands (`inspect`, `migrate`): the same variables and defaults as `run`.
@@ -92,6 +149,13 @@ struct StoreToolOptions: ParsableArguments {
 struct LoggingOptions: SettingOptions {
     @Option(Setting.logLevel) var logLevel: String?
     @Option(Setting.logFormat) var logFormat: String?
+
+    var givenSettings: [(any ConfigurationSetting, String?)] {
+        [
+            (Setting.logLevel, logLevel),
+            (Setting.logFormat, logFormat),
+        ]
+    }
 }
 
 /// `--log-level` and `--log-format` of a one-shot command (`migrate`, `inspect`, `route`, `dead-letters`): the

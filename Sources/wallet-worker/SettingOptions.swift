@@ -2,29 +2,21 @@ import ArgumentParser
 import WalletWorker
 
 /// A group of options that are settings of the table (`Setting.configurable`): each `@Option(Setting.x)` or
-/// `@Flag(Setting.x)` property is named like its flag (`--store-busy-timeout`: `storeBusyTimeout`), and
-/// `apply(to:)` resolves every one of them into the configuration, as ArgumentParser found them: by reflection.
-/// A property named after no setting is a programming error, which the tests of the options catch
-/// (`SettingsOptionsTests`).
-protocol SettingOptions: ParsableArguments {}
+/// `@Flag(Setting.x)` property, listed with its entry in `givenSettings`, and `apply(to:)` resolves every one of them
+/// into the configuration. Written out, not found by reflection: an entry that does not exist does not compile, and
+/// an option left out of the list, or listed with another option's entry, is named by the options' tests
+/// (`SettingsOptionsTests`: each option given alone must change what its own entry changes, and the options of `run`
+/// must be the table's).
+protocol SettingOptions: ParsableArguments {
+    /// Each option of the group with the entry it sets, and what was given for it (a flag: "true" or nil).
+    var givenSettings: [(any ConfigurationSetting, String?)] { get }
+}
 
 extension SettingOptions {
     /// Each setting of the group: the flag, else its variable, else its `_FILE`; none keeps the configuration's
     /// value. A value that does not parse or is out of a range checked when parsed is a usage error (status 64).
     func apply(to configuration: inout WorkerConfiguration) throws {
-        for child in Mirror(reflecting: self).children {
-            guard let label = child.label else { continue }
-            // A property wrapper's storage is `_name`.
-            let property = label.hasPrefix("_") ? String(label.dropFirst()) : label
-            guard let entry = Setting.configurable(propertyName: property) else {
-                preconditionFailure("\(Self.self).\(property) is not named after a setting of the table")
-            }
-            let flag: String?
-            switch child.value {
-            case let option as Option<String?>: flag = option.wrappedValue
-            case let given as Flag<Bool>: flag = given.wrappedValue ? "true" : nil
-            default: preconditionFailure("\(Self.self).\(property) is neither an @Option of text nor an @Flag")
-            }
+        for (entry, flag) in givenSettings {
             do {
                 try entry.apply(flag, to: &configuration)
             } catch {

@@ -36,9 +36,9 @@ struct SettingsOptionsTests {
         #expect(table.subtracting(options).isEmpty, "not options of run: \(table.subtracting(options).sorted())")
     }
 
-    /// `apply(to:)` finds an option's setting by its property's name, and the option's flag comes from the entry
-    /// given to `@Option(Setting.x)`: each option, given alone, must change what its own entry changes, so a
-    /// property named after another setting (even one with the same default) fails here.
+    /// Each group lists its options with their entries (`givenSettings`), and the option's flag comes from the
+    /// entry given to `@Option(Setting.x)`: each option, given alone, must change what its own entry changes, so an
+    /// option left out of its group's list, or listed with another entry (even one with the same default), fails here.
     @Test("each option, given alone, is applied as the setting whose flag it is")
     func eachOptionIsAppliedAsItsSetting() throws {
         func applied(_ arguments: [String]) throws -> WorkerConfiguration {

@@ -76,16 +76,6 @@ struct SettingsTableTests {
         #expect(configuration.store.description == "memory")
     }
 
-    @Test("each setting has its own option property name, found by it")
-    func propertyNames() {
-        let names = Setting.configurable.map(\.propertyName)
-        #expect(Set(names).count == names.count)
-        #expect(Setting.storeBusyTimeout.propertyName == "storeBusyTimeout")
-        #expect(Setting.amqpURL.propertyName == "amqpUrl")
-        #expect(Setting.configurable(propertyName: "tlsCaFile")?.setting == Setting.tlsCAFile.setting)
-        #expect(Setting.configurable(propertyName: "noSuchSetting") == nil)
-    }
-
     @Test("a store that does not parse is refused with the reason, never the text (it may hold a password)")
     func storeErrorHidesTheText() {
         var configuration = WorkerConfiguration()

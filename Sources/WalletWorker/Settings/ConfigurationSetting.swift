@@ -3,8 +3,6 @@
 /// checks.
 public protocol ConfigurationSetting: Sendable {
     var setting: Setting { get }
-    /// `storeBusyTimeout` for `--store-busy-timeout`: the name of the option's property in a command.
-    var propertyName: String { get }
     /// Resolves the setting (`flag`, then the variable, then the file `<variable>_FILE` names) into
     /// `configuration`; when none is given the configuration's value stays.
     func apply(_ flag: String?, to configuration: inout WorkerConfiguration) throws(ConfigurationError)
@@ -22,14 +20,4 @@ extension Setting.Typed: ConfigurationSetting {
         guard let value = field.read(configuration) else { return }
         try check(value)
     }
-}
-
-extension Setting {
-    /// The setting whose option property is `propertyName` (`storeBusyTimeout`), if any.
-    public static func configurable(propertyName: String) -> (any ConfigurationSetting)? {
-        byPropertyName[propertyName]
-    }
-
-    private static let byPropertyName: [String: any ConfigurationSetting] = Dictionary(
-        uniqueKeysWithValues: configurable.map { ($0.propertyName, $0) })
 }

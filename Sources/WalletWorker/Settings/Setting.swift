@@ -95,12 +95,6 @@ public struct Setting: Sendable, Hashable {
             expected: nil, range: nil, summary: nil, meaning: meaning, group: group)
     }
 
-    /// `store-busy-timeout` as `storeBusyTimeout`.
-    static func camelCase(_ flag: String) -> String {
-        let words = flag.split(separator: "-")
-        return words.prefix(1).joined() + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
-    }
-
     /// Markdown's backticks taken out, for `--help`.
     static func plain(_ markdown: String) -> String {
         markdown.replacingOccurrences(of: "`", with: "")
@@ -160,9 +154,6 @@ extension Setting {
             guard let range, !range.contains(value) else { return }
             throw outOfRange
         }
-
-        /// The flag's name as the options' property (`--store-busy-timeout`: `storeBusyTimeout`).
-        public var propertyName: String { Setting.camelCase(name) }
 
         /// `--concurrency must be between 1 and 64`.
         var outOfRange: ConfigurationError {

@@ -8,8 +8,8 @@ import WalletStore
 //
 // A new setting: hold its value and default in a `WorkerConfiguration` property, declare it here with that
 // property as its `field` and list it in `configurable` (where the README shows it), then give the command an
-// `@Option(Setting.x) var x: String?` (Sources/wallet-worker/Options.swift; the property is named like the flag):
-// the option is applied and its range validated from this entry. `wallet-worker settings --markdown` then writes
+// `@Option(Setting.x) var x: String?` listed with its entry in its group's `givenSettings`
+// (Sources/wallet-worker/Options.swift): the option is applied and its range validated from this entry. `wallet-worker settings --markdown` then writes
 // the README's table (CI compares them). A setting deployed with a value other than its default also goes into
 // deploy/kubernetes/configmap.yaml.
 
