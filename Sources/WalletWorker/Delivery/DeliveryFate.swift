@@ -1,5 +1,3 @@
-import Logging
-
 /// How one delivery leaves the worker. The one name of it: its metric label, its span's status and the level of its
 /// log line all come from here.
 ///
@@ -84,14 +82,26 @@ enum DeliveryFate: Sendable, Hashable {
         }
     }
 
-    /// The level of the delivery's log line. A processed delivery logs at `info` when its decision was a domain
-    /// error, else at `debug`: `isDomainError` says which.
-    func logLevel(isDomainError: Bool) -> Logger.Level {
+    /// How much an operator needs to hear of a fate; the executor says it at a log level (`LifecycleObserver`).
+    enum Severity: Sendable, Hashable {
+        /// Nothing to act on: a delivery processed as it should be.
+        case routine
+        /// Worth reading when looking: a domain error's answer.
+        case notable
+        /// Something to look at, which the worker handled: bad input, a retry, a requeue.
+        case attention
+        /// A message the worker could not process: dead-lettered after its attempts, refused, poison.
+        case failure
+    }
+
+    /// How much it says. A processed delivery is `notable` when its decision was a domain error, else `routine`:
+    /// `isDomainError` says which.
+    func severity(isDomainError: Bool) -> Severity {
         switch self {
-        case .processed: isDomainError ? .info : .debug
-        case .rejected, .retried, .rejectedToBroker, .requeued: .warning
-        case .droppedWithSession: .debug  // the session's failure is logged once, not per delivery
-        case .retriesExhausted, .storeRefused, .poison, .unpublishable: .error
+        case .processed: isDomainError ? .notable : .routine
+        case .rejected, .retried, .rejectedToBroker, .requeued: .attention
+        case .droppedWithSession: .routine  // the session's failure is logged once, not per delivery
+        case .retriesExhausted, .storeRefused, .poison, .unpublishable: .failure
         }
     }
 
@@ -112,15 +122,15 @@ enum DeliveryFate: Sendable, Hashable {
     }
 
     /// What the log line says about the fate beyond its message.
-    var logMetadata: Logger.Metadata {
+    var logMetadata: [String: String] {
         switch self {
         case .processed: [:]
         case .rejected(let reason), .storeRefused(let reason), .poison(let reason), .unpublishable(let reason),
             .rejectedToBroker(let reason), .requeued(let reason):
-            ["reason": "\(reason)"]
-        case .retried(let attempt, let error): ["attempt": "\(attempt)", "error": "\(error)"]
-        case .retriesExhausted(let attempts, let error): ["attempts": "\(attempts)", "error": "\(error)"]
-        case .droppedWithSession(let error): ["error": "\(error)"]
+            ["reason": reason]
+        case .retried(let attempt, let error): ["attempt": "\(attempt)", "error": error]
+        case .retriesExhausted(let attempts, let error): ["attempts": "\(attempts)", "error": error]
+        case .droppedWithSession(let error): ["error": error]
         }
     }
 }

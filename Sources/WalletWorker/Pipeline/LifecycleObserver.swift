@@ -110,10 +110,11 @@ struct LifecycleObserver: Sendable {
         guard fate.leavesTheQueue else {
             stopTally.gaveBack(1)
             // Given back: it is processed when it comes again. Counted as a requeue where the lifecycle decided it.
-            let level = fate.logLevel(isDomainError: false)
+            let level = Self.level(of: fate.severity(isDomainError: false))
             if logger.logLevel <= level {
                 logger.log(
-                    level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, fate.logMetadata))
+                    level: level, "\(fate.logMessage)",
+                    metadata: metadata(delivery, end.session, fate.logMetadata.mapValues { .string($0) }))
             }
             return false
         }
@@ -142,10 +143,10 @@ struct LifecycleObserver: Sendable {
             if stored.isReplay { metrics.replays.increment() }
             if delivery.original.properties.messageID?.isEmpty ?? true { metrics.withoutMessageID.increment() }
         }
-        let level = fate.logLevel(isDomainError: end.stored?.decision.outcome == .domainError)
+        let level = Self.level(of: fate.severity(isDomainError: end.stored?.decision.outcome == .domainError))
         // Built only when it will be written: this runs for every message.
         guard logger.logLevel <= level else { return end.stored != nil }
-        var extra = fate.logMetadata
+        var extra: Logger.Metadata = fate.logMetadata.mapValues { .string($0) }
         if let wait = end.retryWait {
             extra["retry_queue"] = "\(wait.queue)"
             extra["expiration_ms"] = "\(wait.milliseconds)"
@@ -161,6 +162,16 @@ struct LifecycleObserver: Sendable {
     }
 
     /// A delivery's log metadata; with its message span when tracing is on.
+    /// The log level a fate's severity is said at.
+    static func level(of severity: DeliveryFate.Severity) -> Logger.Level {
+        switch severity {
+        case .routine: .debug
+        case .notable: .info
+        case .attention: .warning
+        case .failure: .error
+        }
+    }
+
     private func metadata(
         _ delivery: DeliveryLifecycle.Delivery, _ session: DeliveryLifecycle.SessionID, _ extra: Logger.Metadata
     ) -> Logger.Metadata {
