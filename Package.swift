@@ -74,11 +74,20 @@ let package = Package(
             ]
         ),
 
+        // MARK: - The message vocabulary: the headers the worker writes and reads, x-death, a message's original
+        // destination, the dead-letter queue's loop. The worker and the operators' tools both depend on it, and on
+        // nothing of each other:
+        //
+        //   AMQPTransport <- WalletMessages <- WalletWorker ----------+
+        //                                  <- WalletOperatorTools <---+- wallet-worker (the wiring)
+        .target(name: "WalletMessages", dependencies: ["AMQPTransport"]),
+
         // MARK: - The worker: configuration, topology, the processing loop, operations
         .target(
             name: "WalletWorker",
             dependencies: [
                 "AMQPTransport",
+                "WalletMessages",
                 "WalletRouting",
                 "WalletStore",
                 .product(name: "Logging", package: "swift-log"),
@@ -98,9 +107,9 @@ let package = Package(
             name: "WalletOperatorTools",
             dependencies: [
                 "AMQPTransport",
+                "WalletMessages",
                 "WalletRouting",
                 "WalletStore",
-                "WalletWorker",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -156,7 +165,7 @@ let package = Package(
         .testTarget(
             name: "WalletWorkerTests",
             dependencies: [
-                "WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport",
+                "WalletWorker", "WalletMessages", "WalletStore", "WalletRouting", "AMQPTransport", "TestSupport",
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 // The in-process worker runs in a ServiceGroup, as in production (Executor/InProcessWorker.swift).
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -172,7 +181,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WalletOperatorToolsTests",
-            dependencies: ["WalletOperatorTools", "WalletWorker", "WalletStore", "WalletRouting", "AMQPTransport"]
+            dependencies: ["WalletOperatorTools", "WalletMessages", "WalletStore", "WalletRouting", "AMQPTransport"]
         ),
         .testTarget(
             name: "WalletWorkerIntegrationTests",

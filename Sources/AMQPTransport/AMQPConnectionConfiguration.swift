@@ -44,11 +44,3 @@ public struct AMQPConnectionConfiguration: Sendable {
         self.url = url
     }
 }
-
-extension Duration {
-    /// Whole and fractional seconds, for C APIs that take `struct timeval` or seconds.
-    var secondsValue: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

@@ -67,3 +67,15 @@ public struct AMQPTable: Sendable, Hashable, ExpressibleByDictionaryLiteral {
         }
     }
 }
+
+extension AMQPFieldValue {
+    /// A string header, whichever AMQP string kind carried it (RabbitMQ writes `S`, some clients `x`); nil for
+    /// anything else or bytes that are not UTF-8.
+    public var textValue: String? {
+        switch self {
+        case .string(let value): value
+        case .bytes(let bytes): String(validating: bytes, as: UTF8.self)
+        default: nil
+        }
+    }
+}

@@ -36,14 +36,15 @@ public struct OriginalDestination: Sendable, Hashable {
 
     /// The destination the headers record, when both are there.
     public static func recorded(in headers: AMQPTable?) -> OriginalDestination? {
-        guard let exchange = headers?[exchangeHeader]?.text, let routingKey = headers?[routingKeyHeader]?.text else {
+        guard let exchange = headers?[exchangeHeader]?.textValue, let routingKey = headers?[routingKeyHeader]?.textValue
+        else {
             return nil
         }
         return OriginalDestination(exchange: exchange, routingKey: routingKey)
     }
 
     /// The headers a retry copy carries.
-    var headers: [(String, AMQPFieldValue)] {
+    public var headers: [(String, AMQPFieldValue)] {
         [(Self.exchangeHeader, .string(exchange)), (Self.routingKeyHeader, .string(routingKey))]
     }
 

@@ -1,22 +1,22 @@
-/// Header names the worker reads and writes on inbound messages.
-enum WorkerHeaders {
+/// Header names the worker reads and writes on inbound messages (and the operator tools read and strip).
+public enum WorkerHeaders {
     /// W3C trace context, copied onto every result (CONTRACT.md §2).
-    static let traceparent = "traceparent"
+    public static let traceparent = "traceparent"
     /// Failed processing attempts so far, set on the copy sent to the retry queue.
-    static let retryCount = "x-retry-count"
+    public static let retryCount = "x-retry-count"
     /// The error of the last failed attempt, on the retry copy.
-    static let lastError = "x-worker-last-error"
+    public static let lastError = "x-worker-last-error"
     /// Why the worker dead-lettered a message (CONTRACT.md §8).
-    static let workerError = "x-worker-error"
+    public static let workerError = "x-worker-error"
     /// The `expiration` of a dead-lettered message: the dead letter itself carries none, as when RabbitMQ
     /// dead-letters (it keeps the value in `x-death`'s `original-expiration`), so it cannot expire out of the
     /// dead-letter queue.
-    static let originalExpiration = "x-original-expiration"
+    public static let originalExpiration = "x-original-expiration"
     /// The `user_id` of a retried or dead-lettered message: the copy cannot carry it (see `OriginalMessage.copy`).
-    static let originalUserID = "x-original-user-id"
+    public static let originalUserID = "x-original-user-id"
     /// The original's headers a dead letter leaves out because the copy would not fit a frame, with their sizes.
-    static let droppedHeaders = "x-worker-dropped-headers"
+    public static let droppedHeaders = "x-worker-dropped-headers"
     /// The size of a body the worker did not read, on a dead letter without it: written by versions before the
     /// transport read such bodies whole (`XDeathHeader.bodyMustBeKept`); dead letters in a queue may still carry it.
-    static let omittedBodyBytes = "x-worker-omitted-body-bytes"
+    public static let omittedBodyBytes = "x-worker-omitted-body-bytes"
 }

@@ -10,13 +10,13 @@ import AMQPTransport
 /// consumer is cancelled, the session restarts). The worker therefore never leaves a message with such an
 /// `x-death` to the broker's dead-lettering: a retry copy carries it as `x-original-x-death`, and a message it would
 /// reject to the broker is read whole (`bodyMustBeKept`) and dead-lettered by the worker itself.
-enum XDeathHeader {
-    static let name = "x-death"
+public enum XDeathHeader {
+    public static let name = "x-death"
     /// Where a retry copy keeps an `x-death` header the broker could not update.
-    static let keptAs = "x-original-x-death"
+    public static let keptAs = "x-original-x-death"
 
     /// Whether RabbitMQ can dead-letter a message with these headers without crashing the queue.
-    static func brokerCanUpdate(_ headers: AMQPTable?) -> Bool {
+    public static func brokerCanUpdate(_ headers: AMQPTable?) -> Bool {
         guard let headers else { return true }
         for entry in headers.entries where entry.key == name {
             guard case .array(let events) = entry.value else { continue }  // replaced whole by the broker
@@ -28,7 +28,7 @@ enum XDeathHeader {
     /// Whether a delivery over the read ceiling must still be read whole: the broker could not dead-letter it, so
     /// the worker must, with its body (CONTRACT.md §8: the body untouched). Passed to the transport, which decides
     /// from the content header before it reads the body.
-    static func bodyMustBeKept(_ properties: AMQPMessageProperties) -> Bool {
+    public static func bodyMustBeKept(_ properties: AMQPMessageProperties) -> Bool {
         !brokerCanUpdate(properties.headers)
     }
 
@@ -44,7 +44,7 @@ enum XDeathHeader {
 
     /// The headers with every `x-death` the broker could not update moved to `x-original-x-death`, for a copy the
     /// broker will dead-letter (the retry queue's TTL); unchanged when the broker can update them.
-    static func movingMalformed(_ headers: AMQPTable?) -> AMQPTable? {
+    public static func movingMalformed(_ headers: AMQPTable?) -> AMQPTable? {
         guard let headers, !brokerCanUpdate(headers) else { return headers }
         var moved = headers
         moved[keptAs] = headers[name]

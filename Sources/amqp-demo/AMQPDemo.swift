@@ -63,12 +63,6 @@ struct AMQPDemo {
     }
 }
 
-extension Duration {
-    var secondsValue: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}
-
 #if canImport(Glibc)
     import Glibc
 #endif

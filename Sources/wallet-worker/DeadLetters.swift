@@ -120,8 +120,8 @@ private func walkDeadLetters(
     try read.logging.bootstrap(redacting: configuration)
     let interruption = WalkInterruption()
     let queue = DeadLetterQueue(
-        configuration: configuration, logger: Logger(label: "wallet-worker"), maximumBodyBytes: try read.readLimit,
-        interruption: interruption)
+        access: try DeadLetterQueueAccess(workers: configuration), logger: Logger(label: "wallet-worker"),
+        maximumBodyBytes: try read.readLimit, interruption: interruption)
     // The dead-letter queue has the work queue's type (`Topology.deadLetterQueueArguments`).
     var pass = DeadLetterPass(
         command: command, filter: try filters.filter(), deadLetterQueue: queue.queue, markerID: UUID().uuidString,
@@ -357,7 +357,7 @@ extension WalletWorkerCommand.DeadLetters {
             if everything {
                 try read.logging.bootstrap(redacting: configuration)
                 let queue = DeadLetterQueue(
-                    configuration: configuration, logger: Logger(label: "wallet-worker"),
+                    access: try DeadLetterQueueAccess(workers: configuration), logger: Logger(label: "wallet-worker"),
                     maximumBodyBytes: try read.readLimit)
                 let deleted = try await reachingTheBroker { try await queue.purgeAll() }
                 progressLine("deleted \(deleted) dead letters")

@@ -98,7 +98,7 @@ import WalletStore
         #expect(plan.fate == .retriesExhausted(attempts: 5, error: "confirm timeout"))
         let deadLetter = try #require(plan.messages.first)
         #expect(deadLetter.exchange == topology.deadLetterExchange)
-        let reason = try #require(deadLetter.properties.headers?["x-worker-error"]?.text)
+        let reason = try #require(deadLetter.properties.headers?["x-worker-error"]?.textValue)
         #expect(reason.contains("5 attempts") && reason.contains("confirm timeout"))
     }
 

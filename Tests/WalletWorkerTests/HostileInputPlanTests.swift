@@ -1,6 +1,7 @@
 import AMQPTransport
 import Foundation
 import Testing
+import WalletMessages
 import WalletRouting
 import WalletStore
 
@@ -55,7 +56,8 @@ import WalletStore
         #expect(letter.properties.headers?["x-small"] == .int32(1))
         #expect(letter.properties.headers?["x-worker-dropped-headers"] == .string("traceparent (130005 bytes)"))
         #expect(
-            letter.properties.headers?["x-worker-error"]?.text?.hasPrefix("bad; headers dropped to fit a frame") == true
+            letter.properties.headers?["x-worker-error"]?.textValue?.hasPrefix("bad; headers dropped to fit a frame")
+                == true
         )
         // One that fits is untouched.
         let small = original(headers: ["traceparent": .string("00-a-b-01")])

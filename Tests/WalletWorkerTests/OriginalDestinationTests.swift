@@ -1,6 +1,7 @@
 import AMQPTransport
 import Foundation
 import Testing
+import WalletMessages
 
 @testable import WalletWorker
 

@@ -1,6 +1,6 @@
 import AMQPTransport
 import Foundation
-import WalletWorker
+import WalletMessages
 
 /// A message of the dead-letter queue as the tools read it: what came with the delivery, nothing asked of the
 /// broker. The body is empty when the tool did not read it (`withheldBodySize`: over its read limit).
@@ -69,7 +69,7 @@ public struct DeadLetter: Sendable, Hashable {
         sender = bodyRead ? Self.sender(in: message.body) : nil
         let death = Self.latestDeath(headers, skipping: deadLetterQueue)
         hint = nil
-        if let error = headers?[WorkerHeaderNames.workerError]?.textValue {
+        if let error = headers?[WorkerHeaders.workerError]?.textValue {
             reason = error
             deadLetteredBy = "worker"
         } else if let death {
@@ -106,10 +106,10 @@ public struct DeadLetter: Sendable, Hashable {
     /// The truncations the worker's headers record (`x-worker-omitted-body-bytes`, `x-worker-dropped-headers`).
     static func missing(_ headers: AMQPTable?) -> [String] {
         var missing: [String] = []
-        if let omitted = headers?[WorkerHeaderNames.omittedBodyBytes] {
+        if let omitted = headers?[WorkerHeaders.omittedBodyBytes] {
             missing.append("the body (\(DeadLetterDetail.text(omitted)) bytes, which the worker did not read)")
         }
-        if let dropped = headers?[WorkerHeaderNames.droppedHeaders] {
+        if let dropped = headers?[WorkerHeaders.droppedHeaders] {
             missing.append("headers dropped to fit a frame: \(DeadLetterDetail.text(dropped))")
         }
         return missing
@@ -122,7 +122,7 @@ public struct DeadLetter: Sendable, Hashable {
     /// The broker's latest dead-lettering that is not a look of the tool (an entry for `deadLetterQueue` itself).
     /// RabbitMQ keeps `x-death` newest first.
     static func latestDeath(_ headers: AMQPTable?, skipping deadLetterQueue: String) -> AMQPTable? {
-        guard case .array(let entries)? = headers?[WorkerHeaderNames.xDeath] else { return nil }
+        guard case .array(let entries)? = headers?[XDeathHeader.name] else { return nil }
         for case .table(let entry) in entries where entry["queue"]?.textValue != deadLetterQueue {
             return entry
         }
@@ -245,8 +245,8 @@ public enum DeadLetterReplay {
         var kept = (properties.headers?.entries ?? []).filter { !isAddedOnTheWay($0.key) }
         if let userID = properties.userID {
             let exact = properties.undecodedStrings[.userID].map(AMQPFieldValue.undecodedString) ?? .string(userID)
-            kept.removeAll { $0.key == WorkerHeaderNames.originalUserID }
-            kept.append((key: WorkerHeaderNames.originalUserID, value: exact))
+            kept.removeAll { $0.key == WorkerHeaders.originalUserID }
+            kept.append((key: WorkerHeaders.originalUserID, value: exact))
             properties.userID = nil
             properties.undecodedStrings[.userID] = nil
         }
@@ -259,10 +259,10 @@ public enum DeadLetterReplay {
 
     static func isAddedOnTheWay(_ key: String) -> Bool {
         // x-delivery-count: a quorum queue's count of this delivery's returns, not the message's.
-        key == WorkerHeaderNames.retryCount || key == "x-delivery-count" || key.hasPrefix("x-worker-")
-            || key == WorkerHeaderNames.xDeath
+        key == WorkerHeaders.retryCount || key == "x-delivery-count" || key.hasPrefix("x-worker-")
+            || key == XDeathHeader.name
             || key.hasPrefix("x-first-death-") || key.hasPrefix("x-last-death-")
-            || key == WorkerHeaderNames.xDeathKeptAs || key == WorkerHeaderNames.originalExpiration
+            || key == XDeathHeader.keptAs || key == WorkerHeaders.originalExpiration
             || key == OriginalDestination.exchangeHeader || key == OriginalDestination.routingKeyHeader
     }
 }

@@ -1,6 +1,6 @@
 import AMQPTransport
 import Foundation
-import WalletWorker
+import WalletMessages
 
 /// What one run of a `dead-letters` command does with each message of the dead-letter queue: pure decisions, one
 /// per message in queue order, which `DeadLetterQueue.walk` carries out.
@@ -128,7 +128,7 @@ public struct DeadLetterPass: Sendable {
     /// How this message goes back to the tail: as a copy on a quorum queue, or when RabbitMQ 3.x could not
     /// dead-letter it; through the loop otherwise, and always when the tool did not read its body.
     public func keeping(_ message: DeadLetterMessage) -> Keeping {
-        let forged = !WorkerHeaderNames.brokerCanUpdateXDeath(message.properties.headers)
+        let forged = !XDeathHeader.brokerCanUpdate(message.properties.headers)
         guard message.withheldBodySize == nil, keepsByCopy || forged else { return .throughLoop }
         // The copy keeps everything but a `user_id`, which RabbitMQ would refuse from this user (406): it moves to
         // `x-original-user-id`, as on the worker's own copies. `x-delivery-count` is the queue's count of this
@@ -141,7 +141,7 @@ public struct DeadLetterPass: Sendable {
         }
         if let userID = properties.userID {
             headers = headers ?? [:]
-            headers?[WorkerHeaderNames.originalUserID] =
+            headers?[WorkerHeaders.originalUserID] =
                 properties.undecodedStrings[.userID].map(AMQPFieldValue.bytes) ?? .string(userID)
             properties.userID = nil
             properties.undecodedStrings[.userID] = nil
@@ -149,7 +149,7 @@ public struct DeadLetterPass: Sendable {
         properties.headers = headers
         // Through the loop exchange (a fanout bound to this queue alone), so the copy keeps its routing key.
         let copy = AMQPOutboundMessage(
-            exchange: Topology.deadLetterLoopExchange(of: deadLetterQueue), routingKey: message.routingKey,
+            exchange: DeadLetterLoop.exchange(of: deadLetterQueue), routingKey: message.routingKey,
             body: message.body, properties: properties, mandatory: true)
         // A forged x-death is copied whatever its size: the loop would crash the queue, a copy that cannot be sent
         // stops the run before it.

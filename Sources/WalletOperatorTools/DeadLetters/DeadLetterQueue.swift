@@ -1,7 +1,7 @@
 import AMQPTransport
 import Foundation
 import Logging
-import WalletWorker
+import WalletMessages
 
 /// The dead-letter queue for `wallet-worker dead-letters`: carries out a `DeadLetterPass` over it.
 ///
@@ -14,8 +14,8 @@ import WalletWorker
 /// lost) the broker returns to where it was. Nothing is lost, and nothing is held beyond the window: the run never
 /// waits for more than the broker sends.
 public final class DeadLetterQueue: Sendable {
-    public let configuration: WorkerConfiguration
-    public var queue: String { configuration.topology.deadLetterQueue }
+    public let access: DeadLetterQueueAccess
+    public var queue: String { access.queue }
     let logger: Logger
     /// Unacknowledged deliveries at a time (`basic.qos`).
     public let window: UInt16
@@ -30,12 +30,12 @@ public final class DeadLetterQueue: Sendable {
     public let interruption: WalkInterruption
 
     public init(
-        configuration: WorkerConfiguration, logger: Logger, window: UInt16 = 128, maximumBodyBytes: Int,
+        access: DeadLetterQueueAccess, logger: Logger, window: UInt16 = 128, maximumBodyBytes: Int,
         frameLimit: Int = 4 << 20, confirmTimeout: Duration = .seconds(30),
         interruption: WalkInterruption = WalkInterruption()
     ) {
         self.interruption = interruption
-        self.configuration = configuration
+        self.access = access
         self.logger = logger
         self.window = window
         self.maximumBodyBytes = maximumBodyBytes
@@ -65,31 +65,6 @@ public final class DeadLetterQueue: Sendable {
         }
     }
 
-    /// The queue is of the other type than the settings say (406 on its declaration, and the other type's
-    /// declaration, a no-op on a queue that has exactly those arguments, passes): the flag to pass, exactly.
-    public struct OtherQueueType: Error, CustomStringConvertible {
-        public var queue: String
-        public var actual: Topology.QueueType
-        public var description: String {
-            "\(queue) is a \(actual.rawValue) queue, and the settings say \(actual == .quorum ? "classic" : "quorum"): "
-                + "pass --queue-type \(actual.rawValue) (or WALLET_QUEUE_TYPE=\(actual.rawValue)), as the workers run"
-        }
-    }
-
-    /// Declares the dead-letter queue as the settings say (true: with its loop; false: as an earlier version
-    /// left it). When the broker refuses it with other arguments (406), and the declaration of the other queue type
-    /// passes, the queue is that type: said as `OtherQueueType`, never as a guess among arguments.
-    private func declareQueue(on connection: AMQPConnection) async throws -> Bool {
-        do {
-            return try await configuration.topology.declareDeadLetterQueue(on: connection)
-        } catch let error as TopologyError where error.underlying.replyCode == 406 {
-            var other = configuration.topology
-            other.workQueueType = other.workQueueType == .quorum ? .classic : .quorum
-            guard (try? await other.declareDeadLetterQueue(on: connection)) != nil else { throw error }
-            throw OtherQueueType(queue: queue, actual: other.workQueueType)
-        }
-    }
-
     struct MarkerNotPublished: Error, CustomStringConvertible {
         var outcome: AMQPPublishOutcome
         var description: String { "the run's marker could not be published to the dead-letter queue: \(outcome)" }
@@ -101,7 +76,7 @@ public final class DeadLetterQueue: Sendable {
     public func walk(
         _ pass: DeadLetterPass, report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Bool
     ) async throws -> DeadLetterRunSummary {
-        var publishing = try configuration.toolConnectionConfiguration()
+        var publishing = access.connection
         publishing.connectionName = "wallet-worker dead-letters (publishing)"
         let publisher = try await AMQPConnection.connect(configuration: publishing, logger: logger)
         do {
@@ -129,8 +104,8 @@ public final class DeadLetterQueue: Sendable {
     ) async throws -> DeadLetterRunSummary {
         var pass = pass
         pass.copyFrameMax = publisher.frameMax
-        guard try await declareQueue(on: publisher) else {
-            throw NoLoop(queue: queue, loop: configuration.topology.deadLetterLoopExchange)
+        guard try await access.declare(publisher) else {
+            throw NoLoop(queue: queue, loop: DeadLetterLoop.exchange(of: queue))
         }
         let channel = try await publisher.openChannel()
         try await channel.enableConfirms()
@@ -202,7 +177,7 @@ public final class DeadLetterQueue: Sendable {
         replayedUnsettled: inout Set<AMQPOutboundMessage>,
         report: @escaping (DeadLetterPass.Decision, DeadLetterMessage, Outcome) -> Void
     ) async throws -> Bool {
-        var consuming = try configuration.toolConnectionConfiguration()
+        var consuming = access.connection
         consuming.connectionName = "wallet-worker dead-letters (consuming)"
         let connection = try await AMQPConnection.connect(configuration: consuming, logger: logger)
         do {
@@ -422,7 +397,7 @@ public final class DeadLetterQueue: Sendable {
 
     /// Removes every message (`queue.purge`); returns how many.
     public func purgeAll() async throws -> UInt32 {
-        var settings = try configuration.toolConnectionConfiguration()
+        var settings = access.connection
         settings.connectionName = "wallet-worker dead-letters (purge)"
         let connection = try await AMQPConnection.connect(configuration: settings, logger: logger)
         do {

@@ -1,6 +1,7 @@
 import AMQPTransport
 import Foundation
 import Logging
+import WalletMessages
 
 /// The real `BrokerConnector`: RabbitMQ through `AMQPTransport` (librabbitmq).
 struct AMQPBrokerConnector: BrokerConnector {

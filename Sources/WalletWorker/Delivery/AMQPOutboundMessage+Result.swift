@@ -1,16 +1,6 @@
 import AMQPTransport
+import WalletMessages
 import WalletRouting
-
-extension AMQPFieldValue {
-    /// A string header, whichever AMQP string kind carried it.
-    var text: String? {
-        switch self {
-        case .string(let value): value
-        case .bytes(let bytes): String(validating: bytes, as: UTF8.self)
-        default: nil
-        }
-    }
-}
 
 extension AMQPOutboundMessage {
     /// A result as the contract publishes it (§9): JSON, persistent, mandatory so an unbound exchange is noticed

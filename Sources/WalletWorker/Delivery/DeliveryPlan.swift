@@ -1,4 +1,5 @@
 import AMQPTransport
+import WalletMessages
 import WalletRouting
 import WalletStore
 

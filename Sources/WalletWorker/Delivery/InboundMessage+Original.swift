@@ -1,4 +1,5 @@
 import AMQPTransport
+import WalletMessages
 import WalletRouting
 
 extension InboundMessage {
@@ -21,7 +22,7 @@ extension InboundMessage {
                 replyTo: original.hasInvalidUTF8ReplyTo ? nil : properties.replyTo,
                 type: properties.type,
                 timestamp: properties.timestamp.map { Int64(clamping: $0) },
-                traceparent: properties.headers?[WorkerHeaders.traceparent]?.text,
+                traceparent: properties.headers?[WorkerHeaders.traceparent]?.textValue,
                 messageIDIsInvalidUTF8: messageIDIsInvalidUTF8,
                 correlationIDIsInvalidUTF8: correlationIDIsInvalidUTF8
             ),

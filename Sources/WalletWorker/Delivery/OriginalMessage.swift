@@ -1,4 +1,5 @@
 import AMQPTransport
+import WalletMessages
 import WalletRouting
 
 /// The parts of an inbound delivery the worker republishes (to the retry queue or the dead-letter exchange).

@@ -209,8 +209,9 @@ public final class NotificationWorker: Service {
 }
 
 extension WorkerConfiguration {
-    /// The transport's settings for every connection the worker opens.
-    func connectionConfiguration() throws -> AMQPConnectionConfiguration {
+    /// The transport's settings for every connection the worker opens, and the operator tools' (the executable
+    /// gives them these).
+    public func connectionConfiguration() throws -> AMQPConnectionConfiguration {
         var connection = AMQPConnectionConfiguration(url: try AMQPURL(parsing: amqpURL))
         connection.heartbeat = heartbeat
         connection.tls = tls

@@ -1,5 +1,6 @@
 import AMQPTransport
 import Logging
+import WalletMessages
 import WalletRouting
 
 /// The broker objects of CONTRACT.md §1, by name, and how the work queue is declared.
@@ -194,10 +195,7 @@ public struct Topology: Sendable, Hashable {
         + "as it is; see the runbook (docs/operations.md, dead letters) to re-declare it"
 
     /// The dead-letter queue's own dead-letter exchange: `<dead-letter queue>.loop`, bound to it alone.
-    public var deadLetterLoopExchange: String { Self.deadLetterLoopExchange(of: deadLetterQueue) }
-
-    /// The loop of the dead-letter queue `queue`: `<queue>.loop`.
-    public static func deadLetterLoopExchange(of queue: String) -> String { queue + ".loop" }
+    public var deadLetterLoopExchange: String { DeadLetterLoop.exchange(of: deadLetterQueue) }
 
     /// Quorum only: the dead-letter queue's delivery limit. RabbitMQ 4 gives every quorum queue a limit of 20 by
     /// default and drops (or dead-letters) a message returned more often, and a dead letter is returned each time
@@ -340,10 +338,5 @@ extension Duration {
     var milliseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
-    }
-
-    var secondsValue: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -2,6 +2,7 @@ import AMQPTransport
 import Logging
 import Synchronization
 import Tracing
+import WalletMessages
 import WalletStore
 
 #if OpenTelemetry
@@ -54,7 +55,7 @@ final class MessageTracing: Sendable {
         let spans = deliveries.map { delivery -> (SpanKey, any Span) in
             let properties = delivery.original.properties
             var parent = InstrumentationContext.topLevel
-            if let header = properties.headers?[WorkerHeaders.traceparent]?.text, TraceParent.isValid(header) {
+            if let header = properties.headers?[WorkerHeaders.traceparent]?.textValue, TraceParent.isValid(header) {
                 tracer.extract(header, into: &parent, using: TraceParentExtractor())
             }
             let span = tracer.startSpan(name, context: parent, ofKind: .consumer)

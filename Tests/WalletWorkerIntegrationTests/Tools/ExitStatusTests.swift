@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-    import Glibc
+    import Glibc  // close(2)
 #endif
 
 /// Issue 37, item 3: every command's exit status is what its help and the README's table say (0 done, 1 nothing
@@ -71,7 +71,7 @@ struct ExitStatusTests {
     func portTaken() async throws {
         let store = temporarySQLitePath("exit-status-port")
         defer { removeSQLite(store) }
-        let (socket, port) = try listeningSocket()
+        let (socket, port) = try listenOnLoopback()
         defer { close(socket) }
         let (exit, output) = try await walletWorkerCommand(
             ["run", "--store", "sqlite:\(store)", "--http-host", "127.0.0.1", "--http-port", "\(port)"],
@@ -175,23 +175,5 @@ struct ExitStatusTests {
                     messageID: "exit-status-\(index)", timestamp: UInt64(Date().timeIntervalSince1970)),
                 mandatory: true)
         }
-    }
-
-    /// A socket listening on a free loopback port, so that the worker finds it taken.
-    private func listeningSocket() throws -> (Int32, Int) {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-                bind(descriptor, generic, length) == 0 && listen(descriptor, 1) == 0
-                    && getsockname(descriptor, generic, &length) == 0
-            }
-        }
-        guard bound else { throw BrokerTestError("cannot listen on 127.0.0.1: errno \(errno)") }
-        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
     }
 }

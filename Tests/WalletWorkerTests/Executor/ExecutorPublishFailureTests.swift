@@ -1,4 +1,5 @@
 import Testing
+import WalletMessages
 
 @testable import AMQPTransport
 @testable import WalletWorker

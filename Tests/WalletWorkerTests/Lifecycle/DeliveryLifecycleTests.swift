@@ -92,7 +92,7 @@ import WalletStore
         let deadLetter = try #require(plans.first?.messages.last)
         #expect(deadLetter.properties.encodingProblem(frameMax: 8_192) == nil)
         #expect(deadLetter.properties.headers?["x-big"] == nil, "dropped to fit the negotiated frame")
-        #expect(deadLetter.properties.headers?["x-worker-dropped-headers"]?.text?.contains("x-big") == true)
+        #expect(deadLetter.properties.headers?["x-worker-dropped-headers"]?.textValue?.contains("x-big") == true)
     }
 
     // MARK: - The store
