@@ -67,13 +67,20 @@ public func systemClose(_ descriptor: Int32) -> Int32 {
 }
 
 /// A TCP connection to 127.0.0.1:`port` with send and receive timeouts: its descriptor, for the caller to close.
-public func connectToLoopback(port: Int, sendTimeout: Duration, receiveTimeout: Duration) throws -> Int32 {
+/// - Parameter receiveBufferBytes: the socket's receive buffer (`SO_RCVBUF`, set before connecting, so the window
+///   the server sees is that small); nil for the kernel's, which grows to megabytes on loopback.
+public func connectToLoopback(
+    port: Int, sendTimeout: Duration, receiveTimeout: Duration, receiveBufferBytes: Int? = nil
+) throws -> Int32 {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else {
         throw LoopbackSocketError(description: "socket: \(String(cString: strerror(errno)))")
     }
     setSocketTimeout(descriptor, SO_SNDTIMEO, sendTimeout)
     setSocketTimeout(descriptor, SO_RCVTIMEO, receiveTimeout)
+    if var bytes = receiveBufferBytes.map(Int32.init) {
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &bytes, socklen_t(MemoryLayout<Int32>.size))
+    }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -17,9 +17,14 @@ public final class RawHTTPConnection: @unchecked Sendable {
     private var isClosed = false
     private var buffered: [UInt8] = []
 
-    public init(port: Int, sendTimeout: Duration = .seconds(3), receiveTimeout: Duration = .seconds(3)) throws {
+    public init(
+        port: Int, sendTimeout: Duration = .seconds(3), receiveTimeout: Duration = .seconds(3),
+        receiveBufferBytes: Int? = nil
+    ) throws {
         do {
-            descriptor = try connectToLoopback(port: port, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout)
+            descriptor = try connectToLoopback(
+                port: port, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout,
+                receiveBufferBytes: receiveBufferBytes)
         } catch {
             throw RawHTTPConnectionError("\(error)")
         }

@@ -93,13 +93,13 @@ extension Resilience {
     }
 }
 
-extension Resilience {
+extension MinutesOfWaiting {
     /// Issue 25, "a stalled worker looks healthy": deploy/'s WalletStalled on a real Prometheus scraping a real
     /// worker whose store another process holds locked while messages wait. A suite of its own: the alert needs a
-    /// minute without progress and then its `for: 2m`. It stays in the serialized `Resilience` chain, though its three
-    /// minutes are mostly waiting: moved beside the other tests it shortened a loaded run from 673 s to 511-534 s,
-    /// but two wall-clock tests elsewhere (OperationsServerLimitsTests, PostgresWalletStoreTests) then failed, on an
-    /// idle machine too.
+    /// minute without progress and then its `for: 2m`. Its three minutes are mostly waiting, so it runs beside the
+    /// `Resilience` chain (`MinutesOfWaiting`). Moved there once before, two tests elsewhere failed: both have been
+    /// fixed at their cause since (a PostgreSQL test that ended other tests' backends; the operations endpoint's test
+    /// whose client let the server fill megabytes of loopback buffer before its idle deadline could start).
     @Suite("Stall alert", .timeLimit(.minutes(7)))
     struct StallAlertTests {
         @Test(

@@ -12,6 +12,12 @@ import Testing
 @Suite("Resilience", .serialized)
 enum Resilience {}
 
+/// The two resilience suites whose minutes are mostly waiting (a real Prometheus's `for: 2m`; a three-node cluster
+/// started and a node lost): one after the other, but beside the `Resilience` chain rather than in it, so that their
+/// waits overlap its work. In the chain they made it the whole run (606 s idle, of which they were 279).
+@Suite("Resilience, minutes of waiting", .serialized)
+enum MinutesOfWaiting {}
+
 /// A RabbitMQ node of the test's own (scripts/rabbitmq-local.sh on other ports, its own data directory), for
 /// tests that stop and start the broker under the worker.
 struct PrivateRabbitNode {
