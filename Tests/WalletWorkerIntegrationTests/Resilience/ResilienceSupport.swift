@@ -18,6 +18,10 @@ enum Resilience {}
 @Suite("Resilience, minutes of waiting", .serialized)
 enum MinutesOfWaiting {}
 
+/// The dead-letter tool at scale (`DeadLetterWalk`, about four minutes): a third chain, beside the other two.
+@Suite("Dead letters at scale", .serialized)
+enum DeadLettersAtScale {}
+
 /// A RabbitMQ node of the test's own (scripts/rabbitmq-local.sh on other ports, its own data directory), for
 /// tests that stop and start the broker under the worker.
 struct PrivateRabbitNode {

@@ -9,14 +9,16 @@ import Testing
     import Glibc
 #endif
 
-extension Resilience {
+// Not in the `Resilience` chain: its four minutes (25 looks at 20,000 dead letters of each queue type) run beside it,
+// its two queue types one after the other (`.serialized`).
+extension DeadLettersAtScale {
     /// Issue 24: `wallet-worker dead-letters` on large dead-letter queues of both types, with what ends up there in
     /// practice: broker-made dead letters (`x-death`, the backend's `user_id` kept), content headers the broker grew
     /// past the frame size, bodies over twice the limit, dead letters the worker truncated. Looking never loses,
     /// reorders or changes a message (on a quorum queue a foreign `user_id` moves aside, and what the tool cannot
     /// copy moves within a group), never hangs, and holds a bounded window; a replay killed midway and run again
     /// replays each message once (at most the one in flight twice).
-    @Suite("Dead-letter tool at scale", .timeLimit(.minutes(30)))
+    @Suite("Dead-letter tool at scale", .serialized, .timeLimit(.minutes(30)))
     struct DeadLetterWalk {
         /// The reasons of the filled dead letters.
         static let storeFailure = "transient failure, gave up after 5 attempts: store unavailable (connection refused)"
