@@ -51,6 +51,15 @@ enum PostgresTestDatabase {
         return try result.get()
     }
 
+    /// A failure of the tests' own connection, said whole: PostgresNIO's `PSQLError` describes itself as "Generic
+    /// description to prevent accidental leakage", which told a failed CI run nothing (the tests' server holds no
+    /// secret). `doing` says which statement or step failed.
+    struct AdminFailure: Error, CustomStringConvertible {
+        var doing: String
+        var underlying: any Error
+        var description: String { "the tests' own PostgreSQL connection, \(doing): \(String(reflecting: underlying))" }
+    }
+
     /// A connection of the test's own (outside any store), e.g. to hold a lock or read a table.
     @discardableResult
     static func withAdminConnection<T>(schema: String? = nil, _ body: (PostgresConnection) async throws -> T)
@@ -58,11 +67,19 @@ enum PostgresTestDatabase {
     {
         let settings = PostgresConnectionSettings(
             PostgresWalletStore.Configuration(location: try location(schema: schema)))
-        let connection = try await settings.connect(logger: logger)
+        let connection: PostgresConnection
+        do {
+            connection = try await settings.connect(logger: logger)
+        } catch {
+            throw AdminFailure(doing: "connecting", underlying: error)
+        }
         do {
             let result = try await body(connection)
             try await connection.close()
             return result
+        } catch let error as PSQLError {
+            try? await connection.close()
+            throw AdminFailure(doing: "a statement of the test", underlying: error)
         } catch {
             try? await connection.close()
             throw error
