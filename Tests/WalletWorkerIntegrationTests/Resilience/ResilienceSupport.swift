@@ -12,15 +12,13 @@ import Testing
 @Suite("Resilience", .serialized)
 enum Resilience {}
 
-/// The two resilience suites whose minutes are mostly waiting (a real Prometheus's `for: 2m`; a three-node cluster
-/// started and a node lost): one after the other, but beside the `Resilience` chain rather than in it, so that their
-/// waits overlap its work. In the chain they made it the whole run (606 s idle, of which they were 279).
-@Suite("Resilience, minutes of waiting", .serialized)
-enum MinutesOfWaiting {}
-
-/// The dead-letter tool at scale (`DeadLetterWalk`, about four minutes): a third chain, beside the other two.
-@Suite("Dead letters at scale", .serialized)
-enum DeadLettersAtScale {}
+/// The two suites that load the machine most, one after the other, beside the `Resilience` chain rather than in it:
+/// the dead-letter tool at scale (`DeadLetterWalk`: 25 looks at 20,000 dead letters of each queue type) and a
+/// three-node cluster that loses a node (`ClusterNodeLoss`). Together, never at once: a loaded run that had them at
+/// once did not start the cluster in 150 s. (In the `Resilience` chain with the rest they made it the whole run,
+/// 606 s idle.)
+@Suite("The heavy broker loads, one at a time", .serialized)
+enum HeavyBrokerLoads {}
 
 /// A RabbitMQ node of the test's own (scripts/rabbitmq-local.sh on other ports, its own data directory), for
 /// tests that stop and start the broker under the worker.
