@@ -21,10 +21,10 @@ struct OperationsServerLimitsTests {
         // greedy one. The deadline (15 s) is far above what the probe takes under CI's load (over 3 s seen); a
         // timed bound (2 s) failed there, and so did the probe's default 3 s receive timeout.
         //
-        // The greedy client's receive buffer is small (4 KiB, where loopback grows one to megabytes): the server's
-        // writes stop after a few responses, so the idle deadline starts at once. With the kernel's buffer, the server
-        // first rendered hundreds of responses into it, each one progress, and on a loaded runner the hang-up came
-        // later than 40 s.
+        // The greedy client's receive buffer is small (4 KiB), and so is the server's send buffer
+        // (`OperationsServer.sendBufferBytes`; loopback grows either to megabytes): the server's writes stop after a
+        // few responses, so the idle deadline starts at once. With the kernel's buffers, the server first rendered
+        // hundreds of responses into them, each one progress, and on a loaded runner the hang-up came after a minute.
         try await withOperationsServer(limits: .init(idleTimeout: .seconds(15))) { port in
             let greedy = try RawHTTPConnection(port: port, sendTimeout: .seconds(1), receiveBufferBytes: 4_096)
             let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)

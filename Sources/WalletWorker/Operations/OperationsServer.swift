@@ -94,6 +94,9 @@ public final class OperationsServer: Service {
         }
     }
 
+    /// Each connection's socket send buffer: a few `/metrics` responses.
+    static let sendBufferBytes: SocketOptionValue = 64 * 1024
+
     /// The listening socket, or a `ConfigurationError` naming the settings to change.
     private func bind() async throws -> any Channel {
         let health = health
@@ -114,6 +117,11 @@ public final class OperationsServer: Service {
                 // one read at a time: what a client pipelines waits in its own socket buffer, not in our memory.
                 .childChannelOption(.autoRead, value: false)
                 .childChannelOption(.maxMessagesPerRead, value: 1)
+                // A bounded send buffer (the kernel doubles it): a client that does not read holds at most this
+                // much of our responses, and its writes stop making progress soon, so the idle deadline ends it. On
+                // loopback the kernel grows a buffer to megabytes, and the endpoint went on rendering `/metrics`
+                // into it, each write progress, for a minute under load before the deadline could start.
+                .childChannelOption(.socketOption(.so_sndbuf), value: Self.sendBufferBytes)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let pipeline = channel.pipeline.syncOperations

@@ -9,9 +9,7 @@ import Testing
     import Glibc
 #endif
 
-// Not in the `Resilience` chain: its minutes run beside it (`HeavyBrokerLoads`), its two queue types one after the
-// other (`.serialized`).
-extension HeavyBrokerLoads {
+extension Resilience {
     /// Issue 24: `wallet-worker dead-letters` on large dead-letter queues of both types, with what ends up there in
     /// practice: broker-made dead letters (`x-death`, the backend's `user_id` kept), content headers the broker grew
     /// past the frame size, bodies over twice the limit, dead letters the worker truncated. Looking never loses,
