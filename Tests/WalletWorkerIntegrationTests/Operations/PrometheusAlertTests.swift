@@ -93,113 +93,116 @@ extension Resilience {
     }
 }
 
-/// Issue 25, "a stalled worker looks healthy": deploy/'s WalletStalled on a real Prometheus scraping a real
-/// worker whose store another process holds locked while messages wait. A suite of its own: the alert needs a
-/// minute without progress and then its `for: 2m`. Its three minutes are mostly waiting, so it runs beside the
-/// `Resilience` chain, not in it. Moved out once before, two tests elsewhere failed: both have been fixed at their
-/// cause since (a PostgreSQL test that ended other tests' backends; the operations endpoint's test whose client
-/// let the server fill megabytes of loopback buffer before its idle deadline could start).
-@Suite("Stall alert", .timeLimit(.minutes(7)))
-struct StallAlertTests {
-    @Test(
-        "with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall and WalletStalled fires; once the lock is gone the messages are processed and the alert ends"
-    )
-    func stalledWorkerPages() async throws {
-        let database = temporarySQLitePath("stall")
-        defer { removeSQLite(database) }
-        try await withResilienceTopology("stall") { topology, connection, channel in
-            let worker = try WorkerProcess(
-                workerRunArguments(
-                    topology, store: "sqlite:\(database)", prefetch: 10,
-                    extra: ["--store-busy-timeout", "60s", "--queue-poll-interval", "1s"]),
-                amqpURL: TestBroker.urlText, label: "stall-worker")
-            defer {
-                worker.kill()
-                worker.process.removeLog()
-            }
-            let port = try await worker.operationsPort()
-            try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-            let prometheus = try PrometheusServer(scrapingWorkerOn: port)
-            defer { prometheus.stop() }
-            try await prometheus.waitUntilReady(timeout: .seconds(30))
-
-            // Healthy first: a few messages processed, the new metrics there.
-            try await channel.enableConfirms()
-            let first = (0..<5).map { InboundSpec.action("stall-ok-\($0)", action: "stall.ok") }
-            try await publishConfirmed(first.map { $0.outbound(to: topology.inbound) }, on: channel)
-            try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(20)) {
-                try await readyCount(topology.capture, on: connection) >= first.count
-            }
-            let exposition = try httpGet(port: port, path: "/metrics").body
-            for name in [
-                "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
-                "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
-                "wallet_in_flight_deliveries", "wallet_last_processed_timestamp_seconds",
-            ] {
-                #expect(exposition.contains("\n\(name) "), "\(name) is not exported")
-            }
-            let lastProcessed = metricValue(in: exposition, "wallet_last_processed_timestamp_seconds")
-            #expect(abs(lastProcessed - Date().timeIntervalSince1970) < 30, "\(lastProcessed)")
-            #expect(
-                metricValue(
-                    in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
-
-            // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
-            let lock = try await SQLiteLockHolder(path: database)
-            let waiting = (0..<50).map { InboundSpec.action("stall-\($0)", action: "stall.wait") }
-            try await publishConfirmed(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
-            try await eventually(
-                "a batch held and 40 messages ready: "
-                    + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
-                within: .seconds(20), every: .milliseconds(250)
-            ) {
-                // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
-                try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
-                    && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
-            }
-            #expect(
-                try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
-
-            var pending = false
-            var notFired: (any Error)?
-            do {
-                try await eventually(
-                    "WalletStalled to fire: \((try? prometheus.alerts()) ?? [])\n\(worker.logTail())",
-                    within: .seconds(300), every: .seconds(1)
-                ) {
-                    let alert = try prometheus.alerts().first { $0.name == "WalletStalled" }
-                    if alert?.state == "pending" { pending = true }
-                    return alert?.state == "firing"
+extension Resilience {
+    /// Issue 25, "a stalled worker looks healthy": deploy/'s WalletStalled on a real Prometheus scraping a real
+    /// worker whose store another process holds locked while messages wait. A suite of its own: the alert needs a
+    /// minute without progress and then its `for: 2m`. It stays in the serialized `Resilience` chain, though its three
+    /// minutes are mostly waiting: moved beside the chain (twice, the second time on 2026-11-28) it shortened a loaded
+    /// run to 511-536 s, but the in-process test of the operations endpoint's idle deadline
+    /// (`OperationsServerLimitsTests`, "20,000 pipelined GET /metrics never read") then did not see its connection
+    /// closed within 60 s under load, a cause not found yet (bounding both socket buffers did not change it).
+    @Suite("Stall alert", .timeLimit(.minutes(7)))
+    struct StallAlertTests {
+        @Test(
+            "with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall and WalletStalled fires; once the lock is gone the messages are processed and the alert ends"
+        )
+        func stalledWorkerPages() async throws {
+            let database = temporarySQLitePath("stall")
+            defer { removeSQLite(database) }
+            try await withResilienceTopology("stall") { topology, connection, channel in
+                let worker = try WorkerProcess(
+                    workerRunArguments(
+                        topology, store: "sqlite:\(database)", prefetch: 10,
+                        extra: ["--store-busy-timeout", "60s", "--queue-poll-interval", "1s"]),
+                    amqpURL: TestBroker.urlText, label: "stall-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
                 }
-            } catch {
-                notFired = error
-            }
-            let stillLocked = worker.isRunning
-            await lock.release()
-            #expect(pending, "WalletStalled was never pending before it fired")
-            if let notFired { throw notFired }
-            #expect(stillLocked)
-            let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
-            #expect(alert.labels["severity"] == "critical")
-            #expect(alert.annotations["runbook"] == "docs/operations.md#runbook-a-backlog-or-a-stalled-worker")
-            #expect(
-                try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#])
-                    >= 1)
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                let prometheus = try PrometheusServer(scrapingWorkerOn: port)
+                defer { prometheus.stop() }
+                try await prometheus.waitUntilReady(timeout: .seconds(30))
 
-            // The lock is gone: everything is processed, and the alert ends.
-            try await eventually(
-                "readyCount(topology.capture) >= first.count + waiting.count\n\(worker.logTail())",
-                within: .seconds(90)
-            ) {
-                try await readyCount(topology.capture, on: connection) >= first.count + waiting.count
+                // Healthy first: a few messages processed, the new metrics there.
+                try await channel.enableConfirms()
+                let first = (0..<5).map { InboundSpec.action("stall-ok-\($0)", action: "stall.ok") }
+                try await publishConfirmed(first.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(20)) {
+                    try await readyCount(topology.capture, on: connection) >= first.count
+                }
+                let exposition = try httpGet(port: port, path: "/metrics").body
+                for name in [
+                    "process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
+                    "process_max_fds", "process_start_time_seconds", "process_virtual_memory_bytes",
+                    "wallet_in_flight_deliveries", "wallet_last_processed_timestamp_seconds",
+                ] {
+                    #expect(exposition.contains("\n\(name) "), "\(name) is not exported")
+                }
+                let lastProcessed = metricValue(in: exposition, "wallet_last_processed_timestamp_seconds")
+                #expect(abs(lastProcessed - Date().timeIntervalSince1970) < 30, "\(lastProcessed)")
+                #expect(
+                    metricValue(
+                        in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
+
+                // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
+                let lock = try await SQLiteLockHolder(path: database)
+                let waiting = (0..<50).map { InboundSpec.action("stall-\($0)", action: "stall.wait") }
+                try await publishConfirmed(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
+                try await eventually(
+                    "a batch held and 40 messages ready: "
+                        + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
+                    within: .seconds(20), every: .milliseconds(250)
+                ) {
+                    // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
+                    try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
+                        && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
+                }
+                #expect(
+                    try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
+
+                var pending = false
+                var notFired: (any Error)?
+                do {
+                    try await eventually(
+                        "WalletStalled to fire: \((try? prometheus.alerts()) ?? [])\n\(worker.logTail())",
+                        within: .seconds(300), every: .seconds(1)
+                    ) {
+                        let alert = try prometheus.alerts().first { $0.name == "WalletStalled" }
+                        if alert?.state == "pending" { pending = true }
+                        return alert?.state == "firing"
+                    }
+                } catch {
+                    notFired = error
+                }
+                let stillLocked = worker.isRunning
+                await lock.release()
+                #expect(pending, "WalletStalled was never pending before it fired")
+                if let notFired { throw notFired }
+                #expect(stillLocked)
+                let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
+                #expect(alert.labels["severity"] == "critical")
+                #expect(alert.annotations["runbook"] == "docs/operations.md#runbook-a-backlog-or-a-stalled-worker")
+                #expect(
+                    try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#])
+                        >= 1)
+
+                // The lock is gone: everything is processed, and the alert ends.
+                try await eventually(
+                    "readyCount(topology.capture) >= first.count + waiting.count\n\(worker.logTail())",
+                    within: .seconds(90)
+                ) {
+                    try await readyCount(topology.capture, on: connection) >= first.count + waiting.count
+                }
+                try await eventually(
+                    "resolved\n\((try? prometheus.alerts()) ?? [])",
+                    within: .seconds(30), every: .seconds(1)
+                ) {
+                    try !prometheus.alerts().contains { $0.name == "WalletStalled" }
+                }
+                #expect(try worker.metric(port: port, "wallet_in_flight_deliveries") == 0)
             }
-            try await eventually(
-                "resolved\n\((try? prometheus.alerts()) ?? [])",
-                within: .seconds(30), every: .seconds(1)
-            ) {
-                try !prometheus.alerts().contains { $0.name == "WalletStalled" }
-            }
-            #expect(try worker.metric(port: port, "wallet_in_flight_deliveries") == 0)
         }
     }
 }

@@ -12,10 +12,11 @@ import Testing
 @Suite("Resilience", .serialized)
 enum Resilience {}
 
-// Measured, and left in the chain: the dead-letter tool at scale and the cluster node loss (the chain's 440 s of 606
-// idle, with the stall alert) in chains of their own beside it shortened an idle run to 371-445 s; but a loaded one
-// then failed to start the three-node cluster in 150 s (it starts in 17 s idle, 21 s beside a busy core), twice,
-// whichever chain it shared. Only the stall alert, which mostly waits, runs beside the chain (`StallAlertTests`).
+// Measured, and left in the chain (2026-11-28): the dead-letter tool at scale, the cluster node loss and the stall
+// alert (440 s of the chain's 606 idle) in chains of their own beside it shortened an idle run to 371-445 s; but
+// loaded runs then failed: the three-node cluster did not start in 150 s (it starts in 17 s idle, 21 s beside a busy
+// core) whichever chain it shared, and with the stall alert alone beside the chain (536 s loaded) the operations
+// endpoint's idle-deadline test did not see its connection closed in 60 s. Both causes are still to be found.
 
 /// A RabbitMQ node of the test's own (scripts/rabbitmq-local.sh on other ports, its own data directory), for
 /// tests that stop and start the broker under the worker.
