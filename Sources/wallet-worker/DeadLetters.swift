@@ -217,8 +217,8 @@ extension WalletWorkerCommand.DeadLetters {
             discussion: """
                 One row per group, the largest first, then the total; a count of the dead letters without an AMQP \
                 timestamp (their age is when the broker dead-lettered them, or unknown). At most \
-                \(DeadLetterGroups().maximumGroups) groups are shown; the rest are counted together. Reasons \
-                longer than \(DeadLetterGroups().maximumReasonLength) characters are cut.
+                \(DeadLetterGroups.defaultMaximumGroups) groups are shown; the rest are counted together. Reasons \
+                longer than \(DeadLetterGroups.defaultMaximumReasonLength) characters are cut.
                 """)
 
         @OptionGroup var broker: BrokerOptions

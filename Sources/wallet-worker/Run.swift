@@ -47,14 +47,7 @@ extension WalletWorkerCommand {
             try worker.apply(to: &configuration)
             try routing.apply(to: &configuration)
             try logging.apply(to: &configuration)
-            // Out of range (`--prefetch 0`, a retry delay cap below the delay) is usage, said as a value that does
-            // not parse is: `Error:` and the usage, status 64, before anything is logged.
-            do {
-                try configuration.validate()
-            } catch {
-                throw ValidationError("\(error)")
-            }
-            return configuration
+            return try configuration.validatedAsUsage()
         }
 
         func run() async throws {
@@ -117,11 +110,7 @@ extension WalletWorkerCommand {
             var configuration = WorkerConfiguration()
             try broker.apply(to: &configuration)
             try logging.apply(to: &configuration)
-            do {
-                try configuration.validate()
-            } catch {
-                throw ValidationError("\(error)")
-            }
+            configuration = try configuration.validatedAsUsage()
             WorkerLogging.bootstrap(
                 format: configuration.logFormat, level: configuration.logLevel,
                 secrets: SecretRedaction.of(configuration, environment: ProcessInfo.processInfo.environment))

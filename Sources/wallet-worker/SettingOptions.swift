@@ -49,3 +49,16 @@ extension Flag where Value == Bool {
         self.init(wrappedValue: wrappedValue, name: .customLong(entry.name), help: ArgumentHelp(entry.help))
     }
 }
+
+extension WorkerConfiguration {
+    /// `validate()` as the commands report it: out of range (`--prefetch 0`, a retry delay cap below the delay) is
+    /// usage, said as a value that does not parse is: `Error:` and the usage, status 64, before anything is logged.
+    func validatedAsUsage() throws -> WorkerConfiguration {
+        do {
+            try validate()
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        return self
+    }
+}

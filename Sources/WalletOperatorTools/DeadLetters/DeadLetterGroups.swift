@@ -35,11 +35,17 @@ public struct DeadLetterGroups: Sendable {
     public let maximumGroups: Int
     public let maximumReasonLength: Int
     public private(set) var groups: [Key: Group] = [:]
-    /// Letters whose group did not fit (`maximumGroups`), and how many distinct groups that was at least.
+    /// The letters whose group did not fit (`maximumGroups`), counted together.
     public private(set) var otherGroups = Group()
     public private(set) var total = Group()
 
-    public init(maximumGroups: Int = 1_000, maximumReasonLength: Int = 200) {
+    /// What `dead-letters summary` keeps (its help says so).
+    public static let defaultMaximumGroups = 1_000
+    public static let defaultMaximumReasonLength = 200
+
+    public init(
+        maximumGroups: Int = defaultMaximumGroups, maximumReasonLength: Int = defaultMaximumReasonLength
+    ) {
         self.maximumGroups = maximumGroups
         self.maximumReasonLength = maximumReasonLength
     }
@@ -104,7 +110,8 @@ public struct DeadLetterGroups: Sendable {
         return lines
     }
 
-    /// JSON lines: one object per group (`"group"`), then one for the other groups if any, then the total.
+    /// JSON lines: one object per group (its `reason`, `sender`, `routingKey` and counts), then one for the other
+    /// groups if any (`"otherGroups": true`), then the total (`"total": true`).
     public func jsonLines() -> [String] {
         func object(_ group: Group) -> [String: Any] {
             var object: [String: Any] = ["count": group.count, "withoutTimestamp": group.withoutTimestamp]

@@ -161,7 +161,6 @@ struct LifecycleObserver: Sendable {
         return end.stored != nil
     }
 
-    /// A delivery's log metadata; with its message span when tracing is on.
     /// The log level a fate's severity is said at.
     static func level(of severity: DeliveryFate.Severity) -> Logger.Level {
         switch severity {
@@ -172,6 +171,7 @@ struct LifecycleObserver: Sendable {
         }
     }
 
+    /// A delivery's log metadata; with its message span when tracing is on.
     private func metadata(
         _ delivery: DeliveryLifecycle.Delivery, _ session: DeliveryLifecycle.SessionID, _ extra: Logger.Metadata
     ) -> Logger.Metadata {

@@ -134,18 +134,17 @@ struct ExitStatusTests {
             try await channel.enableConfirms()
             try await publishConfirmed(
                 Self.deadLetters(count, topology: topology, reason: "store refused"), on: channel)
-            let replay = try ChildProcess(
-                executable: try WorkerProcess.executablePath,
-                arguments: ["dead-letters", "replay", "--yes", "--json"] + topology.flags,
-                environment: ["AMQP_URL": TestBroker.urlText], label: "exit-status-replay")
+            let replay = try WorkerProcess(
+                ["dead-letters", "replay", "--yes", "--json"] + topology.flags, amqpURL: TestBroker.urlText,
+                label: "exit-status-replay")
             defer {
                 replay.kill()
-                replay.removeLog()
+                replay.process.removeLog()
             }
             // The event: replays are confirmed and printed, one at a time.
-            let started = await replay.waitForOutput(timeout: .seconds(60)) { $0.contains(#""messageId""#) }
+            let started = await replay.process.waitForOutput(timeout: .seconds(60)) { $0.contains(#""messageId""#) }
             #expect(started != nil, "no replay printed\n\(replay.logTail())")
-            replay.send(SIGINT)
+            replay.process.send(SIGINT)
             guard let (exit, _) = await replay.waitForExit(timeout: .seconds(60)) else {
                 Issue.record("the replay did not stop\n\(replay.logTail())")
                 return
