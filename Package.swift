@@ -150,6 +150,15 @@ let package = Package(
             dependencies: ["AMQPTransport", "TestSupport", .product(name: "Logging", package: "swift-log")],
             path: "Tests/BrokerTestSupport"
         ),
+        // The tests' PostgreSQL server: a schema or a database of a test's own, the tests' own connection.
+        .target(
+            name: "PostgresTestSupport",
+            dependencies: [
+                "WalletStore", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/PostgresTestSupport"
+        ),
         .testTarget(
             name: "WalletRoutingTests",
             dependencies: ["WalletRouting", .product(name: "PropertyBased", package: "swift-property-based")],
@@ -158,8 +167,8 @@ let package = Package(
         .testTarget(
             name: "WalletStoreTests",
             dependencies: [
-                "WalletStore", "WalletRouting", "TestSupport", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                "WalletStore", "WalletRouting", "TestSupport", "PostgresTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(
@@ -196,6 +205,7 @@ let package = Package(
                 "wallet-notify",
                 "TestSupport",
                 "BrokerTestSupport",
+                "PostgresTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 // The multi-replica tests create a database each and read the store's tables.

@@ -1,27 +1,23 @@
 import Foundation
 import Logging
 import PostgresNIO
+import PostgresTestSupport
 import Testing
 
 @testable import WalletStore
 
-/// The PostgreSQL server of the tests: `POSTGRES_URL`, a role that may create schemas (scripts/test.sh starts a
-/// private server and sets it). Each test works in a schema of its own, so tests run in parallel.
+/// The store tests' view of the tests' PostgreSQL server (`PostgresTestServer`): each test works in a schema of its
+/// own, so tests run in parallel.
 enum PostgresTestDatabase {
-    static var url: String? {
-        ProcessInfo.processInfo.environment["POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-    }
+    static var url: String? { PostgresTestServer.url }
 
-    static let skipReason: Comment = "POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it"
+    static let skipReason = Comment(rawValue: PostgresTestServer.skipReason)
 
-    static let logger = Logger(label: "wallet-store-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+    static var logger: Logger { PostgresTestServer.logger }
 
-    /// The server's location with another database, password or port (for the failure tests).
+    /// The server's location with the given schema.
     static func location(schema: String? = nil) throws -> PostgresLocation {
-        guard let url else { throw PostgresTestError("POSTGRES_URL is not set") }
-        var location = try PostgresLocation(parsing: url)
-        location.schema = schema
-        return location
+        try PostgresTestServer.location(schema: schema)
     }
 
     /// A store on `location`: a small pool (many tests run at once) and the given statement timeout.
@@ -51,39 +47,12 @@ enum PostgresTestDatabase {
         return try result.get()
     }
 
-    /// A failure of the tests' own connection, said whole: PostgresNIO's `PSQLError` describes itself as "Generic
-    /// description to prevent accidental leakage", which told a failed CI run nothing (the tests' server holds no
-    /// secret). `doing` says which statement or step failed.
-    struct AdminFailure: Error, CustomStringConvertible {
-        var doing: String
-        var underlying: any Error
-        var description: String { "the tests' own PostgreSQL connection, \(doing): \(String(reflecting: underlying))" }
-    }
-
     /// A connection of the test's own (outside any store), e.g. to hold a lock or read a table.
     @discardableResult
     static func withAdminConnection<T>(schema: String? = nil, _ body: (PostgresConnection) async throws -> T)
         async throws -> T
     {
-        let settings = PostgresConnectionSettings(
-            PostgresWalletStore.Configuration(location: try location(schema: schema)))
-        let connection: PostgresConnection
-        do {
-            connection = try await settings.connect(logger: logger)
-        } catch {
-            throw AdminFailure(doing: "connecting", underlying: error)
-        }
-        do {
-            let result = try await body(connection)
-            try await connection.close()
-            return result
-        } catch let error as PSQLError {
-            try? await connection.close()
-            throw AdminFailure(doing: "a statement of the test", underlying: error)
-        } catch {
-            try? await connection.close()
-            throw error
-        }
+        try await PostgresTestServer.withAdminConnection(schema: schema, body)
     }
 }
 

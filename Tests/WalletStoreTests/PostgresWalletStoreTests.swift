@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import PostgresTestSupport
 import TestSupport
 import Testing
 import WalletRouting
@@ -15,6 +16,54 @@ import WalletRouting
 @Suite(
     .enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .timeLimit(.minutes(5)))
 struct PostgresWalletStoreTests {
+    // MARK: - A standby answering as the primary
+
+    /// Issue 23, defect 3: after a failover a standby answered as the primary, read-only (SQLSTATE 25006). The store
+    /// check was `SELECT 1`, which it answers, and the worker sent every message through its retries to the dead
+    /// letters. The check writes (and rolls back): read-only is an outage, and writable again it passes. What the
+    /// worker does with an outage is `ExecutorStoreOutageTests`; the end-to-end outage, `StoreOutageTests`.
+    @Test func aReadOnlyDatabaseFailsTheStoreCheckAsAnOutageAndPassesItOnceWritable() async throws {
+        try await PostgresTestServer.withDatabase("read_only") { database in
+            let store = try PostgresTestDatabase.store(try database.location())
+            do {
+                try await store.prepare()
+                try await store.checkAvailable()
+
+                try await PostgresTestServer.setReadOnly(true, database: database)
+                // The pool's connections were ended: each of the first checks may meet one (an outage too).
+                var readOnly: StoreError?
+                for _ in 0..<4 where readOnly == nil {
+                    do throws(StoreError) {
+                        try await store.checkAvailable()
+                        Issue.record("the store check passed on a read-only database")
+                        break
+                    } catch {
+                        #expect(error.isOutage, "\(error)")
+                        if error.message.contains("read-only") { readOnly = error }
+                    }
+                }
+                #expect(readOnly?.isOutage == true, "no read-only refusal: \(String(describing: readOnly))")
+                #expect(readOnly?.kind == .transient)
+
+                try await PostgresTestServer.setReadOnly(false, database: database)
+                var passed = false
+                for _ in 0..<4 where !passed {
+                    do throws(StoreError) {
+                        try await store.checkAvailable()
+                        passed = true
+                    } catch {
+                        #expect(error.isOutage, "\(error)")
+                    }
+                }
+                #expect(passed, "the store check failed on a writable database")
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        }
+    }
+
     // MARK: - Competing replicas
 
     @Test func theSameMessageIDOnTwoStoresIsAppliedOnceAndBothReturnTheSameResults() async throws {

@@ -3,6 +3,7 @@ import BrokerTestSupport
 import Foundation
 import Logging
 import PostgresNIO
+import PostgresTestSupport
 import TestSupport
 import Testing
 import WalletStore
@@ -474,7 +475,7 @@ func closedLoopbackPort() throws -> Int {
 
 /// A statement on `POSTGRES_URL`'s own database, as its (super)user.
 func adminQuery(_ sql: String) async throws {
-    guard let url = ReplicaDatabase.serverURL else { throw ChildProcessError("POSTGRES_URL is not set") }
+    guard let url = PostgresTestServer.url else { throw ChildProcessError("POSTGRES_URL is not set") }
     let server = try PostgresLocation(parsing: url)
     let connection = try await PostgresConnection.connect(
         configuration: PostgresConnection.Configuration(

@@ -2,78 +2,42 @@ import BrokerTestSupport
 import Foundation
 import Logging
 import PostgresNIO
+import PostgresTestSupport
 import TestSupport
 import WalletStore
 
 /// A fresh PostgreSQL database for one multi-replica test, on the server of `POSTGRES_URL` (scripts/test.sh
 /// starts a private one and sets it; the role needs CREATEDB). The workers migrate it themselves; the test reads
 /// the store's tables afterwards. Dropped at the end.
-// swift-format-ignore: UseSynthesizedInitializer
 struct ReplicaDatabase: Sendable {
-    static var serverURL: String? {
-        ProcessInfo.processInfo.environment["POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-    }
+    static var isConfigured: Bool { PostgresTestServer.isConfigured }
 
-    static var isConfigured: Bool { serverURL != nil }
+    static var logger: Logger { PostgresTestServer.logger }
 
-    static let logger = Logger(label: "multi-replica-tests", factory: { _ in SwiftLogNoOpLogHandler() })
-
-    let name: String
+    let database: PostgresTestDatabaseName
     /// `--store` for the workers: `POSTGRES_URL` with this database.
     let storeURL: String
-    private let server: PostgresLocation
-
-    // Private, unlike the synthesized one: a database exists only inside `with`, which drops it.
-    private init(name: String, storeURL: String, server: PostgresLocation) {
-        self.name = name
-        self.storeURL = storeURL
-        self.server = server
-    }
+    var name: String { database.name }
 
     /// Creates the database; runs `body`; drops it (also when `body` throws).
     static func with<T>(_ purpose: String, _ body: (ReplicaDatabase) async throws -> T) async throws -> T {
-        guard let serverURL, var components = URLComponents(string: serverURL) else {
-            throw BrokerTestError("POSTGRES_URL is not set: scripts/test.sh starts a private PostgreSQL and sets it")
+        guard let serverURL = PostgresTestServer.url, var components = URLComponents(string: serverURL) else {
+            throw BrokerTestError(PostgresTestServer.skipReason)
         }
-        let server = try PostgresLocation(parsing: serverURL)
-        let name = "wnw_\(purpose)_\(String(UInt64.random(in: 0...UInt64.max), radix: 36))"
-        components.path = "/\(name)"
-        guard let storeURL = components.string else {
-            throw BrokerTestError("cannot build a store URL from POSTGRES_URL")
+        return try await PostgresTestServer.withDatabase(purpose) { database in
+            components.path = "/\(database.name)"
+            guard let storeURL = components.string else {
+                throw BrokerTestError("cannot build a store URL from POSTGRES_URL")
+            }
+            return try await body(ReplicaDatabase(database: database, storeURL: storeURL))
         }
-        let database = ReplicaDatabase(name: name, storeURL: storeURL, server: server)
-        // A plain identifier (letters, digits, _): safe to write into the statement.
-        try await database.withConnection(to: server.database) {
-            try await $0.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
-        }
-        let result: Result<T, any Error>
-        do {
-            result = .success(try await body(database))
-        } catch {
-            result = .failure(error)
-        }
-        _ = try? await database.withConnection(to: server.database) {
-            try await $0.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
-        }
-        return try result.get()
     }
 
-    /// A connection of the test's own (no TLS: the test server is on loopback).
+    /// A connection of the test's own to this database (or `database`).
     @discardableResult
     func withConnection<T>(to database: String? = nil, _ body: (PostgresConnection) async throws -> T) async throws -> T
     {
-        let configuration = PostgresConnection.Configuration(
-            host: server.host, port: server.port, username: server.user, password: server.password,
-            database: database ?? name, tls: .disable)
-        let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: Self.logger)
-        do {
-            let result = try await body(connection)
-            try await connection.close()
-            return result
-        } catch {
-            try? await connection.close()
-            throw error
-        }
+        try await PostgresTestServer.withAdminConnection(database: database ?? name, body)
     }
 
     /// The store URL of this database through `relay`, a `FaultyRelay` in front of its server (which the caller
@@ -88,22 +52,8 @@ struct ReplicaDatabase: Sendable {
 
     /// A relay in front of this database's server.
     func relay() throws -> FaultyRelay {
-        try FaultyRelay(upstreamHost: server.host, upstreamPort: server.port)
-    }
-
-    /// Makes the database read-only (`default_transaction_read_only`), as a standby answering as the primary after
-    /// a failover is, or writable again, and ends the sessions already connected to it so that every new one gets
-    /// the setting (the worker's pool reconnects).
-    func setReadOnly(_ readOnly: Bool) async throws {
-        try await withConnection(to: server.database) { connection in
-            let setting = readOnly ? "SET default_transaction_read_only = on" : "RESET default_transaction_read_only"
-            try await connection.query(
-                PostgresQuery(unsafeSQL: "ALTER DATABASE \(name) \(setting)"), logger: Self.logger)
-            try await connection.query(
-                PostgresQuery(
-                    unsafeSQL: "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)'"),
-                logger: Self.logger)
-        }
+        let server = try PostgresTestServer.location()
+        return try FaultyRelay(upstreamHost: server.host, upstreamPort: server.port)
     }
 
     // MARK: - The store's tables (the names and columns of PostgresSchema's migrations)

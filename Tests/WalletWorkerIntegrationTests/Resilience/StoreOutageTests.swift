@@ -1,5 +1,7 @@
 // Issue 13: a PostgreSQL failover of 30-60 s dead-lettered every message that arrived meanwhile (5 attempts, 5 s
-// apart). Now the worker holds its batch and takes no more until the store answers.
+// apart). Now the worker holds its batch and takes no more until the store answers. This is the one end-to-end
+// test of a store outage; the worker's decisions are `ExecutorStoreOutageTests` (in process, on a clock turned by
+// hand), and a read-only PostgreSQL found out by the store's check is `PostgresWalletStoreTests`.
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
@@ -37,7 +39,7 @@ struct StoreOutageTests {
                 let worker = try await environment.startWorker()
                 try await environment.publish(
                     InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
-                try await capture.results.waitFor(1, within: .seconds(10), "the first result, store up")
+                try await capture.results.waitFor(1, "the first result, store up")
 
                 relay.refuse()
                 let ids = (0..<5).map { "\(environment.prefix).during-\($0)" }
@@ -52,7 +54,7 @@ struct StoreOutageTests {
                 #expect(capture.results.count == 1)
 
                 relay.accept()
-                let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
+                let results = try await capture.results.waitFor(6, "the held messages' results")
                 #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
                 try await eventually(
                     "ready again once the store answers", within: .seconds(10), every: .milliseconds(20)
@@ -61,57 +63,6 @@ struct StoreOutageTests {
                 #expect(worker.metric("wallet_store_outages_total") == 1)
                 #expect(deadLetters.count == 0)
                 #expect(worker.metric("wallet_reconnects_total") == 0)
-                try await worker.stop()
-            }
-        }
-    }
-
-    /// Issue 23, defect 3: a standby answering as the primary after a failover is read-only (SQLSTATE 25006). The
-    /// store check was `SELECT 1`, which it answers: the worker sent every message through its retries to the dead
-    /// letters. Now the check writes (and rolls back), and 25006 is an outage by itself.
-    @Test(
-        "a PostgreSQL that turns read-only holds the messages: nothing retried or dead-lettered, not ready; writable again, everything is processed"
-    )
-    func readOnlyStoreHoldsTheMessages() async throws {
-        try await ReplicaDatabase.with("read_only") { database in
-            let store = try StoreLocation(parsing: database.storeURL)
-            try await withWorkerEnvironment(
-                "store-read-only",
-                configure: {
-                    $0.store = store
-                    $0.retryAttempts = 2
-                    $0.retryDelay = .milliseconds(200)
-                }
-            ) { environment in
-                try await environment.declareTopology()
-                let capture = try await environment.resultCapture()
-                let deadLetters = try await environment.deadLetterReader()
-                let worker = try await environment.startWorker()
-                try await environment.publish(
-                    InboundSpec(json: #"{"action":"warm"}"#, messageID: "\(environment.prefix).warm"))
-                try await capture.results.waitFor(1, within: .seconds(10), "the first result, store writable")
-
-                try await database.setReadOnly(true)
-                let ids = (0..<5).map { "\(environment.prefix).read-only-\($0)" }
-                try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                try await eventually(
-                    "the worker to notice the read-only store", within: .seconds(20), every: .milliseconds(20)
-                ) { worker.health.isStoreUnavailable }
-                #expect(!worker.health.isReady)
-                #expect(worker.metric("wallet_store_available") == 0)
-                try await Task.sleep(for: .seconds(3))
-                #expect(deadLetters.count == 0, "dead-lettered while the store was read-only")
-                #expect(worker.metric("wallet_retries_total") == 0)
-                #expect(capture.results.count == 1)
-
-                try await database.setReadOnly(false)
-                let results = try await capture.results.waitFor(6, within: .seconds(60), "the held messages' results")
-                #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                try await eventually(
-                    "ready again once the store takes writes", within: .seconds(10), every: .milliseconds(20)
-                ) { worker.health.isReady }
-                #expect(worker.metric("wallet_store_available") == 1)
-                #expect(deadLetters.count == 0)
                 try await worker.stop()
             }
         }
