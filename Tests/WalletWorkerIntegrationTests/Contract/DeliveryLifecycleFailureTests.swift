@@ -34,7 +34,7 @@ struct DeliveryLifecycleFailureTests {
                 bad.headers = [("x-big", .string(String(repeating: "b", count: 8_060))), ("x-small", .string("kept"))]
                 try await environment.publish(bad)
                 let worker = try await environment.startWorker()
-                let letters = try await deadLetters.waitFor(1, within: .seconds(15), "the fitted dead letter")
+                let letters = try await deadLetters.waitFor(1, "the fitted dead letter")
                 let headers = try #require(letters.first?.headers)
                 #expect(headers["x-big"] == nil, "dropped to fit the 8 KiB frame")
                 #expect(headers["x-small"] == .string("kept"))

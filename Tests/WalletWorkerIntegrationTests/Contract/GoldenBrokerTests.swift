@@ -61,7 +61,7 @@ private struct PreparedStep {
     var note: String?
 }
 
-@Suite("Golden corpus through the broker")
+@Suite("Golden corpus through the broker", .timeLimit(.minutes(5)))
 struct GoldenBrokerTests {
     /// Cases run a few at a time: each starts a worker with two connections (2 CPU cores shared).
     static let limiter = ConcurrencyLimiter(limit: 6)

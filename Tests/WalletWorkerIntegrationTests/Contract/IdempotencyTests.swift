@@ -72,7 +72,7 @@ enum IdempotencyStore: String, CaseIterable, Sendable, CustomTestStringConvertib
     }
 }
 
-@Suite("Idempotency through the broker (CONTRACT.md §10)")
+@Suite("Idempotency through the broker (CONTRACT.md §10)", .timeLimit(.minutes(3)))
 struct IdempotencyTests {
     @Test(
         "same message_id in separate batches: applied once, recorded results republished byte for byte",

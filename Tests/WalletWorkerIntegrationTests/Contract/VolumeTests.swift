@@ -170,8 +170,8 @@ struct VolumeTests {
             let started = ContinuousClock.now
             let worker = try await environment.startWorker()
             let expectedTotal = mix.totalResults
-            try await capture.results.waitFor(expectedTotal, within: .seconds(240), "all results of the volume run")
-            try await dead.waitFor(mix.malformedIDs.count, within: .seconds(30), "the malformed messages' dead letters")
+            try await capture.results.waitFor(expectedTotal, "all results of the volume run")
+            try await dead.waitFor(mix.malformedIDs.count, "the malformed messages' dead letters")
             let elapsed = ContinuousClock.now - started
             let rate = Double(mix.messages.count) / elapsed.inSeconds
             print(

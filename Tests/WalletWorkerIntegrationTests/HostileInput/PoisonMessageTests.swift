@@ -138,7 +138,7 @@ struct PoisonMessageTests {
             let outcome = try await requester.channel.publish(
                 request.outbound(to: environment.topology.inboundExchange), confirmTimeout: .seconds(10))
             #expect(outcome.isConfirmed)
-            let copies = try await requester.waitFor(1, within: .seconds(20), "the requester's copy")
+            let copies = try await requester.waitFor(1, "the requester's copy")
             #expect(copies.first?.properties.messageID == "\(environment.prefix).requester/0")
             #expect(worker.metric("wallet_reconnects_total") == 0)
         }
@@ -156,7 +156,7 @@ struct PoisonMessageTests {
             var spec = InboundSpec(json: "not json", messageID: "\(environment.prefix).latin")
             spec.headers = [("x-latin", .undecodedString([0x63, 0x61, 0x66, 0xE9])), ("x-bytes", .bytes([0xFF]))]
             try await environment.publish(spec)
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.headers?["x-latin"] == .undecodedString([0x63, 0x61, 0x66, 0xE9]), "still 'S'")
             #expect(letter.properties.headers?["x-bytes"] == .bytes([0xFF]), "still 'x'")
             try await expectStillMoving(environment, capture, worker)
@@ -218,10 +218,10 @@ struct PoisonMessageTests {
                     body: Array(#"{"action":"refresh"}"#.utf8), messageID: "\(environment.prefix).negative",
                     headers: [("x-retry-count", .int64(-5))]))
 
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.messageID == "\(environment.prefix).max")
             #expect(letter.stringHeader("x-worker-error")?.hasPrefix("transient failure, gave up after") ?? false)
-            let retry = try #require(try await retries.waitFor(1, within: .seconds(10)).first)
+            let retry = try #require(try await retries.waitFor(1).first)
             #expect(retry.properties.messageID == "\(environment.prefix).negative")
             #expect(retry.properties.headers?["x-retry-count"] == .int32(1), "a negative count counts as none")
             #expect(worker.health.isLive)
@@ -263,7 +263,7 @@ struct PoisonMessageTests {
             #expect(rejected.string("reason")?.hasPrefix("correlation_id is not valid UTF-8") ?? false)
             #expect(
                 rejected.properties.correlationID == "\(environment.prefix).correlation", "falls back to message_id")
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.undecodedStrings[.correlationID] == invalid, "the dead letter keeps the bytes")
 
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
@@ -323,7 +323,7 @@ struct PoisonMessageTests {
             let rejected = try #require(
                 capture.results.messages.first { $0.properties.messageID == "\(environment.prefix).big/0" })
             #expect(rejected.string("reason") == "body is \(size) bytes, over the limit of 65536 bytes")
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(20)).first)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.messageID == "\(environment.prefix).big")
             #expect(letter.body.count == size)
             #expect(letter.stringHeader("x-worker-error") == "body is \(size) bytes, over the limit of 65536 bytes")
@@ -346,7 +346,7 @@ struct PoisonMessageTests {
             try await environment.publish(spec)
             try await expectStillMoving(environment, capture, worker)
 
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.messageID == "\(environment.prefix).forged")
             #expect(letter.body == body, "the body untouched (CONTRACT §8)")
             #expect(letter.properties.headers?["x-worker-omitted-body-bytes"] == nil)
@@ -370,7 +370,7 @@ struct PoisonMessageTests {
             try await environment.publish(spec)
             try await expectStillMoving(environment, capture, worker)
 
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(10)).first)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.messageID == "\(environment.prefix).string")
             #expect(letter.body.count == 200_000, "dead-lettered whole")
             #expect(letter.stringHeader("x-worker-error") == nil, "by the broker, with x-death")
@@ -397,7 +397,7 @@ struct PoisonMessageTests {
             let rejected = try #require(
                 capture.results.messages.first { $0.properties.messageID == "\(environment.prefix).huge/0" })
             #expect(rejected.string("reason") == "body is \(size) bytes, over the limit of 65536 bytes")
-            let letter = try #require(try await deadLetters.waitFor(1, within: .seconds(20)).first)
+            let letter = try #require(try await deadLetters.waitFor(1).first)
             #expect(letter.properties.messageID == "\(environment.prefix).huge")
             #expect(letter.body.count == size)
             #expect(letter.properties.headers?["x-death"] != nil)

@@ -43,9 +43,9 @@ struct StoreRefusedInputTests {
 
                 // Two results per install, one per replenishment and one for the action.
                 let results = try await capture.results.waitFor(
-                    28, within: .seconds(30), "every good message's results")
+                    28, "every good message's results")
                 let letters = try await deadLetters.waitFor(
-                    1, within: .seconds(30), "the refused message's dead letter")
+                    1, "the refused message's dead letter")
                 let extra = try await resultsBeforeSentinel(environment, capture)
                 #expect(extra.count == 28, "unexpected results: \(extra.dropFirst(28).map(\.summary))")
                 #expect(worker.health.isLive && worker.health.isReady, "the worker must keep running")

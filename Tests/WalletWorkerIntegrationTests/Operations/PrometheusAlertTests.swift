@@ -77,6 +77,13 @@ extension Resilience {
                 #expect(growing?.labels["reason"] == "rejected", "\(String(describing: growing))")
                 #expect(growing?.labels["severity"] == "warning")
 
+                // WalletStalled's expression, on the series the worker exports: the backlog under the rule's label,
+                // and the time since the last message processed (seconds here; it pages past 60 for 2 minutes,
+                // which promtool's test shows and `Stall` leaves unwaited).
+                #expect(try prometheus.query(#"max(wallet_queue_messages_ready{role="work"})"#).count == 1)
+                let sinceProcessed = try prometheus.query("time() - max(wallet_last_processed_timestamp_seconds)")
+                #expect(sinceProcessed.count == 1 && sinceProcessed[0] < 60, "\(sinceProcessed)")
+
                 // Each alert names the runbook it comes with.
                 let alerts = try prometheus.alerts()
                 for alert in alerts {
@@ -94,19 +101,17 @@ extension Resilience {
 }
 
 extension Resilience {
-    /// Issue 25, "a stalled worker looks healthy": deploy/'s WalletStalled on a real Prometheus scraping a real
-    /// worker whose store another process holds locked while messages wait. A suite of its own: the alert needs a
-    /// minute without progress and then its `for: 2m`. It stays in the serialized `Resilience` chain, though its three
-    /// minutes are mostly waiting: moved beside the chain (twice, the second time on 2026-11-28) it shortened a loaded
-    /// run to 511-536 s, but the in-process test of the operations endpoint's idle deadline
-    /// (`OperationsServerLimitsTests`, "20,000 pipelined GET /metrics never read") then did not see its connection
-    /// closed within 60 s under load, a cause not found yet (bounding both socket buffers did not change it).
-    @Suite("Stall alert", .timeLimit(.minutes(7)))
-    struct StallAlertTests {
+    /// Issue 25, "a stalled worker looks healthy": a worker whose store another process holds locked while messages
+    /// wait shows the stall in the series WalletStalled reads. That the rule fires on such series (a minute without
+    /// progress, then its `for: 2m`) is promtool's unit test (prometheusrule.test.yaml, scripts/validate-deploy.sh);
+    /// that a real Prometheus scrapes those series with the rule's labels is the `Alerts` test's. Waiting here for
+    /// the real alert cost three minutes of the serialized chain (181.7 s of 613 s, measured 2026-11-28).
+    @Suite("Stall", .timeLimit(.minutes(3)))
+    struct StallTests {
         @Test(
-            "with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall and WalletStalled fires; once the lock is gone the messages are processed and the alert ends"
+            "with the store locked and messages waiting, the worker's backlog, in-flight and last-processed metrics show the stall; once the lock is gone the messages are processed and the metrics move again"
         )
-        func stalledWorkerPages() async throws {
+        func stalledWorkerShowsTheStall() async throws {
             let database = temporarySQLitePath("stall")
             defer { removeSQLite(database) }
             try await withResilienceTopology("stall") { topology, connection, channel in
@@ -121,15 +126,12 @@ extension Resilience {
                 }
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-                let prometheus = try PrometheusServer(scrapingWorkerOn: port)
-                defer { prometheus.stop() }
-                try await prometheus.waitUntilReady(timeout: .seconds(30))
 
                 // Healthy first: a few messages processed, the new metrics there.
                 try await channel.enableConfirms()
                 let first = (0..<5).map { InboundSpec.action("stall-ok-\($0)", action: "stall.ok") }
                 try await publishConfirmed(first.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(20)) {
+                try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(30)) {
                     try await readyCount(topology.capture, on: connection) >= first.count
                 }
                 let exposition = try httpGet(port: port, path: "/metrics").body
@@ -147,61 +149,47 @@ extension Resilience {
                         in: exposition, "wallet_store_batch_seconds_count", labels: [#"outcome="committed""#]) >= 1)
 
                 // Another process holds the store's lock; 50 messages wait, 10 of them held by the worker.
+                let lockedAt = Date().timeIntervalSince1970
                 let lock = try await SQLiteLockHolder(path: database)
                 let waiting = (0..<50).map { InboundSpec.action("stall-\($0)", action: "stall.wait") }
                 try await publishConfirmed(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually(
-                    "a batch held and 40 messages ready: "
-                        + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
-                    within: .seconds(20), every: .milliseconds(250)
-                ) {
-                    // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
-                    try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
-                        && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
-                }
-                #expect(
-                    try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#]) == 0)
-
-                var pending = false
-                var notFired: (any Error)?
                 do {
                     try await eventually(
-                        "WalletStalled to fire: \((try? prometheus.alerts()) ?? [])\n\(worker.logTail())",
-                        within: .seconds(300), every: .seconds(1)
+                        "a batch held and 40 messages ready: "
+                            + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
+                        within: .seconds(30), every: .milliseconds(250)
                     ) {
-                        let alert = try prometheus.alerts().first { $0.name == "WalletStalled" }
-                        if alert?.state == "pending" { pending = true }
-                        return alert?.state == "firing"
+                        // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
+                        try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
+                            && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 40
                     }
+                    // WalletStalled's two inputs: work waiting, and a last-processed time from before the lock.
+                    #expect(
+                        try worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="dead_letter""#])
+                            == 0)
+                    #expect(try worker.metric(port: port, "wallet_last_processed_timestamp_seconds") <= lockedAt)
+                    #expect(worker.isRunning)
                 } catch {
-                    notFired = error
+                    await lock.release()
+                    throw error
                 }
-                let stillLocked = worker.isRunning
                 await lock.release()
-                #expect(pending, "WalletStalled was never pending before it fired")
-                if let notFired { throw notFired }
-                #expect(stillLocked)
-                let alert = try #require(try prometheus.alerts().first { $0.name == "WalletStalled" })
-                #expect(alert.labels["severity"] == "critical")
-                #expect(alert.annotations["runbook"] == "docs/operations.md#runbook-a-backlog-or-a-stalled-worker")
-                #expect(
-                    try worker.metric(port: port, "wallet_store_batch_seconds_count", labels: [#"outcome="failed""#])
-                        >= 1)
 
-                // The lock is gone: everything is processed, and the alert ends.
+                // The lock is gone: everything is processed, and the metrics move again.
                 try await eventually(
                     "readyCount(topology.capture) >= first.count + waiting.count\n\(worker.logTail())",
                     within: .seconds(90)
                 ) {
                     try await readyCount(topology.capture, on: connection) >= first.count + waiting.count
                 }
+                // The backlog gauge is the queue's depth as last polled (every second here).
                 try await eventually(
-                    "resolved\n\((try? prometheus.alerts()) ?? [])",
-                    within: .seconds(30), every: .seconds(1)
+                    "nothing in flight nor waiting once the backlog is processed", within: .seconds(30)
                 ) {
-                    try !prometheus.alerts().contains { $0.name == "WalletStalled" }
+                    try worker.metric(port: port, "wallet_in_flight_deliveries") == 0
+                        && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 0
                 }
-                #expect(try worker.metric(port: port, "wallet_in_flight_deliveries") == 0)
+                #expect(try worker.metric(port: port, "wallet_last_processed_timestamp_seconds") > lockedAt)
             }
         }
     }

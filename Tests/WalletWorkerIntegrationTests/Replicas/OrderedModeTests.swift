@@ -239,7 +239,7 @@ struct OrderedModeTests {
                     try await environment.publish(sequences.messages(steps: step..<step + 1))
                 }
                 let results = try await capture.results.waitFor(
-                    sequences.resultCount, within: .seconds(90), "every card's results")
+                    sequences.resultCount, "every card's results")
                 #expect(sequences.problems(in: results) == [])
 
                 let sharded = try #require(environment.topology.sharded)
@@ -279,7 +279,7 @@ struct OrderedModeTests {
                 // The first consumer of a single-active-consumer queue gets everything; the second waits.
                 try await environment.publish(sequences.messages(steps: 0..<3))
                 try await capture.results.waitFor(
-                    sequences.cards.count * 3 * 2, within: .seconds(30), "the first steps")
+                    sequences.cards.count * 3 * 2, "the first steps")
                 // Results reach the capture queue when published; the counter moves after the acknowledgement.
                 try await eventually(
                     "the active worker to count the first steps", within: .seconds(10), every: .milliseconds(20)
@@ -292,12 +292,12 @@ struct OrderedModeTests {
                 // The active worker stops in the middle of the rest.
                 let firstPart = capture.results.count
                 try await environment.publish(sequences.messages(steps: 3..<sequences.steps))
-                try await capture.results.waitFor(firstPart + 40, within: .seconds(30), "the rest to start")
+                try await capture.results.waitFor(firstPart + 40, "the rest to start")
                 try await active.stop()
                 let processedByActive = processed(active)
 
                 let results = try await capture.results.waitFor(
-                    sequences.resultCount, within: .seconds(90), "every card's results after the hand-over")
+                    sequences.resultCount, "every card's results after the hand-over")
                 #expect(sequences.problems(in: results) == [])
                 #expect(
                     processedByActive < sequences.messageCount,
@@ -392,7 +392,7 @@ struct OrderedModeTests {
                 actions, exchange: topology.resultExchanges.actions, routingKey: "#")
             let collector = try await environment.collect(queue: actions)
             _ = try await environment.startWorker()
-            let results = try await collector.waitFor(1, within: .seconds(15), "the retried message's result")
+            let results = try await collector.waitFor(1, "the retried message's result")
             #expect(results.first?.properties.messageID == "retry-1/0")
             #expect(results.first?.routingKey == "action.retryMe")
             #expect(try await environment.messageCount(topology.deadLetterQueue) == 0)

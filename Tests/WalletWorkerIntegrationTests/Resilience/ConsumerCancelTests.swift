@@ -30,7 +30,7 @@ import WalletWorker
 
             // The new queue is bound to the inbound exchange again: a message published now is processed.
             try await environment.publish(InboundSpec(json: #"{"action":"afterCancel"}"#, messageID: "after-cancel"))
-            try await capture.results.waitFor(1, within: .seconds(10), "the result of a message sent after the cancel")
+            try await capture.results.waitFor(1, "the result of a message sent after the cancel")
             #expect(capture.results.messages.first?.properties.messageID == "after-cancel/0")
         }
     }

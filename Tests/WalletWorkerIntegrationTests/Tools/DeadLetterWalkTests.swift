@@ -173,7 +173,7 @@ extension Resilience {
             try await connection.readFrames(upTo: 4 << 20)
             let capture = try await MessageCapture.start(queue: queue, on: connection)
             // What arrived within the limit: the checks say what is missing.
-            _ = try? await capture.waitFor(expected, within: .seconds(120))
+            _ = try? await capture.waitFor(expected)
             await capture.stop()
             await connection.close()
             return capture.messages
