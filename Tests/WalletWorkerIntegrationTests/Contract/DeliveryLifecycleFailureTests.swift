@@ -41,7 +41,7 @@ struct DeliveryLifecycleFailureTests {
                 let dropped = headers["x-worker-dropped-headers"].map { "\($0)" } ?? ""
                 #expect(dropped.contains("x-big"), "\(headers)")
                 #expect(headers["x-worker-error"] != nil)
-                try await eventually("the delivery acknowledged, not requeued", within: .seconds(10)) {
+                try await waitUntil("the delivery acknowledged, not requeued") {
                     try await environment.messageCount(environment.topology.workQueue) == 0
                 }
                 #expect(worker.metric("wallet_reconnects_total") == 0)

@@ -36,7 +36,7 @@ func resultsBeforeSentinel(_ environment: WorkerEnvironment, _ capture: ResultCa
     let id = "\(environment.prefix).sentinel.\(UInt32.random(in: 0...UInt32.max))"
     try await environment.publish(InboundSpec(json: #"{"action":"sentinel"}"#, messageID: id))
     var before: [CapturedMessage] = []
-    try await eventually("the sentinel's result", within: .seconds(10), every: .milliseconds(5)) {
+    try await waitUntil("the sentinel's result", every: .milliseconds(5)) {
         let messages = capture.results.messages
         guard let index = messages.firstIndex(where: { $0.properties.messageID == "\(id)/0" }) else { return false }
         before = Array(messages[..<index])

@@ -49,8 +49,8 @@ extension Resilience {
                 let published = ContinuousClock.now
                 try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
                 do {
-                    try await eventually(
-                        "the messages to be dead-lettered\n\(worker.logTail())", within: .seconds(60),
+                    try await waitUntil(
+                        "the messages to be dead-lettered\n\(worker.logTail())",
                         every: .milliseconds(50)
                     ) {
                         try await readyCount(topology.deadLetterQueue, on: connection) >= Self.messages

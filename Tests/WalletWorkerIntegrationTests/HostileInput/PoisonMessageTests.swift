@@ -94,7 +94,7 @@ struct PoisonMessageTests {
             let reason = letter.stringHeader("x-worker-error") ?? ""
             #expect(reason.contains("headers dropped to fit a frame: traceparent"), "x-worker-error: \(reason)")
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(20)) {
+            try await waitUntil("wallet_dead_letters_total{reason=rejected} to be 1") {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1
             }
         }
@@ -110,7 +110,7 @@ struct PoisonMessageTests {
             try await expectStillMoving(environment, capture, worker)
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(20)) {
+            try await waitUntil("wallet_reply_copies_skipped_total to be 1") {
                 worker.metric("wallet_reply_copies_skipped_total") == 1
             }
             #expect(deadLetters.count == 0)
@@ -268,7 +268,7 @@ struct PoisonMessageTests {
 
             #expect(capture.results.messages.contains { $0.properties.messageID == "\(environment.prefix).reply/0" })
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_reply_copies_skipped_total to be 1", within: .seconds(20)) {
+            try await waitUntil("wallet_reply_copies_skipped_total to be 1") {
                 worker.metric("wallet_reply_copies_skipped_total") == 1
             }
             #expect(deadLetters.count == 1)
@@ -353,7 +353,7 @@ struct PoisonMessageTests {
             #expect(letter.properties.headers?["x-death"] == .array([.string("x")]))
             #expect(letter.stringHeader("x-worker-error")?.contains("over the limit") ?? false)
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected} to be 1", within: .seconds(20)) {
+            try await waitUntil("wallet_dead_letters_total{reason=rejected} to be 1") {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected""#]) == 1
             }
         }
@@ -379,7 +379,7 @@ struct PoisonMessageTests {
                 return
             }
             #expect(deaths.count == 1)
-            try await eventually("one dead letter rejected to the broker, counted", within: .seconds(20)) {
+            try await waitUntil("one dead letter rejected to the broker, counted") {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1
             }
         }
@@ -402,7 +402,7 @@ struct PoisonMessageTests {
             #expect(letter.body.count == size)
             #expect(letter.properties.headers?["x-death"] != nil)
             // Counted once the delivery is settled, which may follow the next message's result.
-            try await eventually("wallet_dead_letters_total{reason=rejected_to_broker} to be 1", within: .seconds(20)) {
+            try await waitUntil("wallet_dead_letters_total{reason=rejected_to_broker} to be 1") {
                 worker.metric("wallet_dead_letters_total", labels: [#"reason="rejected_to_broker""#]) == 1
             }
             try await worker.stop()
@@ -435,7 +435,7 @@ private func withPoisonEnvironment(
 
 /// Waits until the broker has closed the worker's direct reply-to connection once (541 on a foreign address).
 private func replyConnectionClosed(_ worker: RunningWorker) async throws {
-    try await eventually("wallet_reply_connections_closed_total to be 1", within: .seconds(30)) {
+    try await waitUntil("wallet_reply_connections_closed_total to be 1") {
         worker.metric("wallet_reply_connections_closed_total") == 1
     }
 }

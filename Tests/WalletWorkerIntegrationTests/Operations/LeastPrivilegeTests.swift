@@ -47,9 +47,8 @@ extension Resilience {
                 let port = try await worker.operationsPort()
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually(
-                    "readyCount(topology.capture) >= inbound.count\n\(worker.logTail())",
-                    within: .seconds(20)
+                try await waitUntil(
+                    "readyCount(topology.capture) >= inbound.count\n\(worker.logTail())"
                 ) {
                     try await readyCount(topology.capture, on: connection) >= inbound.count
                 }

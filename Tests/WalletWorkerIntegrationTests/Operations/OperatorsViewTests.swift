@@ -109,9 +109,8 @@ extension Resilience {
                                         .outbound(to: topology.inbound),
                                         bad.outbound(to: topology.inbound),
                                     ], on: channel)
-                                try await eventually(
-                                    "readyCount(topology.capture) >= 3 * (index + 1)\n\(worker.logTail())",
-                                    within: .seconds(20)
+                                try await waitUntil(
+                                    "readyCount(topology.capture) >= 3 * (index + 1)\n\(worker.logTail())"
                                 ) {
                                     try await readyCount(topology.capture, on: connection) >= 3 * (index + 1)
                                 }
@@ -238,8 +237,8 @@ extension Resilience {
 
                     try await ctl("change_password", user, "rotated-password")
                     try await ctl("close_all_user_connections", user, "password rotated")
-                    try await eventually(
-                        "counted\n\(worker.logTail())", within: .seconds(30), every: .milliseconds(250)
+                    try await waitUntil(
+                        "counted\n\(worker.logTail())", every: .milliseconds(250)
                     ) {
                         try worker.metric(port: ops, "wallet_broker_login_refusals_total") >= 1
                     }
@@ -253,8 +252,7 @@ extension Resilience {
                     try await channel.enableConfirms()
                     try await publishConfirmed(
                         [InboundSpec.action("rotate-1", action: "rotate").outbound(to: topology.inbound)], on: channel)
-                    try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(20))
-                    {
+                    try await waitUntil("readyCount(topology.capture) >= 1\n\(worker.logTail())") {
                         try await readyCount(topology.capture, on: connection) >= 1
                     }
                 }
@@ -289,16 +287,15 @@ extension Resilience {
                 let inbound = (0..<300).map { InboundSpec.action("spans-\($0)", action: "spans.dropped") }
                 try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
 
-                try await eventually(
-                    "the stalled collector held up processing\n\(worker.logTail())",
-                    within: .seconds(30)
+                try await waitUntil(
+                    "the stalled collector held up processing\n\(worker.logTail())"
                 ) {
                     try await readyCount(topology.capture, on: connection) >= inbound.count
                 }
-                try await eventually(
+                try await waitUntil(
                     "spans dropped for both reasons; wallet_spans_dropped_total: "
                         + "\((try? worker.metric(port: port, "wallet_spans_dropped_total")) ?? -1)\n\(worker.logTail())",
-                    within: .seconds(20), every: .milliseconds(250)
+                    every: .milliseconds(250)
                 ) {
                     try worker.metric(port: port, "wallet_spans_dropped_total", labels: [#"reason="queue_full""#]) > 0
                         && worker.metric(port: port, "wallet_spans_dropped_total", labels: [#"reason="export_failed""#])
@@ -344,7 +341,7 @@ extension Resilience {
                 try await publishConfirmed(
                     [message.outbound(to: topology.inbound, routingKey: "notification")], on: channel)
                 do {
-                    try await eventually("the message dead-lettered\n\(worker.logTail())", within: .seconds(30)) {
+                    try await waitUntil("the message dead-lettered\n\(worker.logTail())") {
                         try await readyCount(topology.deadLetterQueue, on: connection) >= 1
                     }
                 } catch {
@@ -374,7 +371,7 @@ extension Resilience {
                 let replay = try await walletWorkerCommand(
                     ["dead-letters", "replay", "--message-id", message.id, "--json"] + topology.flags)
                 #expect(replay.exit == .exited(0), "\(replay.output)")
-                try await eventually("readyCount(topology.work) == 1\n\(replay.output)", within: .seconds(10)) {
+                try await waitUntil("readyCount(topology.work) == 1\n\(replay.output)") {
                     try await readyCount(topology.work, on: connection) == 1
                 }
                 let replayed = try #require(try await peek(topology.work, on: connection))

@@ -28,9 +28,8 @@ extension Resilience {
                 defer { prometheus.stop() }
                 try await prometheus.waitUntilReady(timeout: .seconds(30))
                 // Scraped at least twice with the dead-letter counters at zero, and every rule evaluated since.
-                try await eventually(
-                    "Prometheus did not scrape the worker\n\(prometheus.logTail())",
-                    within: .seconds(30), every: .milliseconds(200)
+                try await waitUntil(
+                    "Prometheus did not scrape the worker\n\(prometheus.logTail())", every: .milliseconds(200)
                 ) {
                     try prometheus.query(#"count_over_time(wallet_dead_letters_total{reason="rejected"}[1m])"#)
                         .first.map { $0 >= 2 } ?? false
@@ -45,9 +44,9 @@ extension Resilience {
                 try await deadLetterAsTransientFailures(
                     storeFailures, topology: topology, connection: connection, channel: channel, worker: worker)
 
-                try await eventually(
+                try await waitUntil(
                     "WalletRetriesExhausted did not fire: \((try? prometheus.alerts()) ?? [])",
-                    within: .seconds(30), every: .milliseconds(250)
+                    every: .milliseconds(250)
                 ) {
                     try prometheus.alerts().contains { $0.name == "WalletRetriesExhausted" && $0.state == "firing" }
                 }
@@ -59,16 +58,15 @@ extension Resilience {
                     return bad
                 }
                 try await publishConfirmed(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually(
-                    "readyCount(topology.deadLetterQueue) == 16\n\(worker.logTail())",
-                    within: .seconds(30)
+                try await waitUntil(
+                    "readyCount(topology.deadLetterQueue) == 16\n\(worker.logTail())"
                 ) {
                     try await readyCount(topology.deadLetterQueue, on: connection) == 16
                 }
                 // Its `for: 5m` keeps it pending in a test's time: pending is the rule's verdict that it holds.
                 var growing: PrometheusServer.Alert?
-                try await eventually(
-                    "WalletDeadLettersGrowing to be evaluated", within: .seconds(30), every: .milliseconds(250)
+                try await waitUntil(
+                    "WalletDeadLettersGrowing to be evaluated", every: .milliseconds(250)
                 ) {
                     growing = try prometheus.alerts().first { $0.name == "WalletDeadLettersGrowing" }
                     return growing != nil
@@ -131,7 +129,7 @@ extension Resilience {
                 try await channel.enableConfirms()
                 let first = (0..<5).map { InboundSpec.action("stall-ok-\($0)", action: "stall.ok") }
                 try await publishConfirmed(first.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually("the first results captured\n\(worker.logTail())", within: .seconds(30)) {
+                try await waitUntil("the first results captured\n\(worker.logTail())") {
                     try await readyCount(topology.capture, on: connection) >= first.count
                 }
                 let exposition = try httpGet(port: port, path: "/metrics").body
@@ -154,10 +152,10 @@ extension Resilience {
                 let waiting = (0..<50).map { InboundSpec.action("stall-\($0)", action: "stall.wait") }
                 try await publishConfirmed(waiting.map { $0.outbound(to: topology.inbound) }, on: channel)
                 do {
-                    try await eventually(
+                    try await waitUntil(
                         "a batch held and 40 messages ready: "
                             + "\(((try? httpGet(port: port, path: "/metrics").body) ?? "").split(separator: "\n").filter { $0.hasPrefix("wallet_queue") || $0.hasPrefix("wallet_in_flight") })",
-                        within: .seconds(30), every: .milliseconds(250)
+                        every: .milliseconds(250)
                     ) {
                         // The batch the store holds (the rest of the prefetch may still wait in the consumer's buffer).
                         try worker.metric(port: port, "wallet_in_flight_deliveries") >= 1
@@ -176,15 +174,14 @@ extension Resilience {
                 await lock.release()
 
                 // The lock is gone: everything is processed, and the metrics move again.
-                try await eventually(
-                    "readyCount(topology.capture) >= first.count + waiting.count\n\(worker.logTail())",
-                    within: .seconds(90)
+                try await waitUntil(
+                    "readyCount(topology.capture) >= first.count + waiting.count\n\(worker.logTail())"
                 ) {
                     try await readyCount(topology.capture, on: connection) >= first.count + waiting.count
                 }
                 // The backlog gauge is the queue's depth as last polled (every second here).
-                try await eventually(
-                    "nothing in flight nor waiting once the backlog is processed", within: .seconds(30)
+                try await waitUntil(
+                    "nothing in flight nor waiting once the backlog is processed"
                 ) {
                     try worker.metric(port: port, "wallet_in_flight_deliveries") == 0
                         && worker.metric(port: port, "wallet_queue_messages_ready", labels: [#"role="work""#]) == 0

@@ -75,7 +75,7 @@ extension Resilience {
                             traceparent: Self.malformedTraceparent, to: topology.inbound),
                     ], on: channel)
                 // Two results for the CPS install, one `rejected` result for the body that is not JSON, one action.
-                try await eventually("readyCount(topology.capture) >= 4\n\(worker.logTail())", within: .seconds(20)) {
+                try await waitUntil("readyCount(topology.capture) >= 4\n\(worker.logTail())") {
                     try await readyCount(topology.capture, on: connection) >= 4
                 }
                 let results = try await MessageCapture.drain(topology.capture, on: connection)
@@ -95,9 +95,8 @@ extension Resilience {
                 worker.terminate()
                 let ended = await worker.waitForExit(timeout: .seconds(30))
                 #expect(ended?.exit == .exited(0), "\(worker.logTail())")
-                try await eventually(
-                    "10 spans exported; received: \((try? receiver.spans()) ?? [])\n\(worker.logTail())",
-                    within: .seconds(20)
+                try await waitUntil(
+                    "10 spans exported; received: \((try? receiver.spans()) ?? [])\n\(worker.logTail())"
                 ) { try receiver.spans().count >= 10 }
                 let spans = try receiver.spans()
                 #expect(
@@ -230,7 +229,7 @@ extension Resilience {
                 try await publishConfirmed(
                     [Self.inbound("off-1", body: action.text, traceparent: Self.traceparent, to: topology.inbound)],
                     on: channel)
-                try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(20)) {
+                try await waitUntil("readyCount(topology.capture) >= 1\n\(worker.logTail())") {
                     try await readyCount(topology.capture, on: connection) >= 1
                 }
                 worker.terminate()

@@ -104,9 +104,9 @@ struct MultiReplicaRun {
         // Midway: SIGKILL the replica that has processed the most (in the ordered mode the active consumer of
         // shards; a standby's death would test nothing), then start it again.
         let halfway = model.distinctResultCount / 2
-        try await eventually(
+        try await waitUntil(
             "halfway: \(capture.count) results\n\(replicas.map { $0.logTail(15) }.joined(separator: "\n"))",
-            within: .seconds(300), every: .milliseconds(20)
+            every: .milliseconds(20)
         ) { capture.count >= halfway }
         let processedSoFar = ports.map { (try? metric("wallet_messages_total", port: $0)) ?? 0 }
         let victim = processedSoFar.indices.max { processedSoFar[$0] < processedSoFar[$1] }!
@@ -155,7 +155,7 @@ struct MultiReplicaRun {
 
         let deadLetters = try await MessageCapture.drain(topology.deadLetterQueue, on: connection).map(
             \.properties.messageID)
-        try await eventually("no results still waiting in the capture queue", within: .seconds(30)) {
+        try await waitUntil("no results still waiting in the capture queue") {
             try await readyCount(topology.capture, on: connection) == 0
         }
         await capture.stop()

@@ -281,8 +281,8 @@ struct OrderedModeTests {
                 try await capture.results.waitFor(
                     sequences.cards.count * 3 * 2, "the first steps")
                 // Results reach the capture queue when published; the counter moves after the acknowledgement.
-                try await eventually(
-                    "the active worker to count the first steps", within: .seconds(10), every: .milliseconds(20)
+                try await waitUntil(
+                    "the active worker to count the first steps", every: .milliseconds(20)
                 ) { processed(active) >= sequences.cards.count * 3 }
                 #expect(processed(active) == sequences.cards.count * 3)
                 #expect(
@@ -366,8 +366,8 @@ struct OrderedModeTests {
                 InboundSpec(
                     body: Array(#"{"action":"retryMe","digitalCardId":"\#(card)"}"#.utf8), messageID: "retry-1",
                     headers: header))
-            try await eventually(
-                "the message in \(sharded.retryQueue(shard))", within: .seconds(10), every: .milliseconds(20)
+            try await waitUntil(
+                "the message in \(sharded.retryQueue(shard))", every: .milliseconds(20)
             ) {
                 try await environment.messageCount(sharded.retryQueue(shard)) == 1
             }
@@ -376,8 +376,8 @@ struct OrderedModeTests {
 
             // With no worker consuming, the retry delay's end shows where it goes: back to its shard.
             try await worker.stop()
-            try await eventually(
-                "the message back in \(sharded.queue(shard))", within: .seconds(10), every: .milliseconds(20)
+            try await waitUntil(
+                "the message back in \(sharded.queue(shard))", every: .milliseconds(20)
             ) {
                 try await environment.messageCount(sharded.queue(shard)) == 1
             }

@@ -22,10 +22,9 @@ import WalletWorker
             _ = try await environment.channel.deleteQueue(environment.topology.workQueue)
 
             // The pipeline loses its consumer, reconnects (re-declaring the queue and its binding) and consumes.
-            try await eventually(
+            try await waitUntil(
                 "the worker to reconnect (counted) and consume again after its queue was deleted; reconnects "
-                    + "\(reconnects(worker) - before), ready \(worker.health.isReady)",
-                within: .seconds(30), every: .milliseconds(20)
+                    + "\(reconnects(worker) - before), ready \(worker.health.isReady)", every: .milliseconds(20)
             ) { reconnects(worker) > before && worker.health.isReady }
 
             // The new queue is bound to the inbound exchange again: a message published now is processed.

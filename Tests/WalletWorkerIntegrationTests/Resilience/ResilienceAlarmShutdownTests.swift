@@ -43,9 +43,8 @@ extension Resilience {
                     let port = try await worker.operationsPort()
                     try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                     // Batches are stored and their results sent into the blocked connection.
-                    try await eventually(
-                        "the worker took no batch\n\(worker.logTail())",
-                        within: .seconds(20), every: .milliseconds(50)
+                    try await waitUntil(
+                        "the worker took no batch\n\(worker.logTail())", every: .milliseconds(50)
                     ) {
                         try worker.metric(port: port, "wallet_batch_size_count") >= 1
                     }
@@ -67,9 +66,8 @@ extension Resilience {
                     let after = try await TestBroker.connect(purpose: "alarm after", url: node.url)
                     defer { Task { await after.close(timeout: .seconds(2)) } }
                     var ready = 0
-                    try await eventually(
-                        "the unacknowledged messages back: \(ready) ready, \(acknowledged) acknowledged of \(inbound.count)",
-                        within: .seconds(10)
+                    try await waitUntil(
+                        "the unacknowledged messages back: \(ready) ready, \(acknowledged) acknowledged of \(inbound.count)"
                     ) {
                         ready = try await readyCount(topology.work, on: after)
                         return ready == inbound.count - Int(acknowledged)

@@ -52,8 +52,8 @@ extension Resilience {
                     // Stop the node once about a fifth of the results are in.
                     let watcher = try await TestBroker.connect(purpose: "restart watcher", url: node.url)
                     do {
-                        try await eventually(
-                            "the worker to get going\n\(worker.logTail())", within: .seconds(60),
+                        try await waitUntil(
+                            "the worker to get going\n\(worker.logTail())",
                             every: .milliseconds(20)
                         ) {
                             try await readyCount(topology.capture, on: watcher) >= totalResults / 5
@@ -83,9 +83,8 @@ extension Resilience {
                     // Finish, then stop the worker and account for every message.
                     let after = try await TestBroker.connect(purpose: "restart after", url: node.url)
                     defer { Task { await after.close(timeout: .seconds(2)) } }
-                    try await eventually(
-                        "the worker did not finish after the restart\n\(worker.logTail())",
-                        within: .seconds(90), every: .milliseconds(100)
+                    try await waitUntil(
+                        "the worker did not finish after the restart\n\(worker.logTail())", every: .milliseconds(100)
                     ) {
                         let ready = try await readyCount(topology.work, on: after)
                         let results = try await readyCount(topology.capture, on: after)

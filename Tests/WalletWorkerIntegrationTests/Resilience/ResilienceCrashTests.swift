@@ -81,8 +81,8 @@ extension Resilience {
                 func replaysOf(_ worker: WorkerProcess, port: Int) async throws -> Double {
                     var replays: Double?
                     var lastError = ""
-                    try await eventually(
-                        "wallet_replays_total to be read (\(lastError))", within: .seconds(20),
+                    try await waitUntil(
+                        "wallet_replays_total to be read (\(lastError))",
                         every: .milliseconds(200)
                     ) {
                         do {
@@ -101,9 +101,9 @@ extension Resilience {
                     number += 1
                     let worker = try start("crash-worker-\(number)")
                     let port = try await worker.operationsPort()
-                    try await eventually(
+                    try await waitUntil(
                         "run \(number) did not reach \(fraction) of the results\n\(worker.logTail())",
-                        within: .seconds(90), every: .milliseconds(20)
+                        every: .milliseconds(20)
                     ) {
                         try await readyCount(topology.capture, on: connection) >= Int(Double(totalResults) * fraction)
                     }
@@ -115,9 +115,8 @@ extension Resilience {
                 // Then runs until the queue is drained (the last run is stopped with SIGTERM).
                 let last = try start("crash-worker-final")
                 let lastPort = try await last.operationsPort()
-                try await eventually(
-                    "the queue was not drained\n\(last.logTail())",
-                    within: .seconds(120), every: .milliseconds(100)
+                try await waitUntil(
+                    "the queue was not drained\n\(last.logTail())", every: .milliseconds(100)
                 ) {
                     let ready = try await readyCount(topology.work, on: connection)
                     let retry = try await readyCount(topology.retry, on: connection)
@@ -134,9 +133,8 @@ extension Resilience {
                     ]
                 }
                 try await publishConfirmed(queries.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually(
-                    "the final queries were not answered\n\(last.logTail())",
-                    within: .seconds(60), every: .milliseconds(100)
+                try await waitUntil(
+                    "the final queries were not answered\n\(last.logTail())", every: .milliseconds(100)
                 ) {
                     let ready = try await readyCount(topology.work, on: connection)
                     let results = try await readyCount(topology.capture, on: connection)

@@ -36,9 +36,8 @@ extension Resilience {
                 }
 
                 // SIGTERM once processing is well under way (about 1,500 of ~7,500 results), not at the end.
-                try await eventually(
-                    "the worker did not get going\n\(worker.logTail())",
-                    within: .seconds(60), every: .milliseconds(20)
+                try await waitUntil(
+                    "the worker did not get going\n\(worker.logTail())", every: .milliseconds(20)
                 ) {
                     try await readyCount(topology.capture, on: connection) >= 1_500
                 }

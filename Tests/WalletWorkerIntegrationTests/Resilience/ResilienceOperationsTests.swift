@@ -36,13 +36,12 @@ extension Resilience {
                 ]
                 try await channel.enableConfirms()
                 try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually("readyCount(topology.capture) >= 7\n\(worker.logTail())", within: .seconds(20)) {
+                try await waitUntil("readyCount(topology.capture) >= 7\n\(worker.logTail())") {
                     try await readyCount(topology.capture, on: connection) >= 7
                 }
 
-                try await eventually(
-                    "5 messages counted: \((try? httpGet(port: port, path: "/metrics").body) ?? "")",
-                    within: .seconds(20)
+                try await waitUntil(
+                    "5 messages counted: \((try? httpGet(port: port, path: "/metrics").body) ?? "")"
                 ) {
                     try worker.metric(port: port, "wallet_messages_total") >= 5
                 }

@@ -100,9 +100,8 @@ extension Resilience {
                 let published = ContinuousClock.now
                 try await publishConfirmed(locked.map { $0.outbound(to: topology.inbound) }, on: channel)
                 do {
-                    try await eventually(
-                        "the worker to notice the locked store\n\(worker.logTail())",
-                        within: .seconds(10), every: .milliseconds(50)
+                    try await waitUntil(
+                        "the worker to notice the locked store\n\(worker.logTail())", every: .milliseconds(50)
                     ) {
                         try worker.metric(port: port, "wallet_store_available") == 0
                     }
@@ -123,9 +122,8 @@ extension Resilience {
                 #expect(try worker.metric(port: port, "wallet_store_available") == 0, "still out")
 
                 await lock.release()
-                try await eventually(
-                    "readyCount(topology.capture) >= 2 * Self.messages\n\(worker.logTail())",
-                    within: .seconds(30)
+                try await waitUntil(
+                    "readyCount(topology.capture) >= 2 * Self.messages\n\(worker.logTail())"
                 ) {
                     try await readyCount(topology.capture, on: connection) >= 2 * Self.messages
                 }

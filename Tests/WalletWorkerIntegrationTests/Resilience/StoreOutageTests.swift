@@ -44,8 +44,9 @@ struct StoreOutageTests {
                 relay.refuse()
                 let ids = (0..<5).map { "\(environment.prefix).during-\($0)" }
                 try await environment.publish(ids.map { InboundSpec(json: #"{"action":"refresh"}"#, messageID: $0) })
-                try await eventually("the worker to notice the outage", within: .seconds(20), every: .milliseconds(20))
-                { worker.health.isStoreUnavailable }
+                try await waitUntil("the worker to notice the outage", every: .milliseconds(20)) {
+                    worker.health.isStoreUnavailable
+                }
                 #expect(!worker.health.isReady)
                 #expect(worker.metric("wallet_store_available") == 0)
                 try await Task.sleep(for: .seconds(3))
@@ -56,8 +57,8 @@ struct StoreOutageTests {
                 relay.accept()
                 let results = try await capture.results.waitFor(6, "the held messages' results")
                 #expect(Set(results.compactMap(\.properties.messageID)).isSuperset(of: ids.map { "\($0)/0" }))
-                try await eventually(
-                    "ready again once the store answers", within: .seconds(10), every: .milliseconds(20)
+                try await waitUntil(
+                    "ready again once the store answers", every: .milliseconds(20)
                 ) { worker.health.isReady }
                 #expect(worker.metric("wallet_store_available") == 1)
                 #expect(worker.metric("wallet_store_outages_total") == 1)

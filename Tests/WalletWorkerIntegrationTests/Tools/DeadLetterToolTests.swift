@@ -45,9 +45,8 @@ extension Resilience {
                     return bad
                 }
                 try await publishConfirmed(badOnes.map { $0.outbound(to: topology.inbound) }, on: channel)
-                try await eventually(
-                    "readyCount(topology.deadLetterQueue) == 7\n\(worker.logTail())",
-                    within: .seconds(30)
+                try await waitUntil(
+                    "readyCount(topology.deadLetterQueue) == 7\n\(worker.logTail())"
                 ) {
                     try await readyCount(topology.deadLetterQueue, on: connection) == 7
                 }
@@ -89,9 +88,8 @@ extension Resilience {
                 let replay = try await command(["dead-letters", "replay", "--reason", "NO_ROUTE"], topology)
                 #expect(replay.exit == .exited(0), "\(replay.output)")
                 #expect(replay.output.contains("replayed 4 of 7"), "no progress line: \(replay.output)")
-                try await eventually(
-                    "the replayed messages were not processed\n\(worker.logTail())",
-                    within: .seconds(20)
+                try await waitUntil(
+                    "the replayed messages were not processed\n\(worker.logTail())"
                 ) {
                     try await readyCount(topology.capture, on: connection) >= resultsBefore + 4
                 }

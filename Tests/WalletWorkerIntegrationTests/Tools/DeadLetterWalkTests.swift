@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-extension Resilience {
+extension LongRuns {
     /// Issue 24: `wallet-worker dead-letters` on large dead-letter queues of both types, with what ends up there in
     /// practice: broker-made dead letters (`x-death`, the backend's `user_id` kept), content headers the broker grew
     /// past the frame size, bodies over twice the limit, dead letters the worker truncated. Looking never loses,
@@ -140,7 +140,7 @@ extension Resilience {
             }
             try await rejecting.close()
             var held = 0
-            try await eventually("\(planned.count) dead letters, only \(held) arrived", within: .seconds(120)) {
+            try await waitUntil("\(planned.count) dead letters, only \(held) arrived") {
                 held = try await readyCount(topology.deadLetterQueue, on: connection)
                 return held == planned.count
             }
@@ -322,8 +322,8 @@ extension Resilience {
                         }
                         // The last rejections' moves may still be under way in the broker when the command ends.
                         var held = 0
-                        try await eventually(
-                            "\(count) dead letters after run \(run), \(held) held", within: .seconds(10)
+                        try await waitUntil(
+                            "\(count) dead letters after run \(run), \(held) held"
                         ) {
                             held = try await readyCount(topology.deadLetterQueue, on: connection)
                             return held == count
@@ -410,8 +410,8 @@ extension Resilience {
                         replay.kill()
                         replay.removeLog()
                     }
-                    try await eventually(
-                        "300 replayed messages in the work queue, or the replay to end", within: .seconds(60)
+                    try await waitUntil(
+                        "300 replayed messages in the work queue, or the replay to end"
                     ) {
                         try await readyCount(topology.work, on: connection) >= 300 || !replay.isRunning
                     }
@@ -483,7 +483,7 @@ extension Resilience {
                         look.kill()
                         look.removeLog()
                     }
-                    try await eventually("1,000 dead letters listed, or the look to end", within: .seconds(60)) {
+                    try await waitUntil("1,000 dead letters listed, or the look to end") {
                         jsonObjects(look.log).count >= 1_000 || !look.isRunning
                     }
                     look.kill()
@@ -495,7 +495,7 @@ extension Resilience {
                     let again = try await command(["dead-letters", "list", "--json"], topology, queueType: "quorum")
                     #expect(again.exit == .exited(0), "\(again.output.suffix(1_000))")
                     var ready = 0
-                    try await eventually("\(count) dead letters or more, \(ready) held", within: .seconds(10)) {
+                    try await waitUntil("\(count) dead letters or more, \(ready) held") {
                         ready = try await readyCount(topology.deadLetterQueue, on: connection)
                         return ready >= count
                     }

@@ -88,7 +88,7 @@ extension Resilience {
                     try await publishConfirmed([notification.outbound(to: topology.inbound)], on: channel)
                 }
                 let expected = inbound.map(\.expectedResults).reduce(0, +)
-                try await eventually("\(expected) results captured\n\(worker.logTail())", within: .seconds(20)) {
+                try await waitUntil("\(expected) results captured\n\(worker.logTail())") {
                     try await readyCount(topology.capture, on: connection) >= expected
                 }
                 let published = try await MessageCapture.drain(topology.capture, on: connection)
@@ -142,7 +142,7 @@ extension Resilience {
                 // The worker was not held up meanwhile: a card's next message is processed at once.
                 try await publishConfirmed(
                     [InboundSpec.mg("st-mg-2", card: card).outbound(to: topology.inbound)], on: channel)
-                try await eventually("readyCount(topology.capture) >= 1\n\(worker.logTail())", within: .seconds(10)) {
+                try await waitUntil("readyCount(topology.capture) >= 1\n\(worker.logTail())") {
                     try await readyCount(topology.capture, on: connection) >= 1
                 }
 
