@@ -54,6 +54,46 @@ import Testing
         #expect(letter.age(at: now) == 90)
     }
 
+    /// `list --json`'s line: every field that is there, with JSON's escapes, keys in alphabetical order; a field
+    /// with no value is left out rather than null.
+    @Test func aListLineHasEveryFieldInKeyOrderAndEscapesWhatItMust() throws {
+        let letters = [
+            letter(
+                message(
+                    headers: [
+                        "x-worker-error": .string(
+                            "body is not JSON: \"quote\", back\\slash, tab\t, newline\n, \u{1}, é, /"),
+                        "x-worker-omitted-body-bytes": .int64(300_000),
+                        "x-worker-dropped-headers": .string("digitalCardId (90000 bytes)"),
+                    ],
+                    timestamp: 1_800_000_000 - 90)),
+            letter(
+                message(
+                    body: "not json", headers: ["x-death": .array([Self.death("rejected", queue: "wallet.in")])],
+                    messageID: nil)),
+        ]
+        for letter in letters {
+            let line = letter.jsonLine(at: now)
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not a JSON object: \(line)")
+            #expect(object["reason"] as? String == letter.reason)
+            #expect(object["deadLetteredBy"] as? String == letter.deadLetteredBy)
+            #expect(object["routingKey"] as? String == letter.routingKey)
+            #expect(object["bodyBytes"] as? Int == letter.bodyBytes)
+            #expect(object["messageId"] as? String == letter.messageID)
+            #expect(object["sender"] as? String == letter.sender)
+            #expect(object["hint"] as? String == letter.hint)
+            #expect((object["missing"] as? [String] ?? []) == letter.missing)
+            #expect(object["since"] as? String == letter.since?.formatted(.iso8601))
+            #expect(object["ageSeconds"] as? Int == letter.age(at: now).map { Int($0) })
+            #expect(object.values.allSatisfy { !($0 is NSNull) }, "\(line)")
+            // The same line as JSONSerialization writes it with sorted keys: the order `jq -S` and scripts saw.
+            let sorted = try JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+            #expect(line == String(decoding: sorted, as: UTF8.self))
+        }
+    }
+
     @Test func aBrokerDeadLetterNamesTheBrokersReasonAndQueueAndItsTime() {
         let letter = self.letter(
             message(

@@ -1,6 +1,7 @@
 import AMQPTransport
 import Foundation
 import WalletMessages
+import WalletRouting
 
 /// A message of the dead-letter queue as the tools read it: what came with the delivery, nothing asked of the
 /// broker. The body is empty when the tool did not read it (`withheldBodySize`: over its read limit).
@@ -129,33 +130,62 @@ public struct DeadLetter: Sendable, Hashable {
         return nil
     }
 
-    /// The top-level `sender` of a JSON object body; bodies over 1 MiB are not parsed.
+    /// The top-level `sender` of a JSON object body (the first, as the routing core reads it); bodies over 1 MiB
+    /// are not parsed. The routing core's parser: through `JSONSerialization` this was a fifth of a look's CPU.
     static func sender(in body: [UInt8]) -> String? {
         guard body.count <= 1 << 20,
             body.first(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) == UInt8(ascii: "{"),
-            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any]
+            let object = (try? JSONParser.parse(body))?.objectValue
         else { return nil }
-        return object["sender"] as? String
+        return object["sender"]?.stringValue
     }
 
-    /// One JSON object for `--json`.
+    /// One JSON object for `--json`, its keys in alphabetical order (as `jq -S` prints them), absent ones left out.
+    /// Written with the routing core's `JSONWriter`: through `JSONSerialization` (its sorted keys compare by locale)
+    /// this line was 57% of a 20,000-message `list --json`'s CPU, measured on the debug build the tests run.
     public func jsonLine(at now: Date) -> String {
-        var object: [String: Any] = [
-            "reason": reason, "deadLetteredBy": deadLetteredBy, "routingKey": routingKey, "bodyBytes": bodyBytes,
-        ]
-        object["messageId"] = messageID
-        object["sender"] = sender
-        object["hint"] = hint
-        if !missing.isEmpty { object["missing"] = missing }
-        if !bodyRead { object["bodyRead"] = false }
+        var writer = JSONWriter(reservingCapacity: 256 + reason.utf8.count + (hint?.utf8.count ?? 0))
+        writer.beginObject()
         if let since {
-            object["since"] = since.formatted(.iso8601)
-            object["ageSeconds"] = Int(age(at: now) ?? 0)
+            writer.key("ageSeconds")
+            writer.int(Int(age(at: now) ?? 0))
         }
-        let data =
-            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        writer.key("bodyBytes")
+        writer.int(bodyBytes)
+        if !bodyRead {
+            writer.key("bodyRead")
+            writer.bool(false)
+        }
+        writer.key("deadLetteredBy")
+        writer.string(deadLetteredBy)
+        if let hint {
+            writer.key("hint")
+            writer.string(hint)
+        }
+        if let messageID {
+            writer.key("messageId")
+            writer.string(messageID)
+        }
+        if !missing.isEmpty {
+            writer.key("missing")
+            writer.beginArray()
+            for name in missing { writer.string(name) }
+            writer.endArray()
+        }
+        writer.key("reason")
+        writer.string(reason)
+        writer.key("routingKey")
+        writer.string(routingKey)
+        if let sender {
+            writer.key("sender")
+            writer.string(sender)
+        }
+        if let since {
+            writer.key("since")
+            writer.string(since.formatted(.iso8601))
+        }
+        writer.endObject()
+        return String(decoding: writer.takeBytes(), as: UTF8.self)
     }
 }
 
