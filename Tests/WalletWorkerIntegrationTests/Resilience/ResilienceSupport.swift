@@ -12,12 +12,13 @@ import Testing
 @Suite("Resilience", .serialized)
 enum Resilience {}
 
-/// The second chain: the dead-letter walk at scale (183 s idle, 267 s loaded: 25 looks at 20,000 dead letters in each
-/// queue type), then the three-node cluster's node loss. Beside `Resilience` it halves the run (the walk was more
-/// than half of that chain). The serialized chains run their suites in the order of their files' names, so the
-/// cluster (`NodeLossInAClusterTests.swift`) boots after the walk, once the other suites' start is over: booted
-/// first in a chain, beside every suite's start, its three nodes took 76-150 s to start (17-20 s on a quiet
-/// machine), which failed loaded runs at the test's 150 s bound (measured 2026-11-28).
+/// The second chain: the dead-letter walk at scale (25 looks at 20,000 dead letters in each queue type: 183 s idle and
+/// 267 s loaded in the first chain, more than half of it). Beside `Resilience` it halves the run.
+///
+/// The serialized chains run their suites in the order of their files' names, and `Resilience` ends with the cluster
+/// node loss (`WorkerSurvivesANodeLossTests.swift`): booted first in a chain, beside every other suite's start, its
+/// three nodes took 76-150 s to start (17-20 s on a quiet machine), which failed loaded runs at the test's 150 s
+/// bound. Last, the other suites' start is long over (measured 2026-11-28). Keep it the last file of the chain.
 @Suite("Long runs", .serialized)
 enum LongRuns {}
 

@@ -5,7 +5,7 @@ import Synchronization
 import TestSupport
 import Testing
 
-extension LongRuns {
+extension Resilience {
     /// A broker node lost under the worker (docs/operations.md: "A broker node lost"), against a real three-node
     /// RabbitMQ cluster on loopback behind HAProxy (scripts/rabbitmq-cluster.sh on port 5860, its own data
     /// directory; stopped and removed at the end, whatever happens).
