@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A three-node RabbitMQ cluster on loopback behind HAProxy, for the node-loss test (ClusterNodeLossTests) and for
+# A three-node RabbitMQ cluster on loopback behind HAProxy, for the node-loss test (WorkerSurvivesANodeLossTests) and for
 # trying a node loss by hand. Each node is a scripts/rabbitmq-local.sh node with its own port, node name and data
 # directory; they share an Erlang cookie and nodes 2 and 3 join node 1. HAProxy sends every connection to the
 # first node that is up (`balance first`), so the worker is on node 1 until node 1 is lost.
