@@ -56,7 +56,7 @@ public final class QueueCapture<Record: Sendable>: Sendable {
     private let records = Mutex<[Record]>([])
     private let failureText = Mutex<String?>(nil)
     private let task = Mutex<Task<Void, Never>?>(nil)
-    private let arrivals = Mutex(ArrivalWaiters<Record>())
+    private let arrivals = ConditionWaiters<Progress>()
 
     private init(queue: String, channel: AMQPChannel) {
         self.queue = queue
@@ -79,12 +79,12 @@ public final class QueueCapture<Record: Sendable>: Sendable {
                     guard let last = batch.last else { continue }
                     let kept = batch.map(record)
                     capture.records.withLock { $0.append(contentsOf: kept) }
-                    capture.wakeWaiters()
+                    capture.arrivals.changed(capture.progress)
                     if acknowledgement == .manual { try await channel.ack(last, multiple: true) }
                 }
             } catch {
                 capture.failureText.withLock { $0 = "the consumer of '\(queue)' failed: \(error)" }
-                capture.wakeWaiters()
+                capture.arrivals.changed(capture.progress)
             }
         }
         capture.task.withLock { $0 = task }
@@ -109,57 +109,24 @@ public final class QueueCapture<Record: Sendable>: Sendable {
     /// naming `what` and listing what arrived.
     @discardableResult
     public func waitFor(_ count: Int, _ what: @autoclosure () -> String = "") async throws -> [Record] {
+        await arrivals.wait(until: { $0.count >= count || $0.failed }, current: { progress })
+        if let failure { throw BrokerTestError(failure) }
+        let snapshot = messages
+        guard snapshot.count < count else { return snapshot }
         let what = what()
-        let id = ArrivalWaiters<Record>.nextID()
-        do {
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    arrivals.withLock { arrivals in
-                        if let failure = failure {
-                            continuation.resume(throwing: BrokerTestError(failure))
-                        } else if records.withLock({ $0.count }) >= count {
-                            continuation.resume(returning: records.withLock { $0 })
-                        } else if Task.isCancelled {
-                            continuation.resume(throwing: CancellationError())
-                        } else {
-                            arrivals.waiting[id] = (count, continuation)
-                        }
-                    }
-                }
-            } onCancel: {
-                let waiter = arrivals.withLock { $0.waiting.removeValue(forKey: id) }
-                waiter?.continuation.resume(throwing: CancellationError())
-            }
-        } catch is CancellationError {
-            let snapshot = messages
-            throw BrokerTestError(
-                "cancelled (the test's time limit) waiting for \(count) messages on '\(queue)'"
-                    + "\(what.isEmpty ? "" : " (\(what))"), got \(snapshot.count):\n"
-                    + snapshot.suffix(10).map { "  " + Self.summary($0) }.joined(separator: "\n"))
-        }
+        throw BrokerTestError(
+            "cancelled (the test's time limit) waiting for \(count) messages on '\(queue)'"
+                + "\(what.isEmpty ? "" : " (\(what))"), got \(snapshot.count):\n"
+                + snapshot.suffix(10).map { "  " + Self.summary($0) }.joined(separator: "\n"))
     }
 
-    /// Resumes the waiters the records now satisfy, or all of them with the consumer's failure.
-    private func wakeWaiters() {
-        let (ready, failed): ([CheckedContinuation<[Record], any Error>], [CheckedContinuation<[Record], any Error>]) =
-            arrivals.withLock { arrivals in
-                if failure != nil {
-                    defer { arrivals.waiting = [:] }
-                    return ([], arrivals.waiting.values.map(\.continuation))
-                }
-                let count = records.withLock { $0.count }
-                let satisfied = arrivals.waiting.filter { $0.value.count <= count }
-                for id in satisfied.keys { arrivals.waiting[id] = nil }
-                return (satisfied.values.map(\.continuation), [])
-            }
-        if !ready.isEmpty {
-            let snapshot = messages
-            for continuation in ready { continuation.resume(returning: snapshot) }
-        }
-        if !failed.isEmpty, let failure {
-            for continuation in failed { continuation.resume(throwing: BrokerTestError(failure)) }
-        }
+    /// What `waitFor` waits on: how many records arrived, and whether the consumer failed.
+    private struct Progress: Sendable {
+        var count: Int
+        var failed: Bool
     }
+
+    private var progress: Progress { Progress(count: count, failed: failure != nil) }
 
     private static func summary(_ record: Record) -> String {
         (record as? CapturedMessage)?.summary ?? "\(record)"
@@ -172,15 +139,6 @@ public final class QueueCapture<Record: Sendable>: Sendable {
         try? await channel.close()
     }
 }
-
-/// The calls of `QueueCapture.waitFor` waiting for a count of records, by an id of their own.
-private struct ArrivalWaiters<Record: Sendable> {
-    var waiting: [Int: (count: Int, continuation: CheckedContinuation<[Record], any Error>)] = [:]
-
-    static func nextID() -> Int { lastArrivalWaiterID.add(1, ordering: .relaxed).newValue }
-}
-
-private let lastArrivalWaiterID = Atomic<Int>(0)
 
 extension QueueCapture where Record == CapturedMessage {
     public static func start(
