@@ -179,6 +179,9 @@ let package = Package(
                 // The in-process worker runs in a ServiceGroup, as in production (Executor/InProcessWorker.swift).
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                // The operations endpoint's deadlines on an EmbeddedChannel, its clock turned by hand.
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         // The `wallet-worker` command's options against the settings table (the executable's module, @testable).

@@ -48,36 +48,17 @@ struct OperationsServerLimitsTests {
         }
     }
 
-    @Test(
-        "a connection that sends nothing, or a header too slowly, is closed after the idle timeout; a client that keeps asking is not"
-    )
-    func idleConnectionsAreClosed() async throws {
-        // An idle timeout far above the busy client's pauses (150 ms): under CI's parallel load a 300 ms timeout
-        // ended the busy connection between two of its requests.
+    @Test("a connection that sends nothing is closed by the idle deadline, not before it")
+    func silentConnectionIsClosed() async throws {
+        // When the deadline fires, what restarts it and what does not, on a clock turned by hand:
+        // `OperationsHandlerIdleDeadlineTests`. Here, that the server's socket really closes: an event, waited for
+        // with 59 s of slack over the 1 s deadline (a 6 s bound failed on a loaded run, the event loop starved).
         try await withOperationsServer(limits: .init(idleTimeout: .seconds(1))) { port in
             let clock = ContinuousClock()
             let start = clock.now
             let silent = try RawHTTPConnection(port: port)
-            #expect(await silent.waitForHangUp(timeout: .seconds(6)), "a silent connection stays open")
+            #expect(await silent.waitForHangUp(timeout: .seconds(60)), "a silent connection stays open")
             #expect(clock.now - start >= .milliseconds(900))
-
-            // Slowloris: a header line every 100 ms never completes a request, so it is not progress.
-            let slow = try RawHTTPConnection(port: port)
-            try await slow.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            var closed = false
-            for _ in 0..<60 where !closed {
-                _ = await slow.send(Array("X-Slow: 1\r\n".utf8))
-                closed = await slow.waitForHangUp(timeout: .milliseconds(100))
-            }
-            #expect(closed, "a connection sending one header line every 100 ms stays open")
-
-            // Each answered request restarts the deadline.
-            let busy = try RawHTTPConnection(port: port)
-            for _ in 0..<4 {
-                try await busy.sendAll("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                #expect(try await busy.readResponse().status == 200)
-                try await Task.sleep(for: .milliseconds(150))
-            }
         }
     }
 
@@ -92,7 +73,8 @@ struct OperationsServerLimitsTests {
             let long = try RawHTTPConnection(port: port)
             try await long.sendAll(padding + String(repeating: "a", count: 9_000) + "\r\n\r\n")
             #expect(try await long.readResponse().status == 431)
-            #expect(await long.waitForHangUp(timeout: .seconds(3)), "the connection stays open after a 431")
+            // The close follows the answer at once; the bound only ends a wait for a server that never closes.
+            #expect(await long.waitForHangUp(timeout: .seconds(30)), "the connection stays open after a 431")
         }
     }
 
@@ -107,7 +89,7 @@ struct OperationsServerLimitsTests {
             }
 
             let extra = try RawHTTPConnection(port: port)
-            let (answer, closed) = await extra.readToEnd(timeout: .seconds(3))
+            let (answer, closed) = await extra.readToEnd(timeout: .seconds(30))
             #expect(closed, "a connection beyond the cap stays open")
             #expect(answer.isEmpty || answer.hasPrefix("HTTP/1.1 503"), "\(answer)")
 
