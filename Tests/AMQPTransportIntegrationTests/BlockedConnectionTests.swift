@@ -87,7 +87,7 @@ struct BlockedConnectionTests {
                 try await channel.publish([message(to: queue, "into the alarm")], confirmTimeout: .seconds(2))
             }
             #expect(first.code == .timeout)
-            try await eventually("connection.blocked to be reported", within: .seconds(10)) {
+            try await waitUntil("connection.blocked to be reported") {
                 recorder.recorded.contains { if case .blocked = $0 { true } else { false } }
             }
 
@@ -102,7 +102,7 @@ struct BlockedConnectionTests {
             #expect(ContinuousClock.now - started < .seconds(5))
 
             try await broker.run("ctl", "set_vm_memory_high_watermark", "0.4")
-            try await eventually("connection.unblocked to be reported", within: .seconds(10)) {
+            try await waitUntil("connection.unblocked to be reported") {
                 recorder.recorded.contains(.unblocked)
             }
             try await publishConfirmed([message(to: queue, "after the alarm")], on: channel)

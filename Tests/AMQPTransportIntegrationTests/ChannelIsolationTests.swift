@@ -80,9 +80,8 @@ struct ChannelIsolationTests {
             // Everything else must be ready again while the channel stays open.
             var ready: UInt32 = 0
             #expect(acknowledged < total, "the cancel came before the whole queue was delivered")
-            try await eventually(
-                "the \(total - acknowledged) unacknowledged deliveries to be ready again on the open channel (\(ready) are)",
-                within: .seconds(20)
+            try await waitUntil(
+                "the \(total - acknowledged) unacknowledged deliveries to be ready again on the open channel (\(ready) are)"
             ) {
                 ready = try await channel.queueStatus(queue).messageCount
                 return Int(ready) == total - acknowledged

@@ -142,7 +142,7 @@ struct ConsumerTests {
                     cancelled = "\(error)"  // the 406 that closed the channel, when the race went that way
                 }
                 do {
-                    let rest = try await receive(1, from: consumer, within: .seconds(20))
+                    let rest = try await receive(1, from: consumer, within: .seconds(60))
                     #expect(rest.isEmpty)
                 } catch is DeadlineExceeded {
                     Issue.record(
@@ -170,9 +170,7 @@ struct ConsumerTests {
                 try await channel.ack(deliveryTag: batch.last!.deliveryTag, multiple: true)
                 break
             }
-            try await eventually(
-                "the broker to see the consumer cancelled", within: .seconds(20), every: .milliseconds(50)
-            ) {
+            try await waitUntil("the broker to see the consumer cancelled", every: .milliseconds(50)) {
                 try await channel.queueStatus(queue).consumerCount == 0
             }
             try await publishConfirmed([message(to: queue, "two")], on: channel)

@@ -35,7 +35,7 @@ struct UndecodableContentTests {
         let deliveries = try await receive(2, from: consumer)
         try await channel.nack(deliveries[1], multiple: true, requeue: false)
         try await channel.cancel(consumerTag: consumer.tag)
-        try await eventually("both messages in the dead-letter queue", within: .seconds(20)) {
+        try await waitUntil("both messages in the dead-letter queue") {
             try await channel.queueStatus(dead).messageCount == 2
         }
         return dead
@@ -57,7 +57,7 @@ struct UndecodableContentTests {
             await reader.close()
             let undecodable = try #require(failure?.undecodableDelivery, "\(String(describing: failure))")
             #expect(undecodable.settlement == .requeued && undecodable.routingKey.contains("undecodable-source"))
-            try await eventually("the requeued message back in its queue (else it was dropped)", within: .seconds(20)) {
+            try await waitUntil("the requeued message back in its queue (else it was dropped)") {
                 try await session.channel.queueStatus(dead).messageCount == 2
             }
         }

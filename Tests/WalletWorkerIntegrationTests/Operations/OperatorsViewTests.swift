@@ -185,7 +185,7 @@ extension Resilience {
                 worker.process.removeLog()
             }
             // The connect timeout is 10 s: the refusal comes well within it.
-            let ended = await worker.waitForExit(timeout: .seconds(15))
+            let ended = await worker.waitForExit(timeout: .seconds(60))
             let (exit, elapsed) = try #require(ended, "the worker kept retrying a refused login\n\(worker.logTail())")
             #expect(exit == .exited(2), "\(worker.logTail())")
             #expect(elapsed < .seconds(10))

@@ -195,7 +195,7 @@ extension Resilience {
                 worker.kill()
                 worker.process.removeLog()
             }
-            let ended = await worker.waitForExit(timeout: .seconds(20))
+            let ended = await worker.waitForExit(timeout: .seconds(60))
             let (exit, _) = try #require(ended, "still running\n\(worker.logTail())")
             #expect(exit != .exited(0) && exit != .signaled(SIGKILL), "\(exit)\n\(worker.logTail())")
             #expect(worker.log.contains(variable), "\(worker.logTail())")

@@ -248,9 +248,7 @@ struct OrderedModeTests {
                     #expect(status.consumerCount == 2, "\(queue): one active and one waiting consumer")
                     #expect(status.messageCount == 0)
                 }
-                try? await eventually(
-                    "the workers to count their last batches", within: .seconds(10), every: .milliseconds(20)
-                ) {
+                try await waitUntil("the workers to count their last batches", every: .milliseconds(20)) {
                     workers.map(processed).reduce(0, +) >= sequences.messageCount
                 }
                 #expect(workers.map(processed).reduce(0, +) == sequences.messageCount)
@@ -303,9 +301,9 @@ struct OrderedModeTests {
                     processedByActive < sequences.messageCount,
                     "the active worker finished everything before it stopped")
                 let expectedByStandby = sequences.messageCount - processedByActive
-                try? await eventually(
-                    "the standby worker to count its last batch", within: .seconds(10), every: .milliseconds(20)
-                ) { processed(standby) >= expectedByStandby }
+                try await waitUntil("the standby worker to count its last batch", every: .milliseconds(20)) {
+                    processed(standby) >= expectedByStandby
+                }
                 #expect(processed(standby) == expectedByStandby)
                 let sharded = try #require(environment.topology.sharded)
                 for queue in sharded.queues {

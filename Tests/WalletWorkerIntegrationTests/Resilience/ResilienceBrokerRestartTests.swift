@@ -65,7 +65,7 @@ extension Resilience {
                     await watcher.close(timeout: .seconds(2))
                     try await node.stop()
 
-                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 503, timeout: .seconds(20))
+                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 503, timeout: .seconds(60))
                     // Messages finished before the outage: the rest must be processed after the restart.
                     let finishedBeforeOutage = try worker.metric(port: port, "wallet_messages_total")
                     #expect(
@@ -122,7 +122,7 @@ extension Resilience {
                     let secondPort = try await second.operationsPort()
                     try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 200, timeout: .seconds(30))
                     try await node.stop()
-                    try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 503, timeout: .seconds(20))
+                    try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 503, timeout: .seconds(60))
                     try await Task.sleep(for: .seconds(2))
                     second.terminate()
                     let secondEnded = await second.waitForExit(timeout: .seconds(30))

@@ -130,7 +130,7 @@ extension Resilience {
                 worker.kill()
                 worker.process.removeLog()
             }
-            let ended = await worker.waitForExit(timeout: .seconds(20))
+            let ended = await worker.waitForExit(timeout: .seconds(60))
             let (exit, _) = try #require(ended, "still running with \(flags)\n\(worker.logTail())")
             #expect(exit != .exited(0) && exit != .signaled(SIGKILL), "\(flags): \(exit)\n\(worker.logTail())")
             if case .exited(let code) = exit { #expect(code != 0) }

@@ -23,7 +23,7 @@ final class SQLiteLockHolder {
         process = try ChildProcess(
             executable: Self.sqlite3, arguments: ["-batch", path], label: "sqlite3-lock", pipeStandardInput: true)
         try process.write(toStandardInput: "BEGIN EXCLUSIVE;\nSELECT 'lock' || 'ed';\n")
-        guard await process.waitForOutput(timeout: .seconds(10), { $0.contains("locked") }) != nil else {
+        guard await process.waitForOutput(timeout: .seconds(30), { $0.contains("locked") }) != nil else {
             let tail = process.logTail()
             process.kill()
             throw ChildProcessError("sqlite3 could not take the exclusive lock\n\(tail)")
@@ -131,7 +131,7 @@ extension Resilience {
                 let accounting = ResultAccounting(results: results, inbound: locked)
                 #expect(accounting.incomplete.isEmpty && accounting.unexpected.isEmpty)
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(10))
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 #expect(try worker.metric(port: port, "wallet_store_available") == 1)
                 #expect(try worker.metric(port: port, "wallet_store_outages_total") == 1)
                 #expect(worker.isRunning)

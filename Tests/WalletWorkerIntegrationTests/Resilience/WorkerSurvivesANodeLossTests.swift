@@ -334,7 +334,7 @@ struct PrivateRabbitCluster {
     }
 
     func start() async throws { try await run(["start"], timeout: .seconds(150)) }
-    func kill(node: Int) async throws { try await run(["kill", "\(node)"], timeout: .seconds(20)) }
+    func kill(node: Int) async throws { try await run(["kill", "\(node)"], timeout: .seconds(60)) }
 
     /// `rabbitmqctl -s ARGS` against node `node`: the output's lines.
     func ctl(_ node: Int, _ arguments: [String]) async throws -> [Substring] {
