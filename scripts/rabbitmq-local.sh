@@ -83,6 +83,13 @@ start() {
         echo "rabbitmq-local: already running (pid $(cat "$RABBITMQ_PID_FILE"), port $port)"
         return 0
     fi
+    # The Erlang cookie, written before the server or rabbitmqctl starts. Left to them, each creates one when the file
+    # is missing: started together on a busy machine, both found it missing, the server kept a cookie the file does
+    # not hold, and every `rabbitmqctl wait` was refused ("Invalid challenge reply") until the 90 s ran out.
+    if [ ! -f "$data_dir/.erlang.cookie" ]; then
+        od -An -N16 -tx1 /dev/urandom | tr -d ' \n' | tr 'a-f' 'A-F' > "$data_dir/.erlang.cookie"
+        chmod 400 "$data_dir/.erlang.cookie"
+    fi
     # The consistent-hash exchange is bundled with RabbitMQ; the ordered mode of the worker uses it.
     echo "[rabbitmq_consistent_hash_exchange]." > "$RABBITMQ_ENABLED_PLUGINS_FILE"
     make_certificates
