@@ -227,3 +227,22 @@ let package = Package(
         ),
     ]
 )
+
+// MARK: - Our modules optimized in debug builds too
+//
+// The tests start about 480 worker and tool processes and move hundreds of thousands of messages through them: built
+// -Onone, those processes took 134 s of a test run's 457 s of CPU (docs/testing.md, "What the time is made of"). Our
+// modules are built -O in debug builds as well, with assertions kept (`-assert-config Debug`), so the tests run code
+// compiled the way the shipped binary is; the dependencies and the test targets stay as SwiftPM builds them. Release
+// builds are unchanged. `WALLET_UNOPTIMIZED=1 swift build` builds our modules -Onone again, for a debugger.
+let optimizedInDebug = [
+    "AMQPTransport", "WalletMessages", "WalletRouting", "WalletStore", "WalletWorker",
+    "WalletOperatorTools", "wallet-worker", "wallet-notify", "amqp-demo",
+]
+if Context.environment["WALLET_UNOPTIMIZED"] != "1" {
+    for target in package.targets where optimizedInDebug.contains(target.name) {
+        target.swiftSettings =
+            (target.swiftSettings ?? [])
+            + [.unsafeFlags(["-O", "-assert-config", "Debug"], .when(configuration: .debug))]
+    }
+}

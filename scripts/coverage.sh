@@ -10,6 +10,8 @@
 # Prints one line per revision (lines and functions covered of the module's) and leaves the build, the log and the
 # llvm-cov JSON in $COVERAGE_DIR. Each revision is a cold build (about 10 minutes on 2 cores) and a test run. One
 # revision at a time, and never beside another scripts/test.sh: they use the same private ports.
+# Our modules are built -Onone here (WALLET_UNOPTIMIZED=1, Package.swift): optimized code inlines and merges lines, and
+# the counts would not compare with a revision built before debug builds were optimized.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +26,7 @@ for rev in "$@"; do
     [ -d "$tree" ] || git worktree add --detach "$tree" "$commit" >/dev/null
     echo "coverage: $commit: building and testing (log: $dir/$commit.log)" >&2
     status=0
-    (cd "$tree" && rm -f .build/debug/codecov/*.profraw && scripts/test.sh --enable-code-coverage) \
+    (cd "$tree" && rm -f .build/debug/codecov/*.profraw && WALLET_UNOPTIMIZED=1 scripts/test.sh --enable-code-coverage) \
         >"$dir/$commit.log" 2>&1 || status=$?
     if [ "$status" -ne 0 ]; then
         echo "coverage: $commit: tests failed (status $status; what failed is at the end of $dir/$commit.log)" >&2
