@@ -239,14 +239,12 @@ extension Resilience {
                     // rabbitmqctl lists the user's connections, then closes each: when the worker ends its session
                     // as a whole on the first close, the next finds no process (`noproc`, exit status 69). A pass
                     // that finds none left exits 0.
-                    var passes = 0
-                    while true {
-                        passes += 1
+                    try await waitUntil("\(user)'s connections closed") {
                         do {
                             try await ctl("close_all_user_connections", user, "password rotated")
-                            break
-                        } catch  where passes < 5 && "\(error)".contains("noproc") {
-                            continue
+                            return true
+                        } catch  where "\(error)".contains("noproc") {
+                            return false
                         }
                     }
                     try await waitUntil(
