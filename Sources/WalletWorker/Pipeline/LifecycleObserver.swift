@@ -16,10 +16,16 @@ struct LifecycleObserver: Sendable {
     let inFlight = InFlightCount()
     /// Deliveries taken and given back, for the worker's last line.
     let stopTally: StopTally
+    /// The warnings a storm repeats, written once and then summarised (shared by every pipeline's observer).
+    let storms: WarningStorms
 
-    init(metrics: WorkerMetrics, health: WorkerHealth, logger: Logger, tracing: MessageTracing?, stopTally: StopTally) {
+    init(
+        metrics: WorkerMetrics, health: WorkerHealth, logger: Logger, tracing: MessageTracing?, stopTally: StopTally,
+        storms: WarningStorms
+    ) {
         self.metrics = metrics
         self.stopTally = stopTally
+        self.storms = storms
         self.health = health
         self.logger = logger
         self.tracing = tracing
@@ -57,11 +63,13 @@ struct LifecycleObserver: Sendable {
             for end in ends { processed = ended(end, now: now) || processed }
             if processed { metrics.recordProcessed(at: now) }
         case .publishNotConfirmed(let session, let delivery, let reason):
-            logger.warning("publish not confirmed", metadata: metadata(delivery, session, ["error": "\(reason)"]))
+            storms.log(
+                .publishNotConfirmed, "publish not confirmed",
+                metadata: metadata(delivery, session, ["error": "\(reason)"]), to: logger)
         case .resultNotTaken(let session, let delivery, let reason):
-            logger.error(
-                "dead-lettered, but its rejected result was not taken",
-                metadata: metadata(delivery, session, ["error": "\(reason)"]))
+            storms.log(
+                .resultNotTaken, level: .error, "dead-lettered, but its rejected result was not taken",
+                metadata: metadata(delivery, session, ["error": "\(reason)"]), to: logger)
         case .replyCopiesReturned(let count):
             metrics.unroutableReplyCopies.increment(by: Int64(count))
         case .storingOneAtATime(_, let messages, let error):
@@ -94,9 +102,9 @@ struct LifecycleObserver: Sendable {
                 ])
         case .requeueDelayed(_, let deliveries, let delay):
             metrics.delayedRequeues.increment(by: Int64(deliveries))
-            logger.warning(
-                "retry and dead-letter publishes failed; requeueing after a delay",
-                metadata: ["deliveries": "\(deliveries)", "delay": "\(DurationText.format(delay))"])
+            storms.log(
+                .requeueDelayed, "retry and dead-letter publishes failed; requeueing after a delay",
+                metadata: ["deliveries": "\(deliveries)", "delay": "\(DurationText.format(delay))"], to: logger)
         }
     }
 

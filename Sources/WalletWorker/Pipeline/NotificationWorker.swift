@@ -74,6 +74,7 @@ public final class NotificationWorker: Service {
                 tracer: $0, queues: queues.map(\.name), store: configuration.store, broker: connectionConfiguration.url)
         }
         let stopTally = StopTally()
+        let storms = WarningStorms(clock: clock)
         let pipelines = queues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"
@@ -81,11 +82,12 @@ public final class NotificationWorker: Service {
                 index: index, queue: queue, configuration: configuration, broker: broker, storage: storage,
                 driver: driver,
                 observer: LifecycleObserver(
-                    metrics: metrics, health: health, logger: logger, tracing: tracing, stopTally: stopTally),
+                    metrics: metrics, health: health, logger: logger, tracing: tracing, stopTally: stopTally,
+                    storms: storms),
                 metrics: metrics, stop: stop, clock: clock, logger: logger)
         }
         let observer = LifecycleObserver(
-            metrics: metrics, health: health, logger: logger, tracing: tracing, stopTally: stopTally)
+            metrics: metrics, health: health, logger: logger, tracing: tracing, stopTally: stopTally, storms: storms)
         metrics.storeAvailable.set(1.0)
         if let sharded = configuration.topology.sharded, configuration.concurrency > 1 {
             logger.notice(
@@ -146,6 +148,7 @@ public final class NotificationWorker: Service {
                 }
             }
             group.addTask { await self.expireProcessedMessages() }
+            group.addTask { await self.summariseWarningStorms(observer.storms) }
             if configuration.queuePollInterval != nil {
                 let monitor = QueueDepthMonitor(
                     configuration: configuration, connectionConfiguration: connectionConfiguration, metrics: metrics,
@@ -165,6 +168,7 @@ public final class NotificationWorker: Service {
             driver.handle { machine, _ in machine.start() }
             await group.waitForAll()
         }
+        observer.storms.flush(to: logger, all: true)
         if let failure = driver.workerFailure { throw failure }
     }
 
@@ -184,6 +188,15 @@ public final class NotificationWorker: Service {
                 logger.warning("store unavailable at start; trying again", metadata: ["error": "\(error)"])
                 await stop.sleep(for: configuration.reconnectBackoff.delay(attempt: attempt, using: &generator))
             }
+        }
+    }
+
+    /// Writes the count of each warning storm that ended before its next line, once per interval, until the stop
+    /// (`runUntilStopped` writes what is left once every pipeline has stopped).
+    private func summariseWarningStorms(_ storms: WarningStorms) async {
+        while !stop.isStopped {
+            await stop.sleep(for: storms.interval)
+            storms.flush(to: logger)
         }
     }
 

@@ -1,0 +1,144 @@
+/// Decides whether the results' side has failed for every message or for one: the rule that pauses the worker
+/// instead of retrying and dead-lettering a whole downstream redeploy's traffic (issue 36; CONTRACT.md §8).
+///
+/// It watches each delivery's first publish of its results, over a sliding `window`:
+///
+/// - a failure the broker gives for a route, not for a body (a result returned `NO_ROUTE`, a nack), counts against
+///   the results; a result AMQP cannot encode is the message's own and is not counted here;
+/// - it trips when at least `activation` distinct messages failed in the window *and* the failures are at least
+///   `tripRatio` of the deliveries published in it. One message retried again and again is one message: it never
+///   trips it (MassTransit's kill switch counts attempts, so one poison message can). A route of its own that no
+///   queue binds, among others that route, stays under the ratio;
+/// - a confirm that does not come in time trips it at once: a broker that confirms nothing (a disk alarm, a blocked
+///   connection) fails every message, and waiting for the activation count would only retry more of them.
+///
+/// Pure and cheap on the hot path: successes are counts in one-second buckets; only failures keep their message's
+/// key (a set per bucket), and they are rare until they are not.
+struct ResultsKillSwitch: Sendable {
+    struct Settings: Sendable, Equatable {
+        /// How far back the rule looks. Default: 10 s.
+        var window: Duration = .seconds(10)
+        /// Distinct messages that must have failed in the window before the ratio is looked at. Default: 10.
+        var activation = 10
+        /// The share of the window's deliveries that must have failed. Default: 0.5.
+        var tripRatio = 0.5
+    }
+
+    /// One delivery's first publish of its results, as the rule sees it.
+    enum Outcome: Sendable, Equatable {
+        /// Every result it depends on was confirmed.
+        case delivered
+        /// The broker returned or nacked a result, on `exchange`.
+        case refused(exchange: String, reason: String)
+        /// The broker confirmed nothing in time.
+        case confirmTimedOut(reason: String)
+    }
+
+    /// What the rule concludes from one outcome.
+    enum Verdict: Sendable, Equatable {
+        /// Nothing every message meets: a failure is handled per message (retried, then dead-lettered).
+        case holds
+        /// The results' side is out: pause. `cause` says why, for the log line, readiness and the runbook.
+        case trips(cause: String)
+    }
+
+    let settings: Settings
+    private var buckets: [Bucket] = []
+    /// The window's totals, kept as buckets come and go: a verdict is O(1).
+    private var delivered = 0
+    private var refused = 0
+    /// How many of the window's refusals each message key has.
+    private var refusalsByKey: [String: Int] = [:]
+    /// Numbers the refusals of messages without an id, each its own key.
+    private var anonymous = 0
+
+    private struct Bucket: Sendable {
+        /// Whole seconds of `now` (the bucket's start).
+        var second: Int64
+        var delivered = 0
+        /// The keys of the messages refused in this second, one per refusal.
+        var refusedKeys: [String] = []
+        /// The last refusal's exchange and reason, for the cause.
+        var lastRefusal: Refusal?
+    }
+
+    private struct Refusal: Sendable {
+        var exchange: String
+        var reason: String
+    }
+
+    init(settings: Settings = Settings()) {
+        precondition(settings.window >= .seconds(1), "the kill switch's window must be at least 1 s")
+        precondition(settings.activation >= 1, "the kill switch's activation count must be at least 1")
+        precondition(
+            settings.tripRatio > 0 && settings.tripRatio <= 1, "the kill switch's trip ratio must be in (0, 1]")
+        self.settings = settings
+    }
+
+    /// Records one delivery's outcome at `now`. `key` names its message (its `message_id`); nil when it has none,
+    /// then it counts as a message of its own.
+    mutating func record(_ outcome: Outcome, key: String?, now: Duration) -> Verdict {
+        let second = now.components.seconds
+        forget(before: second - settings.window.components.seconds + 1)
+        if buckets.last?.second != second { buckets.append(Bucket(second: second)) }
+        let last = buckets.count - 1
+        switch outcome {
+        case .delivered:
+            buckets[last].delivered += 1
+            delivered += 1
+            return .holds
+        case .confirmTimedOut(let reason):
+            return .trips(cause: "the broker confirmed no result in time: \(reason)")
+        case .refused(let exchange, let reason):
+            let messageKey: String
+            if let key {
+                messageKey = key
+            } else {
+                anonymous += 1
+                messageKey = "\u{0}without an id \(anonymous)"
+            }
+            buckets[last].refusedKeys.append(messageKey)
+            buckets[last].lastRefusal = Refusal(exchange: exchange, reason: reason)
+            refused += 1
+            refusalsByKey[messageKey, default: 0] += 1
+            return verdict()
+        }
+    }
+
+    /// Starts afresh: after a pause, what failed before it says nothing about the dependency now.
+    mutating func reset() {
+        buckets = []
+        delivered = 0
+        refused = 0
+        refusalsByKey = [:]
+    }
+
+    /// Drops the buckets older than `oldest` (whole seconds) from the window and its totals.
+    private mutating func forget(before oldest: Int64) {
+        var expired = 0
+        while expired < buckets.count, buckets[expired].second < oldest {
+            let bucket = buckets[expired]
+            delivered -= bucket.delivered
+            refused -= bucket.refusedKeys.count
+            for key in bucket.refusedKeys {
+                let left = refusalsByKey[key, default: 1] - 1
+                refusalsByKey[key] = left > 0 ? left : nil
+            }
+            expired += 1
+        }
+        if expired > 0 { buckets.removeFirst(expired) }
+    }
+
+    private func verdict() -> Verdict {
+        guard refusalsByKey.count >= settings.activation,
+            Double(refused) >= settings.tripRatio * Double(refused + delivered),
+            let last = buckets.last(where: { $0.lastRefusal != nil })?.lastRefusal
+        else { return .holds }
+        let seconds = settings.window.components.seconds
+        return .trips(
+            cause: """
+                \(refused) of \(refused + delivered) deliveries' results refused in the last \(seconds) s \
+                (\(refusalsByKey.count) distinct messages), the last by exchange '\(last.exchange)': \(last.reason)
+                """)
+    }
+}

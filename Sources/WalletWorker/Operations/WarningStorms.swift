@@ -1,0 +1,69 @@
+import Logging
+import Synchronization
+
+/// The worker's repeated warnings, shared by every pipeline's observer: each kind is written once, then at most once
+/// per interval with the count of those held back (`RepeatedWarnings`); `flush` writes the count of a storm that ended
+/// before its next line. Metrics keep the exact counts.
+final class WarningStorms: Sendable {
+    private let warnings: Mutex<RepeatedWarnings>
+    private let clock: WorkerClock
+
+    init(interval: Duration = .seconds(60), clock: WorkerClock) {
+        warnings = Mutex(RepeatedWarnings(interval: interval))
+        self.clock = clock
+    }
+
+    var interval: Duration { warnings.withLock { $0.interval } }
+
+    /// Writes `message` at `level` unless a line of its kind was written less than an interval ago; a line written
+    /// after some were held back says how many. `metadata` is built only when the line is written.
+    func log(
+        _ kind: RepeatedWarnings.Kind, level: Logger.Level = .warning, _ message: String,
+        metadata: @autoclosure () -> Logger.Metadata, to logger: Logger
+    ) {
+        guard logger.logLevel <= level else { return }
+        let now = clock.now
+        guard case .write(let heldBack, let over) = warnings.withLock({ $0.occurred(kind, now: now) }) else { return }
+        guard heldBack > 0 else {
+            logger.log(level: level, "\(message)", metadata: metadata())
+            return
+        }
+        var extra = metadata()
+        extra["held_back"] = "\(heldBack)"
+        logger.log(level: level, "\(message) (and \(Self.heldBackText(heldBack, over: over)))", metadata: extra)
+    }
+
+    /// Writes the count of every storm whose interval ended with lines held back; with `all`, of every storm (the
+    /// worker stops).
+    func flush(to logger: Logger, all: Bool = false) {
+        let now = clock.now
+        let summaries = warnings.withLock { all ? $0.remainingSummaries(now: now) : $0.dueSummaries(now: now) }
+        for summary in summaries {
+            logger.warning(
+                "\(summary.kind.name): \(Self.heldBackText(summary.heldBack, over: summary.over))",
+                metadata: ["held_back": "\(summary.heldBack)"])
+        }
+    }
+
+    /// `8,773 more like it in the last 60 s`.
+    static func heldBackText(_ count: Int, over: Duration) -> String {
+        "\(grouped(count)) more like it in the last \(DurationText.format(over))"
+    }
+
+    /// `8773` as `8,773`, whatever the locale: log lines are read by people and searched by tools.
+    static func grouped(_ count: Int) -> String {
+        let digits = Array(String(count.magnitude))
+        var text = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0, (digits.count - index) % 3 == 0 { text.append(",") }
+            text.append(digit)
+        }
+        return count < 0 ? "-" + text : text
+    }
+}
+
+extension RepeatedWarnings.Kind {
+    static let publishNotConfirmed = Self("publish not confirmed")
+    static let resultNotTaken = Self("dead-lettered, but its rejected result was not taken")
+    static let requeueDelayed = Self("retry and dead-letter publishes failed; requeueing after a delay")
+}

@@ -1,0 +1,141 @@
+import Testing
+
+@testable import WalletWorker
+
+/// Every row of the rule that tells a failure every message meets (pause) from a message's own (retry, then dead
+/// letter): issue 36's list, each at the clock's exact edges.
+@Suite struct ResultsKillSwitchTests {
+    let noRoute = ResultsKillSwitch.Outcome.refused(
+        exchange: "wallet.events", reason: "returned by the broker (312 NO_ROUTE)")
+    let nack = ResultsKillSwitch.Outcome.refused(
+        exchange: "wallet.transactions", reason: "not confirmed: the broker nacked the publish")
+
+    @Test func everyResultReturnedTripsOnTheActivationCount() {
+        var rule = ResultsKillSwitch()
+        for n in 1..<10 {
+            #expect(rule.record(noRoute, key: "m\(n)", now: .milliseconds(n * 10)) == .holds)
+        }
+        guard case .trips(let cause) = rule.record(noRoute, key: "m10", now: .milliseconds(100)) else {
+            Issue.record("ten distinct messages, every one returned, did not trip it")
+            return
+        }
+        #expect(cause.contains("10 of 10 deliveries"))
+        #expect(cause.contains("10 distinct messages"))
+        #expect(cause.contains("'wallet.events'"))
+        #expect(cause.contains("312 NO_ROUTE"))
+    }
+
+    @Test func oneMessageRetriedAgainAndAgainNeverTripsIt() {
+        var rule = ResultsKillSwitch()
+        for attempt in 0..<1_000 {
+            #expect(rule.record(noRoute, key: "the same", now: .milliseconds(attempt)) == .holds)
+        }
+    }
+
+    @Test func returnsBelowTheActivationCountHold() {
+        var rule = ResultsKillSwitch(settings: .init(window: .seconds(10), activation: 20, tripRatio: 0.5))
+        for n in 0..<19 {
+            #expect(rule.record(noRoute, key: "m\(n)", now: .seconds(1)) == .holds)
+        }
+        #expect(rule.record(noRoute, key: "m19", now: .seconds(1)) != .holds)
+    }
+
+    @Test func aRouteOfItsOwnAmongOthersThatRouteStaysPerMessage() {
+        var rule = ResultsKillSwitch()
+        for n in 0..<1_000 {
+            let now = Duration.milliseconds(n * 5)
+            if n % 10 == 0 {
+                // One in ten: its own routing key has no binding. 100 distinct messages, far over the activation count.
+                #expect(rule.record(noRoute, key: "own \(n)", now: now) == .holds)
+            } else {
+                #expect(rule.record(.delivered, key: "m\(n)", now: now) == .holds)
+            }
+        }
+    }
+
+    @Test func theRatioIsOfTheWindowsDeliveries() {
+        var rule = ResultsKillSwitch(settings: .init(window: .seconds(10), activation: 10, tripRatio: 0.5))
+        for n in 0..<11 { _ = rule.record(.delivered, key: "ok \(n)", now: .seconds(1)) }
+        for n in 0..<10 { #expect(rule.record(nack, key: "m\(n)", now: .seconds(2)) == .holds) }
+        // 11 of 22: half.
+        #expect(rule.record(nack, key: "m10", now: .seconds(2)) != .holds)
+    }
+
+    @Test func aNackStormTripsItLikeReturns() {
+        var rule = ResultsKillSwitch()
+        var verdicts: [ResultsKillSwitch.Verdict] = []
+        for n in 0..<10 { verdicts.append(rule.record(nack, key: "m\(n)", now: .seconds(3))) }
+        #expect(verdicts.dropLast().allSatisfy { $0 == .holds })
+        guard case .trips(let cause) = verdicts.last else {
+            Issue.record("a nack storm did not trip it")
+            return
+        }
+        #expect(cause.contains("'wallet.transactions'"))
+    }
+
+    @Test func aConfirmTimeoutTripsItAtOnce() {
+        var rule = ResultsKillSwitch()
+        _ = rule.record(.delivered, key: "m1", now: .seconds(1))
+        #expect(
+            rule.record(.confirmTimedOut(reason: "no confirm in 30 s"), key: "m2", now: .seconds(40))
+                == .trips(cause: "the broker confirmed no result in time: no confirm in 30 s"))
+    }
+
+    @Test func refusalsOlderThanTheWindowAreForgotten() {
+        var rule = ResultsKillSwitch(settings: .init(window: .seconds(10), activation: 10, tripRatio: 0.5))
+        for n in 0..<9 { _ = rule.record(noRoute, key: "old \(n)", now: .milliseconds(500)) }
+        // Second 0 is still in a window that ends in second 9 ...
+        #expect(rule.record(noRoute, key: "new", now: .milliseconds(9_999)) != .holds)
+        var later = ResultsKillSwitch(settings: .init(window: .seconds(10), activation: 10, tripRatio: 0.5))
+        for n in 0..<9 { _ = later.record(noRoute, key: "old \(n)", now: .milliseconds(500)) }
+        // ... and out of one that ends in second 10.
+        #expect(later.record(noRoute, key: "new", now: .milliseconds(10_000)) == .holds)
+    }
+
+    @Test func deliveriesOlderThanTheWindowNoLongerDiluteTheRatio() {
+        var rule = ResultsKillSwitch()
+        for n in 0..<1_000 { _ = rule.record(.delivered, key: "ok \(n)", now: .seconds(1)) }
+        for n in 0..<9 { #expect(rule.record(noRoute, key: "m\(n)", now: .seconds(20)) == .holds) }
+        #expect(rule.record(noRoute, key: "m9", now: .seconds(20)) != .holds)
+    }
+
+    @Test func messagesWithoutAnIdAreEachAMessageOfTheirOwn() {
+        var rule = ResultsKillSwitch()
+        for _ in 0..<9 { #expect(rule.record(noRoute, key: nil, now: .seconds(1)) == .holds) }
+        #expect(rule.record(noRoute, key: nil, now: .seconds(1)) != .holds)
+    }
+
+    @Test func aResetForgetsWhatCameBeforeThePause() {
+        var rule = ResultsKillSwitch()
+        for n in 0..<9 { _ = rule.record(noRoute, key: "m\(n)", now: .seconds(1)) }
+        rule.reset()
+        #expect(rule.record(noRoute, key: "m9", now: .seconds(1)) == .holds)
+    }
+
+    /// The running totals agree with a count from scratch over the window, whatever the sequence.
+    @Test(arguments: [UInt64(7), 11, 2026])
+    func theVerdictAgreesWithACountFromScratch(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let settings = ResultsKillSwitch.Settings(window: .seconds(3), activation: 4, tripRatio: 0.6)
+        var rule = ResultsKillSwitch(settings: settings)
+        var history: [(second: Int64, key: String, refused: Bool)] = []
+        var now = Duration.zero
+        for _ in 0..<3_000 {
+            now += .milliseconds(Int64(random.next(below: 400)))
+            let refused = random.next(below: 3) > 0
+            let key = "m\(random.next(below: 12))"
+            let verdict = rule.record(refused ? noRoute : .delivered, key: key, now: now)
+            let second = now.components.seconds
+            history.append((second, key, refused))
+            let window = history.filter { $0.second > second - 3 }
+            let refusals = window.filter(\.refused)
+            let trips =
+                Set(refusals.map(\.key)).count >= 4 && Double(refusals.count) >= 0.6 * Double(window.count)
+            #expect((verdict != .holds) == (refused && trips))
+            if verdict != .holds {
+                rule.reset()
+                history = []
+            }
+        }
+    }
+}
