@@ -12,8 +12,11 @@ extension WalletWorkerCommand {
                 Prints one JSON object. Reads only: the SQLite file is opened read-only, the PostgreSQL session \
                 is read-only, and a running worker is not disturbed. Exits 1 when the store has no such entry \
                 (a message is recorded only once processed and acknowledged with a message_id, and forgotten \
-                after --dedup-retention; a rejected or dead-lettered message is never recorded: \
-                `wallet-worker dead-letters show --message-id ID` shows it), 2 when the store cannot be read.
+                after --dedup-retention; a rejected message is never recorded: \
+                `wallet-worker dead-letters show --message-id ID` shows it), 2 when the store cannot be read. \
+                A message dead-lettered after its effects were committed (its results refused until its retries \
+                ran out) is recorded as processed: its dead letter says retries_exhausted, and a replay of it \
+                publishes the recorded results again (CONTRACT.md §10); look in the dead letters too.
 
                 \(ExitStatus.helpText)
                 """,
@@ -106,13 +109,13 @@ extension StoreToolOptions {
     }
 }
 
-/// Where to look when the store has no such entry: a message that was rejected, dead-lettered or never processed
-/// is not recorded (CONTRACT.md §8), so its story is in the dead-letter queue.
+/// Where to look when the store has no such entry: a message that was rejected, dead-lettered before its effects
+/// were committed, or never processed is not recorded (CONTRACT.md §8), so its story is in the dead-letter queue.
 private func notFoundHint(_ what: String) -> String {
     guard what.hasPrefix("processed message ") else { return "" }
     let id = what.dropFirst("processed message ".count)
     return """
-        . Not recorded: never processed, older than --dedup-retention, or rejected or dead-lettered (those are \
-        never recorded): `wallet-worker dead-letters show --message-id \(id)` shows a dead letter
+        . Not recorded: never processed, older than --dedup-retention, or rejected or dead-lettered before its \
+        effects were committed: `wallet-worker dead-letters show --message-id \(id)` shows a dead letter
         """
 }

@@ -44,6 +44,10 @@ public final class WorkerMetrics: Sendable {
     private let messages: [SenderLabel: [Outcome: Counter]]
     private let deadLetters: [DeadLetterReason: Counter]
     private let confirms: [ConfirmOutcome: Counter]
+    /// `wallet_publish_confirms_total{outcome="returned", exchange}`, made at an exchange's first return: the worker
+    /// publishes only to its own topology's exchanges and to `reply_to` queues through the default one, so the set
+    /// stays small.
+    private let returnedByExchange = Mutex<[String: Counter]>([:])
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -75,8 +79,7 @@ public final class WorkerMetrics: Sendable {
                 """,
             DeadLetterReason.self)
         confirms = Self.labelled(
-            registry, "publish_confirms", label: "outcome",
-            help: "Publisher confirm outcomes: confirmed, nacked, returned, timeout", ConfirmOutcome.self)
+            registry, "publish_confirms", label: "outcome", help: Self.confirmsHelp, ConfirmOutcome.self)
         batchSize = registry.makeValueHistogram(
             descriptor: Self.name(
                 "batch", unit: "size",
@@ -253,6 +256,24 @@ public final class WorkerMetrics: Sendable {
         confirms[outcome]!.increment(by: Int64(amount))
     }
 
+    /// Counts publishes the broker returned (`basic.return`, unroutable) by the exchange they were published to:
+    /// which downstream has no queue bound says which team to call.
+    func countReturned(exchange: String, by amount: Int) {
+        guard amount > 0 else { return }
+        let counter = returnedByExchange.withLock { counters in
+            if let existing = counters[exchange] { return existing }
+            let made = registry.makeCounter(
+                descriptor: Self.name("publish_confirms", unit: "total", help: Self.confirmsHelp),
+                labels: [("outcome", "returned"), ("exchange", exchange.isEmpty ? "amq.default" : exchange)])
+            counters[exchange] = made
+            return made
+        }
+        counter.increment(by: Int64(amount))
+    }
+
+    private static let confirmsHelp =
+        "Publisher confirm outcomes: confirmed, nacked, returned (by exchange), timeout, unencodable"
+
     /// A batch's store transaction and how it ended.
     func recordStoreBatch(_ elapsed: Duration, committed: Bool) {
         storeBatchTime[committed ? .committed : .failed]!.record(elapsed)
@@ -357,8 +378,9 @@ public final class WorkerMetrics: Sendable {
         case unpublishable
     }
 
+    /// The outcomes counted without an exchange label; a return is counted by its exchange (`countReturned`).
     enum ConfirmOutcome: String, CaseIterable {
-        case confirmed, nacked, returned, timeout, unencodable
+        case confirmed, nacked, timeout, unencodable
     }
 
     /// Every labelled counter is made up front: counting is then a lookup in an immutable table, no lock.

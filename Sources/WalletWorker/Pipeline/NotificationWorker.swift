@@ -74,7 +74,7 @@ public final class NotificationWorker: Service {
                 tracer: $0, queues: queues.map(\.name), store: configuration.store, broker: connectionConfiguration.url)
         }
         let stopTally = StopTally()
-        let storms = WarningStorms(clock: clock)
+        let storms = WarningStorms(interval: configuration.warningSummaryInterval, clock: clock)
         let pipelines = queues.enumerated().map { index, queue in
             var logger = logger
             logger[metadataKey: "pipeline"] = "\(index)"

@@ -86,7 +86,7 @@ struct Pipeline: Sendable {
         await withDiscardingTaskGroup { group in
             group.addTask {
                 for await wait in confirmWaits {
-                    await awaitConfirms(wait.pending, wait.publishID, count: wait.count, spans: wait.spans, id)
+                    await awaitConfirms(wait.pending, wait.publishID, messages: wait.messages, spans: wait.spans, id)
                 }
             }
             group.addTask {
@@ -181,7 +181,7 @@ struct Pipeline: Sendable {
             let spans = observer.tracing?.startPublishSpans(id, tags: tags, plans: plans) ?? []
             let pending = session.startPublishing(messages, confirmTimeout: configuration.confirmTimeout)
             streams.confirms.yield(
-                ConfirmWait(pending: pending, publishID: publishID, count: messages.count, spans: spans))
+                ConfirmWait(pending: pending, publishID: publishID, messages: messages, spans: spans))
             return true
         case .settle(let session, let settlements) where session == id:
             resources.session?.startSettling(
@@ -243,13 +243,15 @@ struct Pipeline: Sendable {
     private struct ConfirmWait: Sendable {
         var pending: any PublishConfirmation
         var publishID: DeliveryLifecycle.PublishID
-        var count: Int
+        /// What was published, in order: the confirms' outcomes are counted by their message's exchange.
+        var messages: [AMQPOutboundMessage]
         var spans: [any Span]
     }
 
     /// Waits for a publish's confirms and reports them; a failed channel or connection fails the session.
     private func awaitConfirms(
-        _ pending: any PublishConfirmation, _ publishID: DeliveryLifecycle.PublishID, count: Int, spans: [any Span],
+        _ pending: any PublishConfirmation, _ publishID: DeliveryLifecycle.PublishID, messages: [AMQPOutboundMessage],
+        spans: [any Span],
         _ id: DeliveryLifecycle.SessionID
     ) async {
         let began = clock.now
@@ -263,11 +265,11 @@ struct Pipeline: Sendable {
         switch result {
         case .success(let outcomes):
             MessageTracing.endPublishSpans(spans, outcomes: outcomes)
-            metrics.countConfirms(outcomes)
+            metrics.countConfirms(outcomes, of: messages)
             driver.handle { $0.confirmsArrived(id, publishID, .outcomes(outcomes), now: $1) }
         case .failure(let error) where error.code == .timeout:
             MessageTracing.fail(spans, error)
-            metrics.countConfirms(.timeout, by: count)
+            metrics.countConfirms(.timeout, by: messages.count)
             let timeout = configuration.confirmTimeout
             driver.handle { $0.confirmsArrived(id, publishID, .timedOut(after: timeout), now: $1) }
         case .failure(let error):
@@ -313,23 +315,23 @@ struct Pipeline: Sendable {
 }
 
 extension WorkerMetrics {
-    /// Counts each publish's outcome.
-    func countConfirms(_ outcomes: [AMQPPublishOutcome]) {
+    /// Counts each publish's outcome (`outcomes[i]` is `messages[i]`'s), a return by its message's exchange.
+    func countConfirms(_ outcomes: [AMQPPublishOutcome], of messages: [AMQPOutboundMessage]) {
         var confirmed = 0
         var nacked = 0
-        var returned = 0
+        var returned: [String: Int] = [:]
         var unencodable = 0
-        for outcome in outcomes {
+        for (outcome, message) in zip(outcomes, messages) {
             switch outcome {
             case .confirmed: confirmed += 1
             case .nacked: nacked += 1
-            case .returned: returned += 1
+            case .returned: returned[message.exchange, default: 0] += 1
             case .unencodable: unencodable += 1
             }
         }
         countConfirms(.confirmed, by: confirmed)
         countConfirms(.nacked, by: nacked)
-        countConfirms(.returned, by: returned)
+        for (exchange, count) in returned { countReturned(exchange: exchange, by: count) }
         countConfirms(.unencodable, by: unencodable)
     }
 }

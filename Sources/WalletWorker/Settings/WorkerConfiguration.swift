@@ -73,6 +73,9 @@ public struct WorkerConfiguration: Sendable {
     /// OpenTelemetry tracing, from the `OTEL_*` environment (`TracingSettings(environment:)`). Default: off.
     public var tracing = TracingSettings.off
     public var logFormat: LogFormat = .text
+    /// How often a storm of the same warning is summarised (`WarningStorms`). Not a setting: the in-process tests
+    /// move it out of the way of the timers they step through. Default: `60 s`.
+    var warningSummaryInterval: Duration = .seconds(60)
 
     public init() {}
 

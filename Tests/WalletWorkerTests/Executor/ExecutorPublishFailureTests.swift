@@ -1,4 +1,5 @@
 import Testing
+import Logging
 import WalletMessages
 
 @testable import AMQPTransport
@@ -34,6 +35,43 @@ struct ExecutorPublishFailureTests {
         #expect(worker.broker.settlements == [.ack(deliveryTag: tags[0], multiple: false)])
         #expect(worker.broker.published(to: Self.topology.deadLetterExchange).isEmpty)
         #expect(worker.metric("wallet_retries_total") == 1)
+        if case .returned = outcome {
+            // A return is counted by the exchange that had no queue for it: which downstream to call.
+            #expect(
+                worker.metric(
+                    "wallet_publish_confirms_total", labels: [#"outcome="returned""#, #"exchange="wallet.installations""#]
+                ) == 1)
+        } else {
+            #expect(worker.metric("wallet_publish_confirms_total", labels: [#"outcome="nacked""#]) == 1)
+        }
+        try await worker.stop()
+    }
+
+    /// A storm of refused results is one warning line, then one with the count held back once the interval is over
+    /// (issue 36: a 90 s downstream redeploy wrote 8,774 warning lines). Each message's own line is kept.
+    @Test func aStormOfRefusedResultsIsOneWarningThenItsCount() async throws {
+        let captured = CapturedLines()
+        var logger = Logger(label: "storm") { _ in CapturingHandler(lines: captured) }
+        logger.logLevel = .warning
+        let worker = InProcessWorker(configure: { $0.warningSummaryInterval = .seconds(60) }, logger: logger)
+        await worker.waitUntilConsuming()
+        failingResults(worker, .nacked)
+        for n in 1...20 {
+            _ = worker.broker.deliver([.action("refresh", id: "m-\(n)")])
+            await worker.broker.waitForSettlements(n)
+        }
+        func lines(_ text: String) -> [String] { captured.all.filter { $0.contains(text) } }
+        #expect(lines("publish not confirmed").count == 1, "\(captured.all)")
+        #expect(lines("sent to the retry queue").count == 20, "each message's own line")
+
+        // The summariser's interval ends: the storm's count is written, and it sleeps for the next one.
+        await worker.clock.waitForSleeper { $0 == .seconds(60) }
+        worker.clock.advance(by: .seconds(60))
+        await worker.clock.waitForSleeper { $0 == .seconds(120) }
+        #expect(
+            lines("publish not confirmed: 19 more like it in the last 60s").count == 1,
+            "\(lines("publish not confirmed"))")
+        #expect(worker.metric("wallet_publish_confirms_total", labels: [#"outcome="nacked""#]) == 20)
         try await worker.stop()
     }
 

@@ -27,21 +27,26 @@ final class InProcessWorker: Sendable {
     }()
 
     /// Starts a worker with the test's settings; `configure` sees the defaults, less the operations server and the
-    /// queue depth polls (both real sockets). `beforeStart` scripts the broker before the worker first calls it.
+    /// queue depth polls (both real sockets). `beforeStart` scripts the broker before the worker first calls it;
+    /// `logger` is the worker's (quiet by default).
     init(
-        configure: (inout WorkerConfiguration) -> Void = { _ in }, beforeStart: (ScriptedBroker) -> Void = { _ in }
+        configure: (inout WorkerConfiguration) -> Void = { _ in }, beforeStart: (ScriptedBroker) -> Void = { _ in },
+        logger: Logger = InProcessWorker.logger
     ) {
         beforeStart(broker)
         var configuration = WorkerConfiguration()
         configuration.httpPort = nil
         configuration.queuePollInterval = nil
         configuration.store = .memory
+        // The warning storms' summary timer, out of the way of the timers a test steps through (`advanceToTimer`);
+        // a test of the summaries sets it back.
+        configuration.warningSummaryInterval = .seconds(86_400)
         configure(&configuration)
         self.configuration = configuration
         let connection = AMQPConnectionConfiguration(url: try! AMQPURL(parsing: configuration.amqpURL))
         worker = NotificationWorker(
             configuration: configuration, connection: connection, broker: broker, clock: WorkerClock(clock),
-            store: store, metrics: metrics, logger: Self.logger)
+            store: store, metrics: metrics, logger: logger)
         var service = ServiceGroupConfiguration(
             services: [.init(service: worker)], gracefulShutdownSignals: [], logger: Self.logger)
         // No wall clock here. `WorkerApplication` gives the drain `shutdownGracePeriod` and then 2 s to return once
