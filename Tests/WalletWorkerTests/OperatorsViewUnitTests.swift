@@ -133,7 +133,8 @@ import WalletStore
         metrics.lastProcessed.set(1_000.0)
         let observer = LifecycleObserver(
             metrics: metrics, health: WorkerHealth(pipelines: 1),
-            logger: Logger(label: "t", factory: { _ in SwiftLogNoOpLogHandler() }), tracing: nil, stopTally: StopTally(),
+            logger: Logger(label: "t", factory: { _ in SwiftLogNoOpLogHandler() }), tracing: nil,
+            stopTally: StopTally(),
             storms: WarningStorms(clock: .continuous))
         let delivery = DeliveryLifecycle.Delivery(
             tag: 1, original: OriginalMessage(body: [], properties: AMQPMessageProperties(), routingKey: "k"),

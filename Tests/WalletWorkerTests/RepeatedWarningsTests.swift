@@ -87,7 +87,6 @@ import Testing
     }
 }
 
-
 /// What the log says of a storm: the first line, then one per interval with the count held back, then the flush.
 @Suite struct WarningStormsTests {
     @Test func aStormOfReturnedResultsIsThreeLinesWithExactCounts() {
@@ -106,7 +105,9 @@ import Testing
         let lines = captured.all
         #expect(lines.count == 3, "\(lines)")
         #expect(lines.first?.contains("message_id") == true && lines.first?.contains("m-0") == true)
-        #expect(lines.dropFirst().first?.contains("publish not confirmed (and 8,773 more like it in the last 60s)") == true, "\(lines)")
+        #expect(
+            lines.dropFirst().first?.contains("publish not confirmed (and 8,773 more like it in the last 60s)") == true,
+            "\(lines)")
         #expect(lines.last?.contains("publish not confirmed: 1 more like it") == true, "\(lines)")
     }
 
