@@ -21,6 +21,23 @@ import Testing
         #expect(warnings.occurred(returned, now: .seconds(71)) == .holdBack)
     }
 
+    @Test func aKindWithABurstWritesThatManyLinesAnIntervalThenHoldsBack() {
+        var warnings = RepeatedWarnings(interval: .seconds(60))
+        let rejected = RepeatedWarnings.Kind("rejected and dead-lettered", burst: 3)
+        for second in 0..<3 {
+            #expect(warnings.occurred(rejected, now: .seconds(second)) == .write(heldBack: 0, over: .zero))
+        }
+        for second in 3..<60 { #expect(warnings.occurred(rejected, now: .seconds(second)) == .holdBack) }
+        // The interval runs from its first line: the next one, 60 s after it, carries the count; a new burst begins.
+        #expect(warnings.occurred(rejected, now: .seconds(60)) == .write(heldBack: 57, over: .seconds(60)))
+        #expect(warnings.occurred(rejected, now: .seconds(61)) == .write(heldBack: 0, over: .zero))
+        #expect(warnings.occurred(rejected, now: .seconds(62)) == .write(heldBack: 0, over: .zero))
+        #expect(warnings.occurred(rejected, now: .seconds(63)) == .holdBack)
+        #expect(
+            warnings.dueSummaries(now: .seconds(120))
+                == [RepeatedWarnings.Summary(kind: rejected, heldBack: 1, over: .seconds(60))])
+    }
+
     @Test func eachKindHasItsOwnInterval() {
         var warnings = RepeatedWarnings(interval: .seconds(60))
         #expect(warnings.occurred(returned, now: .seconds(0)) == .write(heldBack: 0, over: .zero))
@@ -66,7 +83,7 @@ import Testing
     func everyOccurrenceIsAccountedForExactlyOnce(seed: UInt64) {
         var random = SplitMix64(seed: seed)
         var warnings = RepeatedWarnings(interval: .seconds(10))
-        let kinds = [returned, requeued]
+        let kinds = [returned, requeued, RepeatedWarnings.Kind("sent to the retry queue", burst: 4)]
         var now = Duration.zero
         var occurrences = 0
         var accounted = 0

@@ -63,6 +63,11 @@ final class WarningStorms: Sendable {
 }
 
 extension RepeatedWarnings.Kind {
+    /// A delivery's own line at warning or above (`sent to the retry queue`, `rejected and dead-lettered`, ...): the
+    /// first 10 of an interval, with their message ids, then the count. Each message's story is also in the metrics,
+    /// its results and the dead-letter queue (`wallet-worker dead-letters`).
+    static func fate(_ fate: DeliveryFate) -> Self { Self(fate.logMessage, burst: 10) }
+
     static let publishNotConfirmed = Self("publish not confirmed")
     static let resultNotTaken = Self("dead-lettered, but its rejected result was not taken")
     static let requeueDelayed = Self("retry and dead-letter publishes failed; requeueing after a delay")

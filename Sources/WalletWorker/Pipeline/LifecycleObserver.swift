@@ -119,11 +119,9 @@ struct LifecycleObserver: Sendable {
             stopTally.gaveBack(1)
             // Given back: it is processed when it comes again. Counted as a requeue where the lifecycle decided it.
             let level = Self.level(of: fate.severity(isDomainError: false))
-            if logger.logLevel <= level {
-                logger.log(
-                    level: level, "\(fate.logMessage)",
-                    metadata: metadata(delivery, end.session, fate.logMetadata.mapValues { .string($0) }))
-            }
+            log(
+                fate, level: level,
+                metadata: metadata(delivery, end.session, fate.logMetadata.mapValues { .string($0) }))
             return false
         }
         metrics.processingTime.record(end.elapsed)
@@ -152,9 +150,25 @@ struct LifecycleObserver: Sendable {
             if delivery.original.properties.messageID?.isEmpty ?? true { metrics.withoutMessageID.increment() }
         }
         let level = Self.level(of: fate.severity(isDomainError: end.stored?.decision.outcome == .domainError))
-        // Built only when it will be written: this runs for every message.
-        guard logger.logLevel <= level else { return end.stored != nil }
-        var extra: Logger.Metadata = fate.logMetadata.mapValues { .string($0) }
+        log(fate, level: level, metadata: metadata(of: end))
+        return end.stored != nil
+    }
+
+    /// A delivery's line: below warning as it is (debug lines for every processed message are asked for); at warning
+    /// and above through the storms, so that a flood of rejected or retried messages stays readable. `metadata` is
+    /// built only when the line is written: this runs for every message.
+    private func log(_ fate: DeliveryFate, level: Logger.Level, metadata: @autoclosure () -> Logger.Metadata) {
+        guard logger.logLevel <= level else { return }
+        if level >= .warning {
+            storms.log(.fate(fate), level: level, fate.logMessage, metadata: metadata(), to: logger)
+        } else {
+            logger.log(level: level, "\(fate.logMessage)", metadata: metadata())
+        }
+    }
+
+    /// What a finished delivery's line says beyond its message.
+    private func metadata(of end: DeliveryEnd) -> Logger.Metadata {
+        var extra: Logger.Metadata = end.fate.logMetadata.mapValues { .string($0) }
         if let wait = end.retryWait {
             extra["retry_queue"] = "\(wait.queue)"
             extra["expiration_ms"] = "\(wait.milliseconds)"
@@ -165,8 +179,7 @@ struct LifecycleObserver: Sendable {
             if let card = decision.digitalCardId { extra["digitalCardId"] = "\(card)" }
             if end.stored?.isReplay == true { extra["replay"] = "true" }
         }
-        logger.log(level: level, "\(fate.logMessage)", metadata: metadata(delivery, end.session, extra))
-        return end.stored != nil
+        return metadata(end.delivery, end.session, extra)
     }
 
     /// The log level a fate's severity is said at.
