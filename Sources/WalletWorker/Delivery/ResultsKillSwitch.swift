@@ -13,7 +13,7 @@
 ///   connection) fails every message, and waiting for the activation count would only retry more of them.
 ///
 /// Pure and cheap on the hot path: successes are counts in one-second buckets; only failures keep their message's
-/// key (a set per bucket), and they are rare until they are not.
+/// key (one per refusal, in its bucket), and they are rare until they are not.
 struct ResultsKillSwitch: Sendable {
     struct Settings: Sendable, Equatable {
         /// How far back the rule looks. Default: 10 s.

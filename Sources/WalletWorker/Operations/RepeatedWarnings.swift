@@ -23,7 +23,7 @@ struct RepeatedWarnings: Sendable {
     enum Decision: Sendable, Equatable {
         /// Write it. `heldBack` lines like it were not written in the `over` before it (0 for the first of a storm).
         case write(heldBack: Int, over: Duration)
-        /// Count it and write nothing: a line of its kind was written less than `interval` ago.
+        /// Count it and write nothing: its kind has written its `burst` of lines in the interval that is running.
         case holdBack
     }
 
