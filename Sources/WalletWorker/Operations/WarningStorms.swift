@@ -68,6 +68,10 @@ extension RepeatedWarnings.Kind {
     /// its results and the dead-letter queue (`wallet-worker dead-letters`).
     static func fate(_ fate: DeliveryFate) -> Self { Self(fate.logMessage, burst: 10) }
 
+    /// A message's malformed `reply_to`: hostile input, one line per message like its fate's.
+    static let malformedReplyTo = Self(
+        "reply_to is malformed (not UTF-8, or a direct reply-to address RabbitMQ cannot decode); its copies were not published",
+        burst: 10)
     static let publishNotConfirmed = Self("publish not confirmed")
     static let resultNotTaken = Self("dead-lettered, but its rejected result was not taken")
     static let requeueDelayed = Self("retry and dead-letter publishes failed; requeueing after a delay")

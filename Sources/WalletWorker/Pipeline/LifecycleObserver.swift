@@ -127,10 +127,12 @@ struct LifecycleObserver: Sendable {
         metrics.processingTime.record(end.elapsed)
         if end.skippedReplyCopies > 0 {
             metrics.skippedReplyCopies.increment(by: Int64(end.skippedReplyCopies))
-            logger.warning(
+            storms.log(
+                .malformedReplyTo,
                 "reply_to is malformed (not UTF-8, or a direct reply-to address RabbitMQ cannot decode); its copies were not published",
-                metadata: metadata(delivery, end.session, ["reply_to": "\(delivery.original.properties.replyTo ?? "")"])
-            )
+                metadata: metadata(
+                    delivery, end.session, ["reply_to": "\(delivery.original.properties.replyTo ?? "")"]),
+                to: logger)
         }
         if delivery.redelivered { metrics.redeliveries.increment() }
         if let timestamp = delivery.original.properties.timestamp {

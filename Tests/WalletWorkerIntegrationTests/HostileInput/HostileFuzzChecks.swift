@@ -85,6 +85,8 @@ final class HostileFuzzRun: @unchecked Sendable {
     let environment: WorkerEnvironment
     let settings: HostileFuzzSettings
     let worker: RunningWorker
+    /// The worker's lines at warning and above: what an operator reads during the flood.
+    let log: CapturedLog
     let results: QueueCapture<FuzzResult>
     let deadLetters: QueueCapture<FuzzDeadLetter>
     private var generator: HostileGenerator
@@ -101,13 +103,14 @@ final class HostileFuzzRun: @unchecked Sendable {
     private let started = ContinuousClock.now
 
     private init(
-        environment: WorkerEnvironment, settings: HostileFuzzSettings, worker: RunningWorker,
+        environment: WorkerEnvironment, settings: HostileFuzzSettings, worker: RunningWorker, log: CapturedLog,
         results: QueueCapture<FuzzResult>, deadLetters: QueueCapture<FuzzDeadLetter>,
         publisher: FuzzPublisher, generator: HostileGenerator
     ) {
         self.environment = environment
         self.settings = settings
         self.worker = worker
+        self.log = log
         self.results = results
         self.deadLetters = deadLetters
         self.publisher = publisher
@@ -129,20 +132,39 @@ final class HostileFuzzRun: @unchecked Sendable {
         let deadLetters = try await QueueCapture.start(
             queue: topology.deadLetterQueue, on: environment.connection,
             record: { FuzzDeadLetter($0, workQueue: workQueue) })
-        let worker = try await environment.startWorker()
+        let log = CapturedLog()
+        let worker = try await environment.startWorker(logger: log.logger(level: .warning))
         let publisher = try await FuzzPublisher.connect()
         let user = (try? AMQPURL(parsing: TestBroker.urlText))?.user
         let generator = HostileGenerator(
             seed: settings.seed, limit: HostileFuzzSettings.maximumBodyBytes, prefix: environment.prefix,
             exchange: topology.inboundExchange, connectionUser: user, excluded: settings.excluded)
         return HostileFuzzRun(
-            environment: environment, settings: settings, worker: worker, results: results, deadLetters: deadLetters,
-            publisher: publisher, generator: generator)
+            environment: environment, settings: settings, worker: worker, log: log, results: results,
+            deadLetters: deadLetters, publisher: publisher, generator: generator)
     }
 
     /// A failure names the seed, so the run can be replayed.
     private func fail(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
         Issue.record("\(text) [HOSTILE_FUZZ_SEED=\(settings.seed)]", sourceLocation: sourceLocation)
+    }
+
+    /// A flood of hostile messages is a few lines a minute of each kind (the first 10 with their message ids, then
+    /// counts), and the counts add up: every worker-rejected message is a line or counted in one.
+    private func checkLogStaysReadable(_ metrics: FuzzMetrics, over duration: Duration) {
+        let lines = log.all
+        // Each kind writes at most 10 lines and one summary per minute from its first line, plus the stop's summary.
+        let intervals = Int(duration / .seconds(60)) + 2
+        let bound = 11 * intervals + 1
+        for (kind, ofKind) in Dictionary(grouping: lines, by: \.kind) where ofKind.count > bound {
+            fail("\(ofKind.count) log lines of '\(kind)' in \(duration.formatted2), more than \(bound)")
+        }
+        let rejected = lines.filter { $0.kind == "rejected and dead-lettered" }
+        let accounted = rejected.reduce(0) { $0 + ($1.isSummary ? 0 : 1) + $1.heldBack }
+        let counted = metrics.deadLettersByReason.first { $0.0 == "rejected" }?.1 ?? 0
+        if Double(accounted) != counted {
+            fail("the log accounts for \(accounted) rejected messages, the metrics count \(counted)")
+        }
     }
 
     // MARK: Publishing
@@ -267,6 +289,7 @@ final class HostileFuzzRun: @unchecked Sendable {
         let reconnects = worker.metric("wallet_reconnects_total")
         let metrics = FuzzMetrics(worker)
         try await worker.stop()
+        checkLogStaysReadable(metrics, over: ContinuousClock.now - started)
         let workLeft = try await environment.messageCount(environment.topology.workQueue)
         let retryLeft = try await environment.messageCount(environment.topology.retryQueue)
         try await Task.sleep(for: .milliseconds(200))

@@ -82,8 +82,10 @@ final class WorkerEnvironment: @unchecked Sendable {
     /// wait is generous: the start is not what these tests check, and when every suite starts at once on two
     /// cores (with a broker and the private nodes of other suites) a start took over 20 s in CI, and a suite of
     /// four such tests 43 s in a later full run.
-    func startWorker(readyWithin limit: Duration = .seconds(120)) async throws -> RunningWorker {
-        let worker = try RunningWorker(configuration: configuration)
+    func startWorker(readyWithin limit: Duration = .seconds(120), logger: Logger = RunningWorker.logger)
+        async throws -> RunningWorker
+    {
+        let worker = try RunningWorker(configuration: configuration, logger: logger)
         owned.withLock { $0.workers.append(worker) }
         try await worker.waitUntilReady(within: limit)
         return worker
@@ -219,8 +221,8 @@ final class RunningWorker: Sendable {
     private let task: Task<Void, any Error>
     private let stopped = Mutex(false)
 
-    init(configuration: WorkerConfiguration) throws {
-        application = try WorkerApplication.build(configuration: configuration, logger: RunningWorker.logger)
+    init(configuration: WorkerConfiguration, logger: Logger = RunningWorker.logger) throws {
+        application = try WorkerApplication.build(configuration: configuration, logger: logger)
         let group = application.serviceGroup(signals: [])
         self.group = group
         task = Task { try await group.run() }
