@@ -1,9 +1,9 @@
 import Logging
 import Synchronization
 
-/// The worker's repeated warnings, shared by every pipeline's observer: each kind is written once, then at most once
-/// per interval with the count of those held back (`RepeatedWarnings`); `flush` writes the count of a storm that ended
-/// before its next line. Metrics keep the exact counts.
+/// The worker's repeated warnings, shared by every pipeline's observer: each kind is written its burst of lines an
+/// interval, then held back until the next line can say how many were (`RepeatedWarnings`); `flush` writes the count
+/// of a storm that ended before its next line. Metrics keep the exact counts.
 final class WarningStorms: Sendable {
     private let warnings: Mutex<RepeatedWarnings>
     private let clock: WorkerClock
@@ -15,8 +15,8 @@ final class WarningStorms: Sendable {
 
     var interval: Duration { warnings.withLock { $0.interval } }
 
-    /// Writes `message` at `level` unless a line of its kind was written less than an interval ago; a line written
-    /// after some were held back says how many. `metadata` is built only when the line is written.
+    /// Writes `message` at `level` unless its kind has written its burst in the interval that is running; a line
+    /// written after some were held back says how many. `metadata` is built only when the line is written.
     func log(
         _ kind: RepeatedWarnings.Kind, level: Logger.Level = .warning, _ message: String,
         metadata: @autoclosure () -> Logger.Metadata, to logger: Logger
@@ -45,7 +45,7 @@ final class WarningStorms: Sendable {
         }
     }
 
-    /// `8,773 more like it in the last 60 s`.
+    /// `8,773 more like it in the last 60s`.
     static func heldBackText(_ count: Int, over: Duration) -> String {
         "\(grouped(count)) more like it in the last \(DurationText.format(over))"
     }
