@@ -142,8 +142,10 @@ let package = Package(
 
         // MARK: - Tests
         // Helpers shared by the test targets (a deterministic random generator, loopback sockets, a faulty relay, the
-        // one polling helper `eventually`).
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // one polling helper `eventually`, a log capture).
+        .target(
+            name: "TestSupport", dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/TestSupport"),
         // The integration tests' one broker kit: connections, a topology per test, queue capture.
         .target(
             name: "BrokerTestSupport",

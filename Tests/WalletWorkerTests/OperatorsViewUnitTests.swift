@@ -2,6 +2,7 @@ import AMQPTransport
 import Foundation
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 import WalletRouting
 import WalletStore
@@ -68,38 +69,38 @@ import WalletStore
     }
 
     @Test func theHandlerMasksURLPasswordsWithoutAnyConfiguredSecret() {
-        let captured = CapturedLines()
+        let captured = CapturedLog()
         var logger = Logger(label: "test") { _ in
-            RedactingLogHandler(CapturingHandler(lines: captured), secrets: .none)
+            RedactingLogHandler(CapturedLog.Handler(captured), secrets: .none)
         }
         logger.logLevel = .info
         logger.info("connecting to amqp://guest:guest@localhost/", metadata: ["url": "postgres://u:pw@db/wallet"])
-        let line = captured.all.joined()
+        let line = captured.texts.joined()
         #expect(!line.contains(":guest@") && !line.contains(":pw@"), "\(line)")
         #expect(line.contains("amqp://guest:***@localhost/") && line.contains("postgres://u:***@db/wallet"))
     }
 
     @Test func theRedactingHandlerMasksMessagesMetadataAndErrors() {
-        let captured = CapturedLines()
+        let captured = CapturedLog()
         let secrets = SecretRedaction(["very-secret-token"])
         var logger = Logger(label: "test") { _ in
-            RedactingLogHandler(CapturingHandler(lines: captured), secrets: secrets)
+            RedactingLogHandler(CapturedLog.Handler(captured), secrets: secrets)
         }
         logger.logLevel = .trace
         logger[metadataKey: "header"] = "Bearer very-secret-token"
         logger.info(
             "sending very-secret-token",
             metadata: ["nested": ["value": "x very-secret-token"], "list": ["very-secret-token"]])
-        let lines = captured.all
+        let lines = captured.texts
         #expect(lines.count == 1)
         #expect(!lines.joined().contains("very-secret-token"), "\(lines)")
         #expect(lines.joined().contains("***"))
     }
 
     @Test func swiftOTelsConfigurationLinesNeverShowAHeaderValueAndItsDropWarningsAreCounted() throws {
-        let captured = CapturedLines()
+        let captured = CapturedLog()
         let metrics = WorkerMetrics()
-        var output = CapturingHandler(lines: captured)
+        var output = CapturedLog.Handler(captured)
         output.logLevel = .info
         var logger = Logger(label: "otel") { _ in OTelDiagnostics(output: output, metrics: metrics) }
         // swift-otel sets its own level (OTEL_LOG_LEVEL); the worker's decides.
@@ -116,7 +117,7 @@ import WalletStore
         processor[metadataKey: "batch_size"] = "25"
         processor.warning("Failed to export batch.")
 
-        let lines = captured.all
+        let lines = captured.texts
         #expect(lines.count == 3, "\(lines)")
         #expect(!lines.joined().contains("Bearer x"), "\(lines)")
         let exposition = String(decoding: metrics.exposition(), as: UTF8.self)
@@ -237,31 +238,5 @@ import WalletStore
         let text = String(decoding: metrics.exposition(), as: UTF8.self)
         let line = try #require(text.split(separator: "\n").first { $0.hasPrefix(name + " ") }, "\(name) missing")
         return try #require(Double(line.split(separator: " ").last ?? ""))
-    }
-}
-
-/// Lines a `CapturingHandler` received.
-final class CapturedLines: Sendable {
-    private let lines = Mutex<[String]>([])
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-    var all: [String] { lines.withLock { $0 } }
-}
-
-/// Writes each event as one line: level, message, metadata (its own and the event's), error.
-struct CapturingHandler: LogHandler {
-    let lines: CapturedLines
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var merged = metadata
-        if let explicit = event.metadata { merged.merge(explicit) { $1 } }
-        lines.append(
-            "\(event.level) \(event.message) \(merged.sorted { $0.key < $1.key }) \(event.error.map { "\($0)" } ?? "")")
     }
 }

@@ -109,8 +109,8 @@ import Testing
     @Test func aStormOfReturnedResultsIsThreeLinesWithExactCounts() {
         let clock = ManualClock()
         let storms = WarningStorms(interval: .seconds(60), clock: WorkerClock(clock))
-        let captured = CapturedLines()
-        var logger = Logger(label: "storm") { _ in CapturingHandler(lines: captured) }
+        let captured = CapturedLog()
+        var logger = Logger(label: "storm") { _ in CapturedLog.Handler(captured) }
         logger.logLevel = .info
         for n in 0..<8_775 {
             if n == 8_774 { clock.advance(by: .seconds(60)) }
@@ -119,7 +119,7 @@ import Testing
         storms.log(.publishNotConfirmed, "publish not confirmed", metadata: ["message_id": "last"], to: logger)
         clock.advance(by: .seconds(60))
         storms.flush(to: logger)
-        let lines = captured.all
+        let lines = captured.texts
         #expect(lines.count == 3, "\(lines)")
         #expect(lines.first?.contains("message_id") == true && lines.first?.contains("m-0") == true)
         #expect(
@@ -130,15 +130,15 @@ import Testing
 
     @Test func belowTheLoggersLevelNothingIsCountedOrBuilt() {
         let storms = WarningStorms(interval: .seconds(60), clock: WorkerClock(ManualClock()))
-        let captured = CapturedLines()
-        var logger = Logger(label: "storm") { _ in CapturingHandler(lines: captured) }
+        let captured = CapturedLog()
+        var logger = Logger(label: "storm") { _ in CapturedLog.Handler(captured) }
         logger.logLevel = .error
         storms.log(.publishNotConfirmed, "publish not confirmed", metadata: ["built": "yes"], to: logger)
         logger.logLevel = .info
         // The first line the logger lets through is the first of its storm.
         storms.log(.publishNotConfirmed, "publish not confirmed", metadata: [:], to: logger)
-        #expect(captured.all.count == 1)
-        #expect(captured.all.first?.contains("more like it") == false)
+        #expect(captured.texts.count == 1)
+        #expect(captured.texts.first?.contains("more like it") == false)
     }
 
     @Test(arguments: [(0, "0"), (7, "7"), (999, "999"), (1_000, "1,000"), (8_773, "8,773"), (1_234_567, "1,234,567")])

@@ -7,13 +7,14 @@ import Synchronization
 final class WarningStorms: Sendable {
     private let warnings: Mutex<RepeatedWarnings>
     private let clock: WorkerClock
+    /// How often a storm is summarised: the summariser's period.
+    let interval: Duration
 
     init(interval: Duration = .seconds(60), clock: WorkerClock) {
         warnings = Mutex(RepeatedWarnings(interval: interval))
         self.clock = clock
+        self.interval = interval
     }
-
-    var interval: Duration { warnings.withLock { $0.interval } }
 
     /// Writes `message` at `level` unless its kind has written its burst in the interval that is running; a line
     /// written after some were held back says how many. `metadata` is built only when the line is written.

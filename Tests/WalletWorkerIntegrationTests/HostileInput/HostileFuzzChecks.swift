@@ -133,7 +133,8 @@ final class HostileFuzzRun: @unchecked Sendable {
             queue: topology.deadLetterQueue, on: environment.connection,
             record: { FuzzDeadLetter($0, workQueue: workQueue) })
         let log = CapturedLog()
-        let worker = try await environment.startWorker(logger: log.logger(level: .warning))
+        let worker = try await environment.startWorker(
+            logger: log.logger(label: "wallet-worker-under-test", level: .warning))
         let publisher = try await FuzzPublisher.connect()
         let user = (try? AMQPURL(parsing: TestBroker.urlText))?.user
         let generator = HostileGenerator(
@@ -623,4 +624,25 @@ extension Duration {
         let seconds = inSeconds
         return seconds < 10 ? String(format: "%.1f ms", seconds * 1_000) : String(format: "%.1f s", seconds)
     }
+}
+
+/// What the worker's warning storms add to a line (`WarningStorms`), read back.
+extension CapturedLog.Line {
+    private static let summary = #": [0-9,]+ more like it in the last "#
+
+    /// A summary line (`<line>: 12 more like it in the last 60s`): it stands only for the lines it counts.
+    var isSummary: Bool { message.range(of: Self.summary, options: .regularExpression) != nil }
+
+    /// Which warning it is: the message without what the storms add (` (and 8,773 more like it in the last 60s)`,
+    /// or a summary's count).
+    var kind: String {
+        if let carried = message.range(of: " (and ") { return String(message[..<carried.lowerBound]) }
+        if let counted = message.range(of: Self.summary, options: .regularExpression) {
+            return String(message[..<counted.lowerBound])
+        }
+        return message
+    }
+
+    /// How many lines like it this one stands for, beyond itself (its `held_back`).
+    var heldBack: Int { metadata["held_back"].flatMap { Int($0) } ?? 0 }
 }

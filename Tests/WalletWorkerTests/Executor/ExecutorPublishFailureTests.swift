@@ -1,4 +1,5 @@
 import Logging
+import TestSupport
 import Testing
 import WalletMessages
 
@@ -55,8 +56,8 @@ struct ExecutorPublishFailureTests {
     /// A storm of refused results is one warning line, then one with the count held back once the interval is over
     /// (issue 36: a 90 s downstream redeploy wrote 8,774 warning lines); each message's own line the first 10 times.
     @Test func aStormOfRefusedResultsIsOneWarningThenItsCount() async throws {
-        let captured = CapturedLines()
-        var logger = Logger(label: "storm") { _ in CapturingHandler(lines: captured) }
+        let captured = CapturedLog()
+        var logger = Logger(label: "storm") { _ in CapturedLog.Handler(captured) }
         logger.logLevel = .warning
         let worker = InProcessWorker(configure: { $0.warningSummaryInterval = .seconds(60) }, logger: logger)
         await worker.waitUntilConsuming()
@@ -65,8 +66,8 @@ struct ExecutorPublishFailureTests {
             _ = worker.broker.deliver([.action("refresh", id: "m-\(n)")])
             await worker.broker.waitForSettlements(n)
         }
-        func lines(_ text: String) -> [String] { captured.all.filter { $0.contains(text) } }
-        #expect(lines("publish not confirmed").count == 1, "\(captured.all)")
+        func lines(_ text: String) -> [String] { captured.texts.filter { $0.contains(text) } }
+        #expect(lines("publish not confirmed").count == 1, "\(captured.texts)")
         #expect(lines("sent to the retry queue").count == 10, "the first 10 messages' own lines, with their ids")
         #expect(lines("sent to the retry queue").allSatisfy { $0.contains("message_id") })
 

@@ -1,0 +1,59 @@
+import Logging
+import Synchronization
+
+/// The lines a logger wrote, kept as events (level, message, metadata, error): for checks of what an operator reads.
+/// `Handler` is the `LogHandler` that keeps them, alone or under another handler (redaction, OpenTelemetry's
+/// diagnostics); `texts` gives each as one line of text to search.
+public final class CapturedLog: Sendable {
+    public struct Line: Sendable {
+        public var level: Logger.Level
+        public var message: String
+        /// The handler's own metadata and the event's, each value as text.
+        public var metadata: [String: String]
+        public var error: String?
+
+        /// Level, message, metadata (`key=value`, by key) and error, on one line.
+        public var text: String {
+            let pairs = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            return "\(level) \(message) \(pairs.joined(separator: " ")) \(error ?? "")"
+        }
+    }
+
+    private let lines = Mutex<[Line]>([])
+
+    public init() {}
+
+    public var all: [Line] { lines.withLock { $0 } }
+    public var texts: [String] { all.map(\.text) }
+
+    /// A logger that keeps what it is given from `level` up.
+    public func logger(label: String = "captured", level: Logger.Level) -> Logger {
+        var logger = Logger(label: label) { _ in Handler(self) }
+        logger.logLevel = level
+        return logger
+    }
+
+    fileprivate func append(_ line: Line) { lines.withLock { $0.append(line) } }
+
+    public struct Handler: LogHandler {
+        private let log: CapturedLog
+        public var metadata: Logger.Metadata = [:]
+        public var logLevel: Logger.Level = .trace
+
+        public init(_ log: CapturedLog) { self.log = log }
+
+        public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        public func log(event: LogEvent) {
+            var merged = metadata
+            if let explicit = event.metadata { merged.merge(explicit) { $1 } }
+            log.append(
+                Line(
+                    level: event.level, message: "\(event.message)", metadata: merged.mapValues { "\($0)" },
+                    error: event.error.map { "\($0)" }))
+        }
+    }
+}
