@@ -211,8 +211,12 @@ extension Resilience {
                 return
             }
             let broker = ["RABBITMQ_PORT": port, "RABBITMQ_DATA_DIR": data]
-            func ctl(_ arguments: String...) async throws {
+            func ctlOutput(_ arguments: String...) async throws -> String {
                 try await runRepositoryScript(
+                    "rabbitmq-local.sh", ["ctl"] + arguments, environment: broker, timeout: .seconds(60))
+            }
+            func ctl(_ arguments: String...) async throws {
+                _ = try await runRepositoryScript(
                     "rabbitmq-local.sh", ["ctl"] + arguments, environment: broker, timeout: .seconds(60))
             }
             let user = "wnw-rotate-\(UUID().uuidString.prefix(8).lowercased())"
@@ -237,15 +241,13 @@ extension Resilience {
 
                     try await ctl("change_password", user, "rotated-password")
                     // rabbitmqctl lists the user's connections, then closes each: when the worker ends its session
-                    // as a whole on the first close, the next finds no process (`noproc`, exit status 69). A pass
-                    // that finds none left exits 0.
+                    // as a whole on the first close, the next close finds no process and the command fails (status
+                    // 69, `noproc`, or another wording of the same race). What decides is what is left: the step
+                    // runs again until the broker lists none of the user's connections.
                     try await waitUntil("\(user)'s connections closed") {
-                        do {
-                            try await ctl("close_all_user_connections", user, "password rotated")
-                            return true
-                        } catch  where "\(error)".contains("noproc") {
-                            return false
-                        }
+                        _ = try? await ctl("close_all_user_connections", user, "password rotated")
+                        let listed = try await ctlOutput("list_connections", "--quiet", "--no-table-headers", "user")
+                        return !listed.split(separator: "\n").contains { $0.trimmingCharacters(in: .whitespaces) == user }
                     }
                     try await waitUntil(
                         "counted\n\(worker.logTail())", every: .milliseconds(250)
