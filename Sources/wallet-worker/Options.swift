@@ -68,6 +68,9 @@ struct WorkerOptions: SettingOptions {
     @Option(Setting.prefetch) var prefetch: String?
     @Option(Setting.concurrency) var concurrency: String?
     @Option(Setting.confirmTimeout) var confirmTimeout: String?
+    @Option(Setting.resultsPauseWindow) var resultsPauseWindow: String?
+    @Option(Setting.resultsPauseActivation) var resultsPauseActivation: String?
+    @Option(Setting.resultsPauseRatio) var resultsPauseRatio: String?
     @Option(Setting.consumerTimeout) var consumerTimeout: String?
     @Option(Setting.storeBusyTimeout) var storeBusyTimeout: String?
     @Option(Setting.storePoolSize) var storePoolSize: String?
@@ -86,6 +89,9 @@ struct WorkerOptions: SettingOptions {
             (Setting.prefetch, prefetch),
             (Setting.concurrency, concurrency),
             (Setting.confirmTimeout, confirmTimeout),
+            (Setting.resultsPauseWindow, resultsPauseWindow),
+            (Setting.resultsPauseActivation, resultsPauseActivation),
+            (Setting.resultsPauseRatio, resultsPauseRatio),
             (Setting.consumerTimeout, consumerTimeout),
             (Setting.storeBusyTimeout, storeBusyTimeout),
             (Setting.storePoolSize, storePoolSize),

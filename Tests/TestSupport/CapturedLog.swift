@@ -20,6 +20,7 @@ public final class CapturedLog: Sendable {
     }
 
     private let lines = Mutex<[Line]>([])
+    private let watchers = ConditionWaiters<[String]>()
 
     public init() {}
 
@@ -33,7 +34,16 @@ public final class CapturedLog: Sendable {
         return logger
     }
 
-    fileprivate func append(_ line: Line) { lines.withLock { $0.append(line) } }
+    /// Waits until a line's text contains `text` (or the task is cancelled: a test's time limit).
+    public func waitFor(_ text: String) async {
+        await watchers.wait(until: { $0.contains { $0.contains(text) } }, current: { texts })
+    }
+
+    fileprivate func append(_ line: Line) {
+        lines.withLock { $0.append(line) }
+        // Lines are only ever added: a waiter saw the earlier ones when it began, so the new one is all it needs.
+        watchers.changed([line.text])
+    }
 
     public struct Handler: LogHandler {
         private let log: CapturedLog

@@ -46,7 +46,7 @@ struct SettingsOptionsTests {
         }
         // The test process's environment (AMQP_URL, …) is in both sides.
         let baseline = try applied([])
-        let candidates = ["7s", "7", "quorum", "debug", "json", "memory", "amqp://candidate-host/%2f"]
+        let candidates = ["7s", "0.7", "7", "quorum", "debug", "json", "memory", "amqp://candidate-host/%2f"]
         for entry in Setting.configurable {
             let setting = entry.setting
             guard let flag = setting.flagName else { continue }

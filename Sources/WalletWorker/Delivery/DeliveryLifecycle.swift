@@ -44,6 +44,11 @@ struct DeliveryLifecycle: Sendable {
         var requeueBackoff = RequeueBackoff()
         var poisonFailureLimit = 3
         var poisonCapacity = 10_000
+        /// When a failure of the results is every message's (the pause) rather than one message's.
+        var resultsKillSwitch = ResultsKillSwitch.Settings()
+        /// The waits before each trial of paused results: doubling from 5 s up to 60 s (MassTransit's kill switch
+        /// restarts after one minute).
+        var resultsTrialBackoff = StoreCheckBackoff(first: .seconds(5), longest: .seconds(60))
 
         init(topology: Topology, retry: RetrySchedule) {
             self.topology = topology
@@ -74,6 +79,8 @@ struct DeliveryLifecycle: Sendable {
     private var pipelines: [PipelineState]
     private var suspects: PoisonSuspects
     private var store = StoreAvailability()
+    private var results = ResultsAvailability()
+    private var killSwitch: ResultsKillSwitch
     private var worker = WorkerCourse()
     private var random: LifecycleRandom
     private var lastID = 0
@@ -91,10 +98,14 @@ struct DeliveryLifecycle: Sendable {
         suspects = PoisonSuspects(
             failureLimit: configuration.poisonFailureLimit, capacity: configuration.poisonCapacity)
         random = LifecycleRandom(seed: seed)
+        killSwitch = ResultsKillSwitch(settings: configuration.resultsKillSwitch)
     }
 
     /// Whether the store is out (the pipelines hold their batches).
     var isStoreOut: Bool { store.isOut }
+
+    /// Whether the results are paused: no trial consumes now.
+    var isPausedForResults: Bool { results.isPaused }
 
     /// What a started timer is for (tests and diagnostics); nil once it has fired.
     func purpose(of timer: TimerID) -> TimerPurpose? { timers[timer] }
@@ -121,7 +132,12 @@ struct DeliveryLifecycle: Sendable {
         // Stopped while connecting, it takes nothing (and `applyStop` finds the stop applied).
         session.course.started()
         actions.append(.report(.consuming(id, queue: pipelines[id.pipeline].queue.name)))
-        if worker.isStopping { applyStop(&session, now: now, &actions) }
+        if worker.isStopping {
+            applyStop(&session, now: now, &actions)
+        } else if results.isPaused {
+            // It connected as the results paused (or for the store's end): it takes nothing until a trial.
+            pauseForResults(&session, now: now, &actions)
+        }
         finishIfDone(&session, &actions)
         putSession(session)
         return actions
@@ -136,6 +152,7 @@ struct DeliveryLifecycle: Sendable {
             // The session is handing its queue back: the channel's close returns these, unprocessed.
             let reason = session.course.handBackReason
             actions.append(.report(.ended(deliveries.map { end($0, id, .requeued(reason: reason), now) })))
+            if session.course.isGivingBackForTheResults { results.gaveBack(deliveries.count) }
             putSession(session)
             return actions
         }
@@ -324,38 +341,47 @@ struct DeliveryLifecycle: Sendable {
         }
         switch session.batches[index].phase {
         case .publishing(_, let plans):
-            let failures = failures(
-                of: plans, result, session: id, deliveries: session.batches[index].deliveries, &actions)
+            let deliveries = session.batches[index].deliveries
+            let failures = failures(of: plans, result, session: id, deliveries: deliveries, &actions)
             if failures.isEmpty {
                 settle(&session, at: index, plans, requeue: [], now: now, &actions)
-                break
+                let judgement = judgeResults(plans, result, deliveries, id, allTaken: true, now: now)
+                guard case .resume(let after, let gaveBack) = judgement else { break }
+                putSession(session)
+                resumeResults(after: after, gaveBack: gaveBack, now: now, &actions)
+                return actions
             }
-            let topology = pipelines[id.pipeline].topology
-            let second = failures.map { failure -> (index: Int, plan: DeliveryPlan) in
-                let original = plans[failure.index].original
-                return (
-                    failure.index,
-                    failure.isPermanent
-                        ? DeliveryPlan(
-                            original: original, unpublishable: failure.reason, topology: topology,
-                            frameMax: session.frameMax)
-                        : DeliveryPlan(
-                            original: original, transientFailure: failure.reason, retry: configuration.retry,
-                            jitter: random.fraction(), topology: topology, frameMax: session.frameMax)
-                )
+            if session.course.isGivingBackForTheResults {
+                // Published before the pause: what was refused goes back with the rest, not to the retry queue.
+                handBackRefused(&session, at: index, plans, failures, now: now, &actions)
+                advance(&session, now: now, &actions)
+                putSession(session)
+                return actions
             }
-            if second.allSatisfy({ $0.plan.messages.isEmpty }) {
-                var settled = plans
-                for entry in second { settled[entry.index] = entry.plan }
-                settle(&session, at: index, settled, requeue: [], now: now, &actions)
-                break
+            switch judgeResults(plans, result, deliveries, id, allTaken: false, now: now) {
+            case .perMessage:
+                publishAgain(&session, at: index, plans, failures, now: now, &actions)
+            case .hold:
+                session.batches[index].phase = .heldForResults(plans, failures: failures)
+            case .resume(let after, let gaveBack):
+                publishAgain(&session, at: index, plans, failures, now: now, &actions)
+                putSession(session)
+                // Advances every session, this one included.
+                resumeResults(after: after, gaveBack: gaveBack, now: now, &actions)
+                return actions
+            case .pause(let cause):
+                let batchID = session.batches[index].id
+                putSession(session)
+                pauseEveryPipeline(cause: cause, now: now, &actions)
+                // This batch's confirms are in: what was refused goes back with everything else.
+                guard var again = takeSession(id),
+                    let current = again.batches.firstIndex(where: { $0.id == batchID })
+                else { return actions }
+                handBackRefused(&again, at: current, plans, failures, now: now, &actions)
+                advance(&again, now: now, &actions)
+                putSession(again)
+                return actions
             }
-            let republish = PublishID(value: nextID())
-            session.batches[index].phase = .republishing(republish, plans, second: second)
-            actions.append(
-                .publish(
-                    id, republish, tags: second.map { session.batches[index].deliveries[$0.index].tag },
-                    plans: second.map(\.plan)))
         case .republishing(_, var plans, let second):
             let secondPlans = second.map(\.plan)
             let secondDeliveries = second.map { session.batches[index].deliveries[$0.index] }
@@ -409,6 +435,23 @@ struct DeliveryLifecycle: Sendable {
                 advance(&session, now: now, &actions)
             }
             putSession(session)
+        case .resultsTrial:
+            guard !worker.isStopping else { return [] }
+            let deadline = TimerID(value: nextID())
+            guard results.trialBegins(deadline: deadline) else { return [] }
+            timers[deadline] = .resultsTrialDeadline
+            actions.append(.startTimer(deadline, after: configuration.resultsKillSwitch.window))
+            actions.append(.report(.trialBegan(.results, attempt: results.attempt ?? 1)))
+            killSwitch.reset()
+            for index in pipelines.indices where pipelines[index].phase == .waitingForResults {
+                pipelines[index].phase = .active
+                connect(index, after: .zero, &actions)
+            }
+        case .resultsTrialDeadline:
+            guard case .resumes(let after, let gaveBack)? = results.trialDeadlinePassed(timer, now: now) else {
+                return []
+            }
+            resumeResults(after: after, gaveBack: gaveBack, now: now, &actions)
         case .giveBack(let id):
             guard var session = takeSession(id) else { return [] }
             guard session.giveBackTimer == timer else {
@@ -494,7 +537,9 @@ struct DeliveryLifecycle: Sendable {
         switch end {
         case .pausedForStore where store.isOut:
             pipelines[id.pipeline].phase = .waitingForStore
-        case .pausedForStore:
+        case .pausedForStore where results.isPaused, .pausedForResults where results.isPaused:
+            pipelines[id.pipeline].phase = .waitingForResults
+        case .pausedForStore, .pausedForResults:
             connect(id.pipeline, after: .zero, &actions)
         case .failed, .consumerEnded, .stopped:
             let attempt = session.course.hasConsumed ? 1 : pipelines[id.pipeline].reconnectAttempt + 1
@@ -620,13 +665,13 @@ struct DeliveryLifecycle: Sendable {
     private func failures(
         of plans: [DeliveryPlan], _ result: ConfirmResult, session: SessionID, deliveries: [Delivery],
         _ actions: inout [LifecycleAction]
-    ) -> [(index: Int, reason: String, isPermanent: Bool)] {
-        var failures: [(index: Int, reason: String, isPermanent: Bool)] = []
+    ) -> [PublishFailure] {
+        var failures: [PublishFailure] = []
         switch result {
         case .timedOut(let timeout):
             let reason = "publisher confirms timed out after \(timeout)"
             for (index, plan) in plans.enumerated() where !plan.messages.isEmpty {
-                failures.append((index, reason, false))
+                failures.append(PublishFailure(index: index, reason: reason, isPermanent: false))
                 actions.append(.report(.publishNotConfirmed(session, deliveries[index], reason: reason)))
             }
         case .outcomes(let outcomes):
@@ -636,7 +681,8 @@ struct DeliveryLifecycle: Sendable {
                 let end = min(offset + plan.messages.count, outcomes.count)
                 let slice = outcomes[min(offset, end)..<end]
                 if let failure = plan.failure(in: slice) {
-                    failures.append((index, failure, plan.isUnpublishable(in: slice)))
+                    failures.append(
+                        PublishFailure(index: index, reason: failure, isPermanent: plan.isUnpublishable(in: slice)))
                     actions.append(.report(.publishNotConfirmed(session, deliveries[index], reason: failure)))
                 } else if let lost = plan.undeliveredResult(in: slice) {
                     actions.append(.report(.resultNotTaken(session, deliveries[index], reason: lost)))
@@ -652,8 +698,8 @@ struct DeliveryLifecycle: Sendable {
     /// Settles a batch whose publishes are done: every delivery but those in `requeue` is acknowledged (or rejected
     /// to the broker) at once; those in `requeue` go back to the queue after the requeue delay.
     private mutating func settle(
-        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], requeue: [Int], now: Duration,
-        _ actions: inout [LifecycleAction]
+        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], requeue: [Int], handBack: Bool = false,
+        now: Duration, _ actions: inout [LifecycleAction]
     ) {
         let batch = session.batches[index]
         var acknowledged: [UInt64] = []
@@ -692,6 +738,11 @@ struct DeliveryLifecycle: Sendable {
         if !suspects.isEmpty { suspects.recordSettled(batch.deliveries.map { PoisonSuspects.key($0.original) }) }
         if requeue.isEmpty {
             pipelines[session.id.pipeline].requeueBackoff.reset()
+            session.batches.remove(at: index)
+            return
+        }
+        if handBack {
+            // Left unsettled: the session takes no more, and its channel's close gives them back.
             session.batches.remove(at: index)
             return
         }
@@ -741,7 +792,7 @@ struct DeliveryLifecycle: Sendable {
         guard session.course.requestStop() else { return }
         let waitingForTheStore = session.batches.contains {
             switch $0.phase {
-            case .checkingStore, .waitingToRetry, .held: true
+            case .checkingStore, .waitingToRetry, .held, .heldForResults: true
             default: false
             }
         }
@@ -787,12 +838,22 @@ struct DeliveryLifecycle: Sendable {
         _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
     ) {
         let reason = session.course.handBackReason
+        var given = 0
         session.batches.removeAll { batch in
             guard batch.isUncommitted else { return false }
+            given += batch.deliveries.count
             actions.append(
                 .report(.ended(batch.deliveries.map { end($0, session.id, .requeued(reason: reason), now) })))
             return true
         }
+        // Held for a trial's verdict that will not come now: what was taken is settled, what was refused goes back.
+        while let index = session.batches.firstIndex(where: {
+            if case .heldForResults = $0.phase { true } else { false }
+        }) {
+            guard case .heldForResults(let plans, let failures) = session.batches[index].phase else { break }
+            handBackRefused(&session, at: index, plans, failures, now: now, &actions)
+        }
+        if session.course.isGivingBackForTheResults { results.gaveBack(given) }
     }
 
     private mutating func fail(with error: any Error, now: Duration, _ actions: inout [LifecycleAction]) {
@@ -877,6 +938,189 @@ struct DeliveryLifecycle: Sendable {
         session.giveBackTimer = startTimer(.giveBack(session.id), after: max(remaining, .zero), &actions)
     }
 
+    // MARK: - The results' availability
+
+    /// What a batch's first publish means for the results' side, and so for the batch's refused deliveries.
+    private enum ResultsJudgement {
+        /// A refusal is the message's own: retried, then dead-lettered.
+        case perMessage
+        /// A trial is on and has no verdict yet: the refused deliveries wait for it, unsettled.
+        case hold
+        /// A trial found the results taken: the pause ends.
+        case resume(after: Duration, gaveBack: Int)
+        /// Every message fails: the worker pauses (again).
+        case pause(cause: String)
+    }
+
+    /// Feeds the batch's first publish to the kill switch (while results are taken) or to the trial (while one is
+    /// on). `allTaken` when no plan failed: then every result the kill switch counts was delivered (the hot path:
+    /// counted, not looked at one by one).
+    private mutating func judgeResults(
+        _ plans: [DeliveryPlan], _ result: ConfirmResult, _ deliveries: [Delivery], _ session: SessionID,
+        allTaken: Bool, now: Duration
+    ) -> ResultsJudgement {
+        if case .paused = results.state { return .perMessage }
+        if allTaken {
+            let delivered = plans.reduce(0) { $0 + ($1.dependsOnResults ? 1 : 0) }
+            guard delivered > 0 else { return .perMessage }
+            if results.isTrying, case .resumes(let after, let gaveBack) = results.trialDelivered(now: now) {
+                return .resume(after: after, gaveBack: gaveBack)
+            }
+            killSwitch.recordDelivered(delivered, now: now)
+            return .perMessage
+        }
+        var outcomes: [(key: String?, tag: UInt64, outcome: ResultsKillSwitch.Outcome)] = []
+        switch result {
+        case .timedOut(let after):
+            if let position = plans.firstIndex(where: \.dependsOnResults) {
+                let reason = "publisher confirms timed out after \(after)"
+                let delivery = deliveries[position]
+                outcomes.append(
+                    (delivery.original.properties.messageID, delivery.tag, .confirmTimedOut(reason: reason)))
+            }
+        case .outcomes(let confirms):
+            var offset = 0
+            for (position, plan) in plans.enumerated() {
+                let end = min(offset + plan.messages.count, confirms.count)
+                defer { offset += plan.messages.count }
+                guard let outcome = plan.resultsOutcome(in: confirms[min(offset, end)..<end]) else { continue }
+                let delivery = deliveries[position]
+                outcomes.append((delivery.original.properties.messageID, delivery.tag, outcome))
+            }
+        }
+        guard !outcomes.isEmpty else { return .perMessage }
+        if !results.isTrying {
+            var cause: String?
+            for entry in outcomes {
+                if case .trips(let trip) = killSwitch.record(entry.outcome, key: entry.key, now: now), cause == nil {
+                    cause = trip
+                }
+            }
+            return cause.map { .pause(cause: $0) } ?? .perMessage
+        }
+        if outcomes.contains(where: { $0.outcome == .delivered }),
+            case .resumes(let after, let gaveBack) = results.trialDelivered(now: now)
+        {
+            return .resume(after: after, gaveBack: gaveBack)
+        }
+        for entry in outcomes {
+            switch entry.outcome {
+            case .delivered:
+                continue
+            case .confirmTimedOut(let reason):
+                return .pause(
+                    cause: "the broker confirmed no result in time, in trial \(results.attempt ?? 1): \(reason)")
+            case .refused(_, let reason):
+                // A message without an id is a message of its own: its session and tag name it.
+                let key = entry.key ?? "\u{0}\(session)/\(entry.tag)"
+                let verdict = results.trialRefused(
+                    key: key, reason: reason, activation: configuration.resultsKillSwitch.activation)
+                if case .pausesAgain(let cause) = verdict { return .pause(cause: cause) }
+            }
+        }
+        return .hold
+    }
+
+    /// The kill switch tripped, or a trial failed: every consuming session gives back what it holds and takes no
+    /// more, and the next trial waits for its timer.
+    private mutating func pauseEveryPipeline(cause: String, now: Duration, _ actions: inout [LifecycleAction]) {
+        let attempt = results.pause(now: now, cause: cause)
+        let delay = configuration.resultsTrialBackoff.delay(attempt: attempt, using: &random)
+        actions.append(
+            .report(.paused(.results, reason: cause, failedTrial: attempt > 1 ? attempt - 1 : nil, nextTrial: delay)))
+        _ = startTimer(.resultsTrial, after: delay, &actions)
+        for index in pipelines.indices {
+            guard var session = pipelines[index].session else { continue }
+            pipelines[index].session = nil
+            pauseForResults(&session, now: now, &actions)
+            finishIfDone(&session, &actions)
+            putSession(session)
+        }
+    }
+
+    /// One consuming session pauses for the results: it takes nothing more, and what it has not committed, or
+    /// holds for a trial's verdict, goes back. A stopping session, or one giving back for the store, goes on as it
+    /// was. What is at the store or awaits its confirms finishes: taken results are acknowledged, refused ones go
+    /// back (`handBackRefused`).
+    private mutating func pauseForResults(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
+        guard session.course.isConsuming, !session.course.stopRequested, !session.course.isGivingBackForTheStore
+        else { return }
+        session.course.takeNoMore(.pausedForResults)
+        abandonUncommitted(&session, now: now, &actions)
+    }
+
+    /// A trial found the results taken: the pause ends, and what was held for the verdict is retried message by
+    /// message.
+    private mutating func resumeResults(
+        after: Duration, gaveBack: Int, now: Duration, _ actions: inout [LifecycleAction]
+    ) {
+        actions.append(.report(.resumed(.results, after: after, gaveBack: gaveBack)))
+        killSwitch.reset()
+        for index in pipelines.indices {
+            guard var session = pipelines[index].session else { continue }
+            pipelines[index].session = nil
+            while let held = session.batches.firstIndex(where: {
+                if case .heldForResults = $0.phase { true } else { false }
+            }) {
+                guard case .heldForResults(let plans, let failures) = session.batches[held].phase else { break }
+                publishAgain(&session, at: held, plans, failures, now: now, &actions)
+            }
+            advance(&session, now: now, &actions)
+            putSession(session)
+        }
+    }
+
+    /// A batch some of whose deliveries' messages were not taken: those deliveries' second publish (their retry
+    /// copy, or their dead letter when no retry can help) goes out; the batch is settled on its confirms.
+    private mutating func publishAgain(
+        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], _ failures: [PublishFailure], now: Duration,
+        _ actions: inout [LifecycleAction]
+    ) {
+        let topology = pipelines[session.id.pipeline].topology
+        let frameMax = session.frameMax
+        let second = failures.map { failure -> (index: Int, plan: DeliveryPlan) in
+            let original = plans[failure.index].original
+            return (
+                failure.index,
+                failure.isPermanent
+                    ? DeliveryPlan(
+                        original: original, unpublishable: failure.reason, topology: topology, frameMax: frameMax)
+                    : DeliveryPlan(
+                        original: original, transientFailure: failure.reason, retry: configuration.retry,
+                        jitter: random.fraction(), topology: topology, frameMax: frameMax)
+            )
+        }
+        if second.allSatisfy({ $0.plan.messages.isEmpty }) {
+            var settled = plans
+            for entry in second { settled[entry.index] = entry.plan }
+            settle(&session, at: index, settled, requeue: [], now: now, &actions)
+            return
+        }
+        let republish = PublishID(value: nextID())
+        session.batches[index].phase = .republishing(republish, plans, second: second)
+        actions.append(
+            .publish(
+                session.id, republish, tags: second.map { session.batches[index].deliveries[$0.index].tag },
+                plans: second.map(\.plan)))
+    }
+
+    /// A batch whose publish is done while its session takes no more: what was taken is acknowledged, the
+    /// deliveries whose messages were refused go back to the queue with the channel's close, unsettled (the
+    /// results recorded for them are published again by the replay when they come back).
+    private mutating func handBackRefused(
+        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], _ failures: [PublishFailure], now: Duration,
+        _ actions: inout [LifecycleAction]
+    ) {
+        let refused = failures.map(\.index)
+        let deliveries = refused.map { session.batches[index].deliveries[$0] }
+        settle(&session, at: index, plans, requeue: refused, handBack: true, now: now, &actions)
+        if !deliveries.isEmpty {
+            let reason = session.course.handBackReason
+            actions.append(.report(.ended(deliveries.map { end($0, session.id, .requeued(reason: reason), now) })))
+            if session.course.isGivingBackForTheResults { results.gaveBack(deliveries.count) }
+        }
+    }
+
     // MARK: - Bookkeeping
 
     private mutating func connect(_ pipeline: Int, after delay: Duration, _ actions: inout [LifecycleAction]) {
@@ -950,6 +1194,8 @@ extension DeliveryLifecycle {
             case active
             /// Paused after a give-back: connects when the store answers.
             case waitingForStore
+            /// Paused for the results: connects when their trial begins.
+            case waitingForResults
             /// The worker stops: the pipeline has ended, or ends with its session.
             case stopped
         }
@@ -988,6 +1234,10 @@ extension DeliveryLifecycle {
         case requeue(SessionID, BatchID)
         case probeStore
         case giveBack(SessionID)
+        /// The paused results' next trial begins.
+        case resultsTrial
+        /// A trial of the results saw no verdict in its window: it resumes.
+        case resultsTrialDeadline
     }
 
     enum CheckRequester: Sendable {

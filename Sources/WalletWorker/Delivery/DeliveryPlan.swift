@@ -192,16 +192,34 @@ struct DeliveryPlan: Sendable {
     /// retrying it because its `rejected` result was not taken would dead-letter it again, and CONTRACT.md §8
     /// allows exactly one dead letter per rejected delivery.
     func failure(in outcomes: ArraySlice<AMQPPublishOutcome>) -> String? {
-        firstFailure(in: outcomes, deciding: true)
+        firstFailure(in: outcomes, deciding: true)?.reason
+    }
+
+    /// Its fate depends on results published to the result exchanges (it was processed and published some): what
+    /// the results' kill switch watches.
+    var dependsOnResults: Bool {
+        if case .processed = fate { !messages.isEmpty } else { false }
+    }
+
+    /// What this delivery's first publish says about the results' side (`ResultsKillSwitch`); nil when it says
+    /// nothing: it published no result it depends on (a rejected delivery depends on its dead letter, a retry on
+    /// its copy), or a result could not be encoded (the message's own failure).
+    func resultsOutcome(in outcomes: ArraySlice<AMQPPublishOutcome>) -> ResultsKillSwitch.Outcome? {
+        guard dependsOnResults else { return nil }
+        guard let (message, reason) = firstFailure(in: outcomes, deciding: true) else { return .delivered }
+        if isUnpublishable(in: outcomes) { return nil }
+        return .refused(exchange: message.exchange, reason: reason)
     }
 
     /// Why a message the delivery's fate does not depend on (a rejected delivery's `rejected` result, once its
     /// dead letter was taken) was not taken, for the log; nil when there is none.
     func undeliveredResult(in outcomes: ArraySlice<AMQPPublishOutcome>) -> String? {
-        firstFailure(in: outcomes, deciding: false)
+        firstFailure(in: outcomes, deciding: false)?.reason
     }
 
-    private func firstFailure(in outcomes: ArraySlice<AMQPPublishOutcome>, deciding: Bool) -> String? {
+    private func firstFailure(in outcomes: ArraySlice<AMQPPublishOutcome>, deciding: Bool)
+        -> (message: AMQPOutboundMessage, reason: String)?
+    {
         let decidingCount: Int
         switch fate {
         case .rejected: decidingCount = 1  // the dead letter, published last
@@ -220,12 +238,15 @@ struct DeliveryPlan: Sendable {
                 continue
             case .returned(let replyCode, let replyText):
                 let exchange = message.exchange.isEmpty ? "the default exchange" : "exchange '\(message.exchange)'"
-                return "returned by the broker (\(replyCode) \(replyText)): no queue bound to \(exchange) "
-                    + "for routing key '\(message.routingKey)'"
+                return (
+                    message,
+                    "returned by the broker (\(replyCode) \(replyText)): no queue bound to \(exchange) "
+                        + "for routing key '\(message.routingKey)'"
+                )
             case .nacked:
-                return "not confirmed: the broker nacked the publish to '\(message.exchange)'"
+                return (message, "not confirmed: the broker nacked the publish to '\(message.exchange)'")
             case .unencodable(let reason):
-                return "not published to '\(message.exchange)': \(reason)"
+                return (message, "not published to '\(message.exchange)': \(reason)")
             }
         }
         return nil

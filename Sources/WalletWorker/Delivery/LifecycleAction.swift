@@ -56,6 +56,9 @@ enum SessionEnd: Sendable, Hashable {
     /// The store has been out for long: held deliveries are given back before the broker's consumer timeout, and
     /// no session starts until the store answers.
     case pausedForStore
+    /// The results are not taken (`ResultsAvailability`): held deliveries were given back, and no session starts
+    /// until a trial.
+    case pausedForResults
     /// A broker or transport failure: everything unsettled is redelivered by the broker.
     case failed(error: String)
 }
@@ -93,8 +96,23 @@ enum LifecycleEvent: Sendable {
     case storeOutageEnded(after: Duration)
     /// Deliveries held for the store for long are given back to their queue before the broker's consumer timeout.
     case givingBack(DeliveryLifecycle.SessionID, deliveries: Int, heldFor: Duration)
+    /// A dependency failed every message (`ResultsKillSwitch` tripped): the pipelines give back what they hold and
+    /// take no more. `trial` is nil when the pause begins, else the trial that failed; the next is in `nextTrial`.
+    case paused(PauseCause, reason: String, failedTrial: Int?, nextTrial: Duration)
+    /// The pause's trial `attempt` begins: the pipelines consume again, and the first results taken end the pause.
+    case trialBegan(PauseCause, attempt: Int)
+    /// The pause ended after `after`; `gaveBack` deliveries were given back during it.
+    case resumed(PauseCause, after: Duration, gaveBack: Int)
     /// Deliveries whose retry or dead-letter publish failed too wait `delay` before they are requeued.
     case requeueDelayed(DeliveryLifecycle.SessionID, deliveries: Int, delay: Duration)
+}
+
+/// Which dependency paused the worker: the `cause` label of `wallet_paused` and the cause `/readyz` names.
+enum PauseCause: String, Sendable, CaseIterable {
+    /// The store does not take writes (`StoreAvailability`).
+    case store
+    /// The result exchanges refuse what every message publishes (`ResultsAvailability`).
+    case results
 }
 
 /// One delivery's end, as observers see it.

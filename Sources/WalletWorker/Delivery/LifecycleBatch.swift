@@ -29,6 +29,10 @@ extension DeliveryLifecycle {
             case held
             /// Committed; its messages are out, their confirms awaited.
             case publishing(PublishID, [DeliveryPlan])
+            /// Its results were refused during a trial of the results (`ResultsAvailability`): held, unsettled, for
+            /// the trial's verdict; then the failed ones are retried (the results are taken) or given back (paused
+            /// again). `failures` are its first publish's.
+            case heldForResults([DeliveryPlan], failures: [PublishFailure])
             /// Some of its messages were not taken: the failed deliveries' retry copies or dead letters are out.
             case republishing(PublishID, [DeliveryPlan], second: [(index: Int, plan: DeliveryPlan)])
             /// Settled but for the deliveries in `requeue`, whose second publish failed too: they are requeued
@@ -40,7 +44,7 @@ extension DeliveryLifecycle {
         var isAtTheStore: Bool {
             switch phase {
             case .storing, .checkingStore, .waitingToRetry, .held: true
-            case .waiting, .publishing, .republishing, .requeueing: false
+            case .waiting, .publishing, .republishing, .requeueing, .heldForResults: false
             }
         }
 
@@ -48,9 +52,17 @@ extension DeliveryLifecycle {
         var isUncommitted: Bool {
             switch phase {
             case .waiting, .checkingStore, .waitingToRetry, .held: true
-            case .storing, .publishing, .republishing, .requeueing: false
+            case .storing, .publishing, .republishing, .requeueing, .heldForResults: false
             }
         }
+    }
+
+    /// Why one plan of a publish failed: `index` is the plan's; permanent when no retry can help (a message AMQP
+    /// cannot encode).
+    struct PublishFailure: Sendable {
+        var index: Int
+        var reason: String
+        var isPermanent: Bool
     }
 
     /// One delivery as the lifecycle keeps it. Immutable, and a reference: the lifecycle hands a delivery from its

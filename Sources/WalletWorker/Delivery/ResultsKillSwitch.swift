@@ -105,6 +105,16 @@ struct ResultsKillSwitch: Sendable {
         }
     }
 
+    /// Records `count` deliveries whose results were all confirmed, at `now`: the hot path's form of `record`.
+    mutating func recordDelivered(_ count: Int, now: Duration) {
+        guard count > 0 else { return }
+        let second = now.components.seconds
+        forget(before: second - settings.window.components.seconds + 1)
+        if buckets.last?.second != second { buckets.append(Bucket(second: second)) }
+        buckets[buckets.count - 1].delivered += count
+        delivered += count
+    }
+
     /// Starts afresh: after a pause, what failed before it says nothing about the dependency now.
     mutating func reset() {
         buckets = []

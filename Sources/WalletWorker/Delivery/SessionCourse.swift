@@ -16,6 +16,9 @@ struct SessionCourse: Sendable, Equatable {
         /// The store has been out for this long: given back before the broker's consumer timeout; the pipeline
         /// pauses until the store answers.
         case heldForTheStore(Duration)
+        /// The results' side refuses what every message publishes (`ResultsAvailability`): what is held goes back;
+        /// the pipeline pauses until a trial finds the results taken again.
+        case pausedForResults
 
         /// Why a delivery was requeued, for its end's report.
         var reason: String {
@@ -25,6 +28,7 @@ struct SessionCourse: Sendable, Equatable {
             case .shardHandedOver: "handed over with its shard"
             case .heldForTheStore(let held):
                 "held \(DurationText.format(held)) for the store: given back before the broker's consumer timeout"
+            case .pausedForResults: "the results are not taken: given back until they are"
             }
         }
     }
@@ -111,6 +115,11 @@ struct SessionCourse: Sendable, Equatable {
         if case .consuming(let consuming) = state, case .heldForTheStore = consuming.handBack { true } else { false }
     }
 
+    /// Consuming, and giving its deliveries back because the results are not taken.
+    var isGivingBackForTheResults: Bool {
+        if case .consuming(let consuming) = state, case .pausedForResults = consuming.handBack { true } else { false }
+    }
+
     /// Consuming, and its consumer's sequence has ended.
     var consumerHasEnded: Bool {
         if case .consuming(let consuming) = state { consuming.consumerEnded } else { false }
@@ -121,6 +130,7 @@ struct SessionCourse: Sendable, Equatable {
     var endOnceEmpty: SessionEnd? {
         guard case .consuming(let consuming) = state else { return nil }
         if case .heldForTheStore = consuming.handBack { return .pausedForStore }
+        if case .pausedForResults = consuming.handBack { return .pausedForResults }
         if consuming.stopRequested, consuming.handBack != nil || consuming.consumerEnded { return .stopped }
         if consuming.consumerEnded { return .consumerEnded }
         return nil

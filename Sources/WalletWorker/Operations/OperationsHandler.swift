@@ -176,9 +176,8 @@ final class OperationsHandler: ChannelInboundHandler {
                 ? (.ok, "text/plain", Array("ok\n".utf8))
                 : (.serviceUnavailable, "text/plain", Array("failed\n".utf8))
         case .ready:
-            return health.isReady
-                ? (.ok, "text/plain", Array("ready\n".utf8))
-                : (.serviceUnavailable, "text/plain", Array("not consuming\n".utf8))
+            guard let reason = health.notReadyBecause else { return (.ok, "text/plain", Array("ready\n".utf8)) }
+            return (.serviceUnavailable, "text/plain", Array("\(reason)\n".utf8))
         case .metrics:
             return (.ok, "text/plain; version=0.0.4; charset=utf-8", metrics.exposition())
         case .notFound:

@@ -7,7 +7,8 @@ public final class WorkerHealth: Sendable {
         var consuming = 0
         var stopping = false
         var fatalError: String?
-        var storeUnavailable = false
+        /// The dependencies that paused the worker (`DeliveryLifecycle`): the store, the results.
+        var paused: Set<PauseCause> = []
     }
 
     private let pipelines: Int
@@ -18,14 +19,25 @@ public final class WorkerHealth: Sendable {
     }
 
     /// Every pipeline is consuming, the store answers, and the worker is not shutting down.
-    public var isReady: Bool {
-        state.withLock {
-            $0.consuming == pipelines && !$0.stopping && $0.fatalError == nil && !$0.storeUnavailable
+    public var isReady: Bool { notReadyBecause == nil }
+
+    /// Why the worker is not ready, for `/readyz`'s body: the dependencies that paused it first (the runbook is
+    /// found by its cause), then what else keeps it out of rotation; nil when it is ready.
+    public var notReadyBecause: String? {
+        state.withLock { state in
+            if let fatal = state.fatalError { return "failed: \(fatal)" }
+            if !state.paused.isEmpty {
+                return "paused: "
+                    + PauseCause.allCases.filter(state.paused.contains).map(\.rawValue).joined(separator: ", ")
+            }
+            if state.stopping { return "stopping" }
+            if state.consuming < pipelines { return "not consuming" }
+            return nil
         }
     }
 
     /// The store does not answer: the pipelines hold their batches and take no more (`DeliveryLifecycle`).
-    public var isStoreUnavailable: Bool { state.withLock { $0.storeUnavailable } }
+    public var isStoreUnavailable: Bool { state.withLock { $0.paused.contains(.store) } }
 
     /// The process is doing its job (it may be reconnecting); false once the worker has failed for good.
     public var isLive: Bool {
@@ -45,7 +57,14 @@ public final class WorkerHealth: Sendable {
     }
 
     func storeAvailability(_ available: Bool) {
-        state.withLock { $0.storeUnavailable = !available }
+        paused(.store, available == false)
+    }
+
+    /// `cause` paused the worker (`isPaused`), or no longer does.
+    func paused(_ cause: PauseCause, _ isPaused: Bool) {
+        state.withLock {
+            if isPaused { $0.paused.insert(cause) } else { $0.paused.remove(cause) }
+        }
     }
 
     func failed(_ reason: String) {

@@ -29,6 +29,8 @@ public final class WorkerMetrics: Sendable {
     let delayedRequeues: Counter
     let storeAvailable: Gauge
     let storeOutages: Counter
+    /// `wallet_paused{cause}`: 1 while that dependency keeps the worker paused.
+    let paused: [PauseCause: Gauge]
     let consumingPipelines: Gauge
     let blockedConnections: Gauge
     /// When a message was last processed (results confirmed, delivery acknowledged); the start until then.
@@ -187,6 +189,17 @@ public final class WorkerMetrics: Sendable {
         storeOutages = registry.makeCounter(
             descriptor: Self.name(
                 "store_outages", unit: "total", help: "Times the store stopped answering and consumption paused"))
+        paused = Dictionary(
+            uniqueKeysWithValues: PauseCause.allCases.map { cause in
+                let gauge = registry.makeGauge(
+                    descriptor: Self.name(
+                        "paused", unit: "",
+                        help:
+                            "1 while the cause (store, results) keeps the worker paused: it gives back what it holds and takes no more"
+                    ), labels: [("cause", cause.rawValue)])
+                gauge.set(0.0)
+                return (cause, gauge)
+            })
         consumingPipelines = registry.makeGauge(
             descriptor: Self.name("consuming_pipelines", unit: "", help: "Pipelines consuming the work queue now"))
         blockedConnections = registry.makeGauge(

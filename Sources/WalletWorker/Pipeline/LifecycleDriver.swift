@@ -186,7 +186,7 @@ extension LifecycleEvent {
             ends.first?.session
         case .reconnecting(let pipeline, _, _):
             DeliveryLifecycle.SessionID(pipeline: pipeline, number: 0)
-        case .replyCopiesReturned, .storeOutageBegan, .storeOutageEnded:
+        case .replyCopiesReturned, .storeOutageBegan, .storeOutageEnded, .paused, .trialBegan, .resumed:
             nil
         }
     }

@@ -83,6 +83,7 @@ struct LifecycleObserver: Sendable {
         case .storeOutageBegan(let error):
             health.storeAvailability(false)
             metrics.storeAvailable.set(0.0)
+            metrics.paused[.store]?.set(1.0)
             metrics.storeOutages.increment()
             logger.error(
                 "the store does not answer: holding the batch in hand and taking no more until it does",
@@ -90,6 +91,7 @@ struct LifecycleObserver: Sendable {
         case .storeOutageEnded(let after):
             health.storeAvailability(true)
             metrics.storeAvailable.set(1.0)
+            metrics.paused[.store]?.set(0.0)
             logger.notice("the store answers again: consuming", metadata: ["outage": "\(DurationText.format(after))"])
         case .givingBack(let session, let deliveries, let heldFor):
             logger.warning(
@@ -99,6 +101,35 @@ struct LifecycleObserver: Sendable {
                 """,
                 metadata: [
                     "deliveries": "\(deliveries)", "held": "\(DurationText.format(heldFor))", "session": "\(session)",
+                ])
+        case .paused(let cause, let reason, let failedTrial, let nextTrial):
+            health.paused(cause, true)
+            metrics.paused[cause]?.set(1.0)
+            var metadata: Logger.Metadata = [
+                "cause": "\(cause.rawValue)", "reason": "\(reason)",
+                "next_trial_in": "\(DurationText.format(nextTrial))",
+            ]
+            if let failedTrial {
+                metadata["trial"] = "\(failedTrial)"
+                logger.warning("the trial found the results still refused: paused again", metadata: metadata)
+            } else {
+                logger.error(
+                    """
+                    every message's results are refused: paused, giving back what is held and taking no more \
+                    until a trial finds them taken (nothing is dead-lettered for it)
+                    """, metadata: metadata)
+            }
+        case .trialBegan(let cause, let attempt):
+            logger.notice(
+                "trying the results again: consuming", metadata: ["cause": "\(cause.rawValue)", "trial": "\(attempt)"])
+        case .resumed(let cause, let after, let gaveBack):
+            health.paused(cause, false)
+            metrics.paused[cause]?.set(0.0)
+            logger.notice(
+                "the results are taken again: resumed",
+                metadata: [
+                    "cause": "\(cause.rawValue)", "paused_for": "\(DurationText.format(after))",
+                    "gave_back": "\(gaveBack)",
                 ])
         case .requeueDelayed(_, let deliveries, let delay):
             metrics.delayedRequeues.increment(by: Int64(deliveries))

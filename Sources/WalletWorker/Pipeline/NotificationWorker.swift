@@ -65,6 +65,9 @@ public final class NotificationWorker: Service {
             topology: configuration.topology, retry: configuration.retrySchedule)
         lifecycle.reconnectBackoff = configuration.reconnectBackoff
         lifecycle.giveBackAfter = configuration.storeHoldLimit
+        lifecycle.resultsKillSwitch = ResultsKillSwitch.Settings(
+            window: configuration.resultsPauseWindow, activation: configuration.resultsPauseActivation,
+            tripRatio: configuration.resultsPauseRatio)
         let driver = LifecycleDriver(
             DeliveryLifecycle(configuration: lifecycle, queues: queues, seed: .random(in: .min ... .max)),
             pipelines: queues.count, clock: clock)

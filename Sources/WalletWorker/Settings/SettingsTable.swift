@@ -22,7 +22,8 @@ extension Setting {
     public static let configurable: [any ConfigurationSetting] = [
         amqpURL, tlsCAFile, tlsCertFile, tlsKeyFile, heartbeat,
         store, prefetch, noMigrate, noDeclare, concurrency, orderedShards, retryDelay, retryDelayMax, retryAttempts,
-        confirmTimeout, consumerTimeout, storeBusyTimeout, storePoolSize, storeStatementTimeout, dedupRetention,
+        confirmTimeout, resultsPauseWindow, resultsPauseActivation, resultsPauseRatio, consumerTimeout,
+        storeBusyTimeout, storePoolSize, storeStatementTimeout, dedupRetention,
         shutdownGrace, httpPort, httpHost, queuePollInterval, logLevel, logFormat,
         inboundExchange, workQueue, queueType, deliveryLimit, retryQueue, deadLetterExchange, deadLetterQueue,
         eventsExchange, transactionsExchange, replenishmentExchange, actionsExchange, installationsExchange,
@@ -206,6 +207,39 @@ extension Setting {
         range: SettingRange(.milliseconds(1)..., "positive"),
         help: "Wait for publisher confirms, e.g. 10s",
         meaning: "wait for publisher confirms; a timeout is a transient failure")
+
+    private static let resultsPause = "the results pause"
+
+    public static let resultsPauseWindow = Typed<Duration>.duration(
+        "results-pause-window", "WALLET_RESULTS_PAUSE_WINDOW", field: .at(\.resultsPauseWindow),
+        default: defaults.resultsPauseWindow, minimum: .seconds(1),
+        help: "How far back the results pause looks at refused results, e.g. 10s",
+        meaning: """
+            how far back the rule that pauses the worker looks: when results are refused (returned `NO_ROUTE`, \
+            nacked) for at least the activation count of distinct messages and the ratio of deliveries in this \
+            window, or a confirm times out, every message fails alike: the worker gives back what it holds and \
+            takes no more until a trial finds the results taken; nothing is dead-lettered for it (CONTRACT.md §8). \
+            Also how long a trial waits for a verdict
+            """)
+
+    public static let resultsPauseActivation = Typed<Int>.count(
+        "results-pause-activation", "WALLET_RESULTS_PAUSE_ACTIVATION", field: .at(\.resultsPauseActivation),
+        default: defaults.resultsPauseActivation, range: .atLeast(1),
+        help: "Distinct messages refused in the window before the results pause is considered",
+        meaning: """
+            distinct messages whose results were refused in the window before the pause is considered: one message \
+            retried again and again is one message, so one bad route cannot pause the worker
+            """)
+
+    public static let resultsPauseRatio = Typed<Double>(
+        "results-pause-ratio", "WALLET_RESULTS_PAUSE_RATIO", field: .at(\.resultsPauseRatio),
+        default: String(defaults.resultsPauseRatio), expected: "a number like 0.5",
+        range: SettingRange(phrase: "greater than 0 and at most 1") { $0 > 0 && $0 <= 1 },
+        help: "Share of the window's deliveries refused that pauses the worker",
+        meaning: """
+            the share of the window's deliveries whose results were refused that pauses the worker; below it, a \
+            refusal is the message's own (retried, then dead-lettered)
+            """, parse: { Double($0).flatMap { $0.isFinite ? $0 : nil } })
 
     /// Checked when parsed.
     public static let consumerTimeout = Typed<Duration>.duration(

@@ -55,6 +55,13 @@ public struct WorkerConfiguration: Sendable {
     /// the channel (RabbitMQ's own default is 30 minutes). Deliveries held while the store is out are given back to
     /// the queue at half of it, and the pipeline pauses until the store answers. Default: `30 m`.
     public var consumerTimeout: Duration = .seconds(1_800)
+    /// The results pause (`ResultsKillSwitch`): how far back it looks, and how long a trial waits for a verdict.
+    /// Default: `10 s`.
+    public var resultsPauseWindow: Duration = .seconds(10)
+    /// Distinct messages whose results were refused in the window before the pause is considered. Default: `10`.
+    public var resultsPauseActivation = 10
+    /// The share of the window's deliveries whose results were refused that pauses the worker. Default: `0.5`.
+    public var resultsPauseRatio = 0.5
     /// Time allowed after SIGTERM to finish the batch in hand and exit. Default: `25 s` (Kubernetes gives 30 s).
     public var shutdownGracePeriod: Duration = .seconds(25)
     /// First and largest pause between reconnection attempts (exponential, with full jitter).

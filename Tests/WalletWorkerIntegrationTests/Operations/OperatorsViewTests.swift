@@ -247,7 +247,9 @@ extension Resilience {
                     try await waitUntil("\(user)'s connections closed") {
                         _ = try? await ctl("close_all_user_connections", user, "password rotated")
                         let listed = try await ctlOutput("list_connections", "--quiet", "--no-table-headers", "user")
-                        return !listed.split(separator: "\n").contains { $0.trimmingCharacters(in: .whitespaces) == user }
+                        return !listed.split(separator: "\n").contains {
+                            $0.trimmingCharacters(in: .whitespaces) == user
+                        }
                     }
                     try await waitUntil(
                         "counted\n\(worker.logTail())", every: .milliseconds(250)

@@ -6,7 +6,7 @@ import WalletMessages
 @testable import AMQPTransport
 @testable import WalletWorker
 
-/// A result the broker does not take (returned, nacked, not confirmed in time) and the retries that follow: which
+/// A result the broker does not take (returned, nacked) for one message, and the retries that follow: which
 /// copy goes where, and when the delivery is settled. On the scripted broker and a clock turned by hand; the same
 /// paths through RabbitMQ are `RetryBackoffTests` and `DeliveryLifecycleFailureTests`.
 @Suite("Executor: results the broker does not take", .timeLimit(.minutes(1)))
@@ -59,7 +59,12 @@ struct ExecutorPublishFailureTests {
         let captured = CapturedLog()
         var logger = Logger(label: "storm") { _ in CapturedLog.Handler(captured) }
         logger.logLevel = .warning
-        let worker = InProcessWorker(configure: { $0.warningSummaryInterval = .seconds(60) }, logger: logger)
+        // Twenty messages refused would pause the worker (`ExecutorResultsPauseTests`): here the storm is the point.
+        let worker = InProcessWorker(
+            configure: {
+                $0.warningSummaryInterval = .seconds(60)
+                $0.resultsPauseActivation = 1_000
+            }, logger: logger)
         await worker.waitUntilConsuming()
         failingResults(worker, .nacked)
         for n in 1...20 {
@@ -83,22 +88,6 @@ struct ExecutorPublishFailureTests {
             "\(lines("sent to the retry queue"))")
         #expect(worker.metric("wallet_retries_total") == 20, "the metrics keep every count")
         #expect(worker.metric("wallet_publish_confirms_total", labels: [#"outcome="nacked""#]) == 20)
-        try await worker.stop()
-    }
-
-    @Test func aConfirmTimeoutIsATransientFailureOfTheMessage() async throws {
-        let worker = InProcessWorker()
-        await worker.waitUntilConsuming()
-        worker.broker.answerPublishes { $0.isResult ? .hold : .outcome(.confirmed) }
-        let tags = worker.broker.deliver([.action("refresh", id: "m-1")])
-        await worker.broker.waitForPublishes(1)
-        worker.broker.answerHeldPublish(.failure(AMQPError(code: .timeout, message: "scripted: no confirm")))
-        await worker.broker.waitForSettlements(1)
-
-        #expect(worker.broker.retryCopies().count == 1)
-        #expect(worker.broker.retryCopies().first?.header(WorkerHeaders.lastError)?.contains("confirm") ?? false)
-        #expect(worker.broker.settlements == [.ack(deliveryTag: tags[0], multiple: false)])
-        #expect(worker.broker.sessionsOpened == 1, "a confirm timeout is not a session failure")
         try await worker.stop()
     }
 

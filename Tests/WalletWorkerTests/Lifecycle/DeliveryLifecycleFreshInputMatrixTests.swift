@@ -244,7 +244,13 @@ import WalletStore
         Row("publishing", .nacked, ["publish 1×1,2×1"], later: [], ends: "1 retried, 2 retried"),
         Row("publishing", .returned, ["publish 1×1,2×1"], later: [], ends: "1 retried, 2 retried"),
         Row("publishing", .unencodable, ["publish 1×1,2×1"], later: [], ends: "1 unpublishable, 2 unpublishable"),
-        Row("publishing", .timedOut, ["publish 1×1,2×1"], later: [], ends: "1 retried, 2 retried"),
+        // A confirm timeout is every message's failure (`ResultsKillSwitch`): the worker pauses for the results.
+        Row(
+            "publishing", .timedOut,
+            [
+                "paused for the results", "timer results trial", "1 requeued", "2 requeued",
+                "end session paused for the results",
+            ], later: [], ends: "1 requeued, 2 requeued"),
         // Batch 1,2's results nacked: its retry copies' confirms are pending.
         Row("republishing", .stop, ["cancel consumer"], later: [], ends: "1 retried, 2 retried"),
         Row(
@@ -283,7 +289,10 @@ import WalletStore
             "giving back", .confirmed, ["settle ack 1", "1 processed", "end session paused for the store"], later: [],
             ends: "1 processed, 2 requeued"),
         Row("giving back", .nacked, ["publish 1×1"], later: [], ends: "1 retried, 2 requeued"),
-        Row("giving back", .timedOut, ["publish 1×1"], later: [], ends: "1 retried, 2 requeued"),
+        Row(
+            "giving back", .timedOut,
+            ["paused for the results", "timer results trial", "1 requeued", "end session paused for the store"],
+            later: [], ends: "1 requeued, 2 requeued"),
         Row("giving back", .probeTimer, ["check store"], later: [], ends: "1 processed, 2 requeued"),
         // A stop while batch 1,2 is at the store: the consumer's end and the store's answer are pending.
         Row("stopping, draining", .stop, [], later: [], ends: "1 processed, 2 processed"),

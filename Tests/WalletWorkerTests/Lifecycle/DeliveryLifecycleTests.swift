@@ -256,12 +256,16 @@ import WalletStore
         #expect(h.confirmed() == ["settle ack ≤2", "1 retried", "2 retried"])
     }
 
-    @Test func aConfirmTimeoutIsATransientFailure() {
+    @Test func aConfirmTimeoutPausesForTheResultsAndDeadLettersNothing() {
         var h = H.consuming()
         h.receive([1])
         h.stored()
-        #expect(h.confirmsTimedOut() == ["publish 1×1"])
-        #expect(h.confirmed() == ["settle ack 1", "1 retried"])
+        #expect(
+            h.confirmsTimedOut() == [
+                "paused for the results", "timer results trial", "1 requeued", "end session paused for the results",
+            ])
+        #expect(h.closed() == [], "the pipeline waits for the trial")
+        #expect(h.invariants.violations == [])
     }
 
     @Test func anUnencodableResultDeadLettersAtOnce() {

@@ -133,6 +133,21 @@ struct LifecycleHarness {
                 publish.session, publish.id, .outcomes(Array(repeating: outcome, count: publish.messages)), now: now))
     }
 
+    /// The oldest publish confirmed, but the messages of the deliveries in `refused` returned 312 `NO_ROUTE` (every
+    /// plan publishing one message, as `processed` decisions do).
+    @discardableResult
+    mutating func confirmed(returning refused: Set<UInt64>) -> [String] {
+        let publish = publishes.removeFirst()
+        precondition(publish.messages == publish.tags.count, "one message per delivery")
+        let outcomes = publish.tags.map { tag -> AMQPPublishOutcome in
+            refused.contains(tag) ? .returned(replyCode: 312, replyText: "NO_ROUTE") : .confirmed
+        }
+        invariants.publishAnswered(
+            publish.session, publish.published.filter { !refused.contains($0) }, confirmed: true)
+        invariants.publishAnswered(publish.session, publish.published.filter(refused.contains), confirmed: false)
+        return apply(machine.confirmsArrived(publish.session, publish.id, .outcomes(outcomes), now: now))
+    }
+
     @discardableResult
     mutating func confirmsTimedOut() -> [String] {
         let publish = publishes.removeFirst()
@@ -253,6 +268,11 @@ struct LifecycleHarness {
         case .storingOneAtATime: "one at a time"
         case .batchFailsWhileStoreAnswers: "the batch's own failure"
         case .resultNotTaken(_, let delivery, _): "result not taken \(delivery.tag)"
+        case .paused(let cause, _, let failedTrial, _):
+            failedTrial.map { "trial \($0) failed: paused for the \(cause.rawValue)" }
+                ?? "paused for the \(cause.rawValue)"
+        case .trialBegan(_, let attempt): "trial \(attempt)"
+        case .resumed(_, _, let gaveBack): "resumed, gave back \(gaveBack)"
         case .received, .consuming, .sessionEnded, .publishNotConfirmed, .replyCopiesReturned: nil
         }
     }
@@ -265,6 +285,8 @@ struct LifecycleHarness {
         case .requeue: "requeue"
         case .probeStore: "probe"
         case .giveBack: "give back"
+        case .resultsTrial: "results trial"
+        case .resultsTrialDeadline: "trial deadline"
         }
     }
 
@@ -273,6 +295,7 @@ struct LifecycleHarness {
         case .stopped: "stopped"
         case .consumerEnded: "consumer ended"
         case .pausedForStore: "paused for the store"
+        case .pausedForResults: "paused for the results"
         case .failed: "failed"
         }
     }
