@@ -206,7 +206,10 @@ extension Setting {
         "confirm-timeout", "WALLET_CONFIRM_TIMEOUT", field: .at(\.confirmTimeout), default: defaults.confirmTimeout,
         range: SettingRange(.milliseconds(1)..., "positive"),
         help: "Wait for publisher confirms, e.g. 10s",
-        meaning: "wait for publisher confirms; a timeout is a transient failure")
+        meaning: """
+            wait for publisher confirms; a result not confirmed in time pauses the worker as a failure every message \
+            meets (the results pause, below): it gives back what it holds, and nothing is dead-lettered for it
+            """)
 
     private static let resultsPause = "the results pause"
 

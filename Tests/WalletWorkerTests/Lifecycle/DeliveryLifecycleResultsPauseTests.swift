@@ -61,7 +61,7 @@ import Testing
                 tag: tag, original: H.original(id: "the-same"), redelivered: false, receivedAt: h.now)
             h.deliveries[tag] = delivery
             h.invariants.received(h.session!, tag)
-            h.apply(h.machine.batchReceived(h.session!, [delivery], now: h.now))
+            _ = h.apply(h.machine.batchReceived(h.session!, [delivery], now: h.now))
             h.stored()
             #expect(h.confirmed(.returned(replyCode: 312, replyText: "NO_ROUTE")) == ["publish \(tag)×1"])
             #expect(h.confirmed() == ["settle ack \(tag)", "\(tag) retried"])

@@ -1,0 +1,83 @@
+// Issue 36: a downstream redeploy (every result exchange left without a bound queue) turned 900 notifications into
+// 787 dead letters and 8,774 warning lines. Now the worker pauses: it gives back what it holds, drops readiness, tries
+// again on a backoff, and resumes when the results are taken; nothing is dead-lettered for it. This is the one
+// end-to-end test of the pause; every row of the rule is `DeliveryLifecycleResultsPauseTests` (the machine) and
+// `ExecutorResultsPauseTests` (the executor, in process, on a clock turned by hand).
+import AMQPTransport
+import BrokerTestSupport
+import Foundation
+import TestSupport
+import Testing
+
+extension Resilience {
+    @Suite("Results pause (the result queues unbound, then bound again)", .timeLimit(.minutes(3)))
+    struct ResultsPauseTests {
+        @Test(
+            "with no queue bound to any result exchange the worker pauses within 15 s and dead-letters nothing; bound again, every message's result is delivered once"
+        )
+        func aDownstreamRedeployPausesTheWorker() async throws {
+            try await withResilienceTopology("results-pause") { topology, connection, channel in
+                let worker = try WorkerProcess(
+                    workerRunArguments(topology, store: "memory", prefetch: 50), amqpURL: TestBroker.urlText,
+                    label: "results-pause-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                try await channel.enableConfirms()
+
+                try await topology.unbindCapture(on: channel)
+                let unbound = ContinuousClock.now
+                let before = (0..<150).map { InboundSpec.action("pause-a-\($0)", action: "pause.refresh") }
+                let during = (0..<150).map { InboundSpec.action("pause-b-\($0)", action: "pause.refresh") }
+                do {
+                    try await publishConfirmed(before.map { $0.outbound(to: topology.inbound) }, on: channel)
+                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 503, timeout: .seconds(15))
+                    let dropped = ContinuousClock.now - unbound
+                    #expect(dropped < .seconds(15), "readiness dropped after \(dropped)")
+                    #expect(
+                        try httpGet(port: port, path: "/readyz").body.contains("paused: results"),
+                        "\(worker.logTail())")
+                    #expect(try worker.metric(port: port, "wallet_paused", labels: [#"cause="results""#]) == 1)
+
+                    // More arrive while paused, and a trial finds the results still refused.
+                    try await publishConfirmed(during.map { $0.outbound(to: topology.inbound) }, on: channel)
+                    try await waitUntil("a trial that fails\n\(worker.logTail())", every: .milliseconds(200)) {
+                        worker.log.contains("the trial found the results still refused")
+                    }
+                    #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                } catch {
+                    try? await topology.bindCapture(on: channel)
+                    throw error
+                }
+
+                try await topology.bindCapture(on: channel)
+                let expected = Set((before + during).map { "\($0.id)/0" })
+                try await waitUntil("every message's result\n\(worker.logTail())", every: .milliseconds(200)) {
+                    try await readyCount(topology.capture, on: connection) >= expected.count
+                }
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
+                #expect(try worker.metric(port: port, "wallet_paused", labels: [#"cause="results""#]) == 0)
+
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
+                let ids = results.compactMap(\.properties.messageID)
+                #expect(Set(ids) == expected)
+                #expect(ids.count == expected.count, "each message's result once: \(ids.count) for \(expected.count)")
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                #expect(try worker.metric(port: port, "wallet_dead_letters_total") == 0)
+
+                // The log stays readable: one line to pause, one per trial, one to resume, storms summarised.
+                let lines = jsonObjects(worker.log)
+                let warnings = lines.filter { ["warning", "error", "critical"].contains($0["level"] as? String) }
+                #expect(warnings.count <= 300, "\(warnings.count) warning lines")
+                #expect(
+                    lines.count { ($0["message"] as? String)?.hasPrefix("every message's results are refused") ?? false }
+                        == 1)
+                let resumed = lines.filter { $0["message"] as? String == "the results are taken again: resumed" }
+                #expect(resumed.count == 1, "\(worker.logTail())")
+            }
+        }
+    }
+}
