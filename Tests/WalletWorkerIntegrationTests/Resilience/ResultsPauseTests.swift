@@ -73,7 +73,9 @@ extension Resilience {
                 let warnings = lines.filter { ["warning", "error", "critical"].contains($0["level"] as? String) }
                 #expect(warnings.count <= 300, "\(warnings.count) warning lines")
                 #expect(
-                    lines.count { ($0["message"] as? String)?.hasPrefix("every message's results are refused") ?? false }
+                    lines.count {
+                        ($0["message"] as? String)?.hasPrefix("every message's results are refused") ?? false
+                    }
                         == 1)
                 let resumed = lines.filter { $0["message"] as? String == "the results are taken again: resumed" }
                 #expect(resumed.count == 1, "\(worker.logTail())")
