@@ -23,6 +23,8 @@ public final class FaultyRelay: Sendable {
         var severed = false
         var refusing = false
         var sockets: [Int32] = []
+        /// Sockets frozen alone (`freezeExisting`): new connections still pass.
+        var frozenSockets: Set<Int32> = []
     }
 
     public init(upstreamHost: String, upstreamPort: Int) throws {
@@ -35,6 +37,24 @@ public final class FaultyRelay: Sendable {
     /// Stops relaying in both directions; the sockets stay open, so neither side sees a close.
     public func freeze() {
         state.withLock { $0.frozen = true }
+    }
+
+    /// Stops relaying on the connections open now, keeping their sockets open, while new connections pass: a black
+    /// hole on one path, as when a NAT or a load balancer drops a flow's state and a reconnect takes a fresh one.
+    public func freezeExisting() {
+        state.withLock { $0.frozenSockets.formUnion($0.sockets) }
+    }
+
+    /// Shuts down the connections `freezeExisting` froze: each side reads end-of-file.
+    public func severFrozen() {
+        let sockets = state.withLock { state in
+            defer {
+                state.sockets.removeAll { state.frozenSockets.contains($0) }
+                state.frozenSockets = []
+            }
+            return state.frozenSockets
+        }
+        for socket in sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     /// Shuts down every relayed connection: each side reads end-of-file.
@@ -114,7 +134,9 @@ public final class FaultyRelay: Sendable {
             var descriptor = pollfd(fd: source, events: Int16(POLLIN), revents: 0)
             guard poll(&descriptor, 1, 20) >= 0 else { return }
             // Checked after the wait, right before reading: bytes sent after `freeze()` returned are never relayed.
-            let (frozen, severed) = state.withLock { ($0.frozen, $0.severed) }
+            let (frozen, severed) = state.withLock {
+                ($0.frozen || $0.frozenSockets.contains(source) || $0.frozenSockets.contains(destination), $0.severed)
+            }
             if severed { return }
             if frozen {
                 usleep(10_000)  // hold the bytes in the kernel until severed
@@ -125,7 +147,10 @@ public final class FaultyRelay: Sendable {
             guard count > 0 else { return }
             var written = 0
             while written < count {
-                let result = buffer[written..<count].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                // `send` with MSG_NOSIGNAL: a side shut down under the write is EPIPE, not a SIGPIPE that ends the tests.
+                let result = buffer[written..<count].withUnsafeBytes {
+                    send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                }
                 guard result > 0 else { return }
                 written += result
             }

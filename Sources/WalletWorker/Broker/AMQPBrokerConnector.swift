@@ -19,9 +19,10 @@ struct AMQPBrokerConnector: BrokerConnector {
         await connection.close(timeout: .seconds(5))
     }
 
-    func openSession(pipeline: Int, queue: ConsumedQueue, stillWanted: @Sendable () -> Bool) async throws
-        -> any BrokerSession
-    {
+    func openSession(
+        pipeline: Int, queue: ConsumedQueue,
+        beforeConsuming: @Sendable (_ countConsumers: @Sendable () async throws -> Int) async throws -> Bool
+    ) async throws -> any BrokerSession {
         let logger = pipelineLogger(pipeline)
         var opened: [AMQPConnection] = []
         do {
@@ -37,7 +38,10 @@ struct AMQPBrokerConnector: BrokerConnector {
             try await consume.setPrefetch(count: configuration.prefetch)
             let publish = try await publishConnection.openChannel()
             try await publish.enableConfirms()
-            guard stillWanted() else { throw CancellationError() }
+            let count: @Sendable () async throws -> Int = {
+                Int(try await consume.queueStatus(queue.name).consumerCount)
+            }
+            guard try await beforeConsuming(count) else { throw CancellationError() }
             // The content header's body size is checked before the body is read. A body somewhat over the limit is
             // read so the worker can dead-letter it itself with `x-worker-error` (CONTRACT §8); one over the read
             // ceiling is never buffered (the broker dead-letters it whole), unless its `x-death` would crash the
@@ -46,9 +50,11 @@ struct AMQPBrokerConnector: BrokerConnector {
                 queue: queue.name, consumerTag: Self.consumerTag(pipeline),
                 maximumBodyBytes: configuration.routing.bodyReadCeiling,
                 keepingBodyWhen: XDeathHeader.bodyMustBeKept)
+            // What the next session compares with, should this one fail (`ConsumerRelease`).
+            let consumers = try? await count()
             return AMQPBrokerSession(
                 consumeConnection: consumeConnection, publishConnection: publishConnection, consume: consume,
-                publish: publish, consumer: consumer)
+                publish: publish, consumer: consumer, consumersWhenStarted: consumers)
         } catch {
             for connection in opened { await connection.close(timeout: .seconds(5)) }
             throw error
@@ -95,6 +101,7 @@ private struct AMQPBrokerSession: BrokerSession {
     var consume: AMQPChannel
     var publish: AMQPChannel
     var consumer: AMQPConsumer
+    var consumersWhenStarted: Int?
 
     var frameMax: Int { publishConnection.frameMax }
 

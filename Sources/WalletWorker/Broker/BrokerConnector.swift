@@ -13,11 +13,14 @@ protocol BrokerConnector: Sendable {
 
     /// Opens pipeline `pipeline`'s session on `queue`: its connections (one for deliveries and acknowledgements, one
     /// for results), the topology (when the worker declares it), the channels, the prefetch, the confirms, and the
-    /// consumer. `stillWanted` is asked right before the consumer starts: false (the worker was told to stop while
+    /// consumer. `beforeConsuming` runs right before the consumer starts, with a way to count the queue's consumers
+    /// (a passive `queue.declare`): it may wait (`ConsumerRelease`); false (the worker was told to stop while
     /// connecting) takes nothing and throws `CancellationError`. Throws what failed; a session half opened is closed
     /// first.
-    func openSession(pipeline: Int, queue: ConsumedQueue, stillWanted: @Sendable () -> Bool) async throws
-        -> any BrokerSession
+    func openSession(
+        pipeline: Int, queue: ConsumedQueue,
+        beforeConsuming: @Sendable (_ countConsumers: @Sendable () async throws -> Int) async throws -> Bool
+    ) async throws -> any BrokerSession
 
     /// Opens the connection and channel that carry direct reply-to copies, unconfirmed.
     func openReplyConnection(pipeline: Int) async throws -> any ReplyConnection
@@ -28,6 +31,9 @@ protocol BrokerSession: Sendable {
     /// The largest frame the publish connection negotiated: a result bigger than its body frames' total is refused
     /// before it is sent.
     var frameMax: Int { get }
+
+    /// The queue's consumers right after this session's own consume, its own included; nil when not counted.
+    var consumersWhenStarted: Int? { get }
 
     /// The next deliveries received since the last call; nil once the consumer was cancelled by us; throws when the
     /// broker cancelled it or a connection failed.

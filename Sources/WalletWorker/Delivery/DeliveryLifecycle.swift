@@ -49,6 +49,9 @@ struct DeliveryLifecycle: Sendable {
         /// The waits before each trial of paused results: doubling from 5 s up to 60 s (MassTransit's kill switch
         /// restarts after one minute).
         var resultsTrialBackoff = StoreCheckBackoff(first: .seconds(5), longest: .seconds(60))
+        /// How long a session that follows a failed one waits, at most, for the broker to drop the failed one's
+        /// consumer before it consumes (`ConsumerRelease.bound(heartbeat:)`); nil: it consumes at once.
+        var consumerReleaseBound: Duration?
 
         init(topology: Topology, retry: RetrySchedule) {
             self.topology = topology
@@ -119,8 +122,11 @@ struct DeliveryLifecycle: Sendable {
         return actions
     }
 
-    /// A session is consuming; its publishing connection negotiated `frameMax`.
-    mutating func sessionStarted(_ id: SessionID, frameMax: Int, now: Duration) -> [LifecycleAction] {
+    /// A session is consuming; its publishing connection negotiated `frameMax`; the queue had `consumers` consumers
+    /// right after its own consume (its own included; nil when not counted).
+    mutating func sessionStarted(_ id: SessionID, frameMax: Int, consumers: Int? = nil, now: Duration)
+        -> [LifecycleAction]
+    {
         guard var session = takeSession(id) else { return [] }
         guard !session.course.hasEnded else {
             // Its connection failed as it opened: the session is closing, not consuming.
@@ -129,6 +135,8 @@ struct DeliveryLifecycle: Sendable {
         }
         var actions: [LifecycleAction] = []
         session.frameMax = frameMax
+        pipelines[id.pipeline].consumersWithLastSession = consumers
+        pipelines[id.pipeline].release = nil
         // Stopped while connecting, it takes nothing (and `applyStop` finds the stop applied).
         session.course.started()
         actions.append(.report(.consuming(id, queue: pipelines[id.pipeline].queue.name)))
@@ -511,6 +519,14 @@ struct DeliveryLifecycle: Sendable {
             actions.append(.report(.ended(dropped.map { end($0, id, .droppedWithSession(error: text), now) })))
         }
         session.batches = []
+        if session.course.isConsuming, let bound = configuration.consumerReleaseBound,
+            let consumers = pipelines[id.pipeline].consumersWithLastSession
+        {
+            // The broker may still hold the consumer, and deliveries it sent that never arrived: the next session
+            // consumes once it has let go of them (CONTRACT.md §10).
+            pipelines[id.pipeline].release = ConsumerRelease(
+                consumersWithTheLastSession: consumers, failedAt: now, bound: bound)
+        }
         session.course.end(.failed(error: text))
         actions.append(.endSession(id, .failed(error: text)))
         putSession(session)
@@ -1127,7 +1143,7 @@ struct DeliveryLifecycle: Sendable {
         pipelines[pipeline].sessionCount += 1
         let id = SessionID(pipeline: pipeline, number: pipelines[pipeline].sessionCount)
         pipelines[pipeline].session = Session(id: id, isShard: pipelines[pipeline].queue.isShard)
-        actions.append(.connect(id, after: delay))
+        actions.append(.connect(id, after: delay, release: pipelines[pipeline].release))
     }
 
     private mutating func startTimer(
@@ -1187,6 +1203,11 @@ extension DeliveryLifecycle {
         var sessionCount = 0
         /// Connection attempts since the last session that consumed.
         var reconnectAttempt = 0
+        /// The queue's consumers right after the last session's own consume.
+        var consumersWithLastSession: Int?
+        /// Set when a consuming session failed: the sessions that follow wait for the broker to drop its consumer,
+        /// until one consumes.
+        var release: ConsumerRelease?
         var phase = Phase.active
 
         enum Phase: Sendable, Equatable {

@@ -5,8 +5,9 @@ import WalletStore
 /// they were returned; each names the session it belongs to, and an executor drops those of a session that has ended.
 enum LifecycleAction: Sendable {
     /// Open the pipeline's connections and channels, declare the topology and consume, after `delay`; then report
-    /// `sessionStarted` (or `sessionFailed`).
-    case connect(DeliveryLifecycle.SessionID, after: Duration)
+    /// `sessionStarted` (or `sessionFailed`). With `release`, the consume waits for the broker to drop the failed
+    /// session's consumer (`ConsumerRelease`).
+    case connect(DeliveryLifecycle.SessionID, after: Duration, release: ConsumerRelease?)
     /// Run the deliveries' messages through the store, in one transaction, or one transaction per message
     /// (`oneAtATime`, after the store refused some of the batch's data); report `storeAnswered`.
     case store(

@@ -161,7 +161,7 @@ final class LifecycleDriver: Sendable {
     /// The pipeline an action belongs to; nil for the process's.
     private static func pipeline(of action: LifecycleAction) -> Int? {
         switch action {
-        case .connect(let id, _), .store(let id, _, _, _), .publish(let id, _, _, _), .sendDirectReplies(let id, _),
+        case .connect(let id, _, _), .store(let id, _, _, _), .publish(let id, _, _, _), .sendDirectReplies(let id, _),
             .settle(let id, _), .cancelConsumer(let id), .endSession(let id, _):
             id.pipeline
         case .stopPipeline(let pipeline):

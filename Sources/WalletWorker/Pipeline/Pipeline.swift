@@ -33,9 +33,9 @@ struct Pipeline: Sendable {
             // runs directly, so at once. A session's, when it has run (`runSession`).
             driver.ran(in: index)
             switch action {
-            case .connect(let id, let delay):
+            case .connect(let id, let delay, let release):
                 if delay > .zero { await stop.sleep(for: delay) }
-                await runSession(id, inbox: &inbox)
+                await runSession(id, release: release, inbox: &inbox)
             case .stopPipeline:
                 return
             case .report(let event):
@@ -57,9 +57,10 @@ struct Pipeline: Sendable {
 
     /// Opens the session, runs its actions until `endSession`, closes it (its consume channel first) and reports
     /// `sessionClosed`.
-    private func runSession(_ id: DeliveryLifecycle.SessionID, inbox: inout AsyncStream<LifecycleAction>.AsyncIterator)
-        async
-    {
+    private func runSession(
+        _ id: DeliveryLifecycle.SessionID, release: ConsumerRelease?,
+        inbox: inout AsyncStream<LifecycleAction>.AsyncIterator
+    ) async {
         let resources = SessionResources()
         let replies = DirectReplyPublisher(metrics: metrics, clock: clock, logger: logger) {
             try await broker.openReplyConnection(pipeline: index)
@@ -72,12 +73,14 @@ struct Pipeline: Sendable {
         let (storeRequests, storeInput) = AsyncStream<StoreRequest>.makeStream()
         let streams = SessionStreams(confirms: confirmInput, stores: storeInput)
         do {
-            let session = try await open()
+            let session = try await open(release: release)
             resources.session = session
             driver.runDirectly(in: index) { action in
                 runDirectly(action, id, resources, streams)
             }
-            driver.handle { $0.sessionStarted(id, frameMax: session.frameMax, now: $1) }
+            driver.handle {
+                $0.sessionStarted(id, frameMax: session.frameMax, consumers: session.consumersWhenStarted, now: $1)
+            }
         } catch {
             // A login refused after the first (a rotated password): counted, retried like any lost session.
             metrics.recordSessionFailure(error)
@@ -135,11 +138,56 @@ struct Pipeline: Sendable {
         driver.handle { $0.sessionClosed(id, now: $1) }
     }
 
-    /// Connects, declares, opens the channels and starts consuming; takes nothing once the worker is stopping.
-    private func open() async throws -> any BrokerSession {
+    /// Connects, declares, opens the channels and starts consuming (once the broker has let go of a failed
+    /// session's consumer, with `release`); takes nothing once the worker is stopping.
+    private func open(release: ConsumerRelease?) async throws -> any BrokerSession {
         guard !stop.isStopped else { throw CancellationError() }
-        let stop = stop
-        return try await broker.openSession(pipeline: index, queue: queue) { !stop.isStopped }
+        let (stop, clock, logger) = (stop, clock, logger)
+        return try await broker.openSession(pipeline: index, queue: queue) { countConsumers in
+            if let release {
+                try await Self.waitForRelease(release, countConsumers, stop: stop, clock: clock, logger: logger)
+            }
+            return !stop.isStopped
+        }
+    }
+
+    /// Counts the queue's consumers until `release` says the failed session's consumer is gone (or its bound has
+    /// passed), sleeping on the clock between counts; returns early on a stop.
+    private static func waitForRelease(
+        _ release: ConsumerRelease, _ countConsumers: @Sendable () async throws -> Int, stop: StopSignal,
+        clock: WorkerClock, logger: Logger
+    ) async throws {
+        var waited = false
+        while !stop.isStopped {
+            let consumers = try await countConsumers()
+            switch release.next(consumers: consumers, now: clock.now) {
+            case .consumeReleased:
+                if waited { logger.info("the broker let go of the last session's consumer: consuming") }
+                return
+            case .consumeBoundPassed:
+                logger.notice(
+                    "consuming after waiting for the broker to drop the last session's consumer: its bound passed",
+                    metadata: [
+                        "consumers": "\(consumers)",
+                        "last_session_consumers": "\(release.consumersWithTheLastSession)",
+                    ])
+                return
+            case .countAgain(let delay):
+                if !waited {
+                    logger.info(
+                        """
+                        waiting for the broker to drop the last session's consumer before consuming, so that the \
+                        deliveries it still holds come back first
+                        """,
+                        metadata: [
+                            "consumers": "\(consumers)",
+                            "last_session_consumers": "\(release.consumersWithTheLastSession)",
+                        ])
+                    waited = true
+                }
+                await stop.sleep(for: delay)
+            }
+        }
     }
 
     /// Runs one action of session `id` taken from the inbox.

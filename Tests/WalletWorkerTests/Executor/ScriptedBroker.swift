@@ -24,6 +24,8 @@ final class ScriptedBroker: BrokerConnector {
         case replyConnectionOpened
         case replyCopy(AMQPOutboundMessage)
         case replyConnectionClosed
+        /// A passive `queue.declare` counted the queue's consumers before a session consumed.
+        case countedConsumers(Int)
 
         var description: String {
             switch self {
@@ -38,6 +40,7 @@ final class ScriptedBroker: BrokerConnector {
             case .replyConnectionOpened: "reply connection opened"
             case .replyCopy(let copy): "reply copy to \(copy.routingKey)"
             case .replyConnectionClosed: "reply connection closed"
+            case .countedConsumers(let count): "counted \(count) consumers"
             }
         }
     }
@@ -60,6 +63,9 @@ final class ScriptedBroker: BrokerConnector {
         var answer: @Sendable (AMQPOutboundMessage) -> Answer = { _ in .outcome(.confirmed) }
         var held: [ScriptedConfirmation] = []
         var frameMax = 131_072
+        /// What a count of the queue's consumers answers (the other replicas', and a failed session's the broker
+        /// still holds); a session that consumes is counted in its `consumersWhenStarted` on top of it.
+        var consumers = 0
     }
 
     private let state = Mutex(State())
@@ -155,15 +161,27 @@ final class ScriptedBroker: BrokerConnector {
         record(.loginChecked)
     }
 
-    func openSession(pipeline: Int, queue: ConsumedQueue, stillWanted: @Sendable () -> Bool) async throws
-        -> any BrokerSession
-    {
+    /// The queue's consumers as a count before a consume answers them (see `State.consumers`).
+    func setConsumers(_ count: Int) {
+        state.withLock { $0.consumers = count }
+    }
+
+    func openSession(
+        pipeline: Int, queue: ConsumedQueue,
+        beforeConsuming: @Sendable (_ countConsumers: @Sendable () async throws -> Int) async throws -> Bool
+    ) async throws -> any BrokerSession {
         let failure = state.withLock { $0.openFailures.isEmpty ? nil : $0.openFailures.removeFirst() }
         if let failure { throw failure }
-        guard stillWanted() else { throw CancellationError() }
+        let wanted = try await beforeConsuming { [self] in
+            let count = state.withLock { $0.consumers }
+            record(.countedConsumers(count))
+            return count
+        }
+        guard wanted else { throw CancellationError() }
         let session = state.withLock { state in
             let session = ScriptedSession(
-                broker: self, number: state.sessions.count + 1, pipeline: pipeline, frameMax: state.frameMax)
+                broker: self, number: state.sessions.count + 1, pipeline: pipeline, frameMax: state.frameMax,
+                consumersWhenStarted: state.consumers + 1)
             state.sessions.append(session)
             return session
         }
@@ -230,6 +248,7 @@ final class ScriptedSession: BrokerSession {
     let number: Int
     let pipeline: Int
     let frameMax: Int
+    let consumersWhenStarted: Int?
     private let broker: ScriptedBroker
 
     private struct Deliveries {
@@ -246,11 +265,12 @@ final class ScriptedSession: BrokerSession {
     private let pending = Mutex<[ScriptedConfirmation]>([])
     private let isClosed = Mutex(false)
 
-    fileprivate init(broker: ScriptedBroker, number: Int, pipeline: Int, frameMax: Int) {
+    fileprivate init(broker: ScriptedBroker, number: Int, pipeline: Int, frameMax: Int, consumersWhenStarted: Int) {
         self.broker = broker
         self.number = number
         self.pipeline = pipeline
         self.frameMax = frameMax
+        self.consumersWhenStarted = consumersWhenStarted
         var streams:
             [SessionConnection: (AsyncStream<AMQPConnectionEvent>, AsyncStream<AMQPConnectionEvent>.Continuation)] = [:]
         for connection in SessionConnection.allCases {

@@ -315,7 +315,7 @@ struct SimulatedWorld {
             if let line = LifecycleHarness.summary(action, machine: machine) { trace.append("  \(line)") }
             invariants.observe(action)
             switch action {
-            case .connect(let id, _):
+            case .connect(let id, _, _):
                 connects.append(id)
             case .store(let id, let batch, let deliveries, let oneAtATime):
                 // A store for an unknown session is a violation (`invariants`), and never answered.

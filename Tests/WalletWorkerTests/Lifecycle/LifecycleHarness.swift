@@ -200,7 +200,7 @@ struct LifecycleHarness {
         for action in actions {
             invariants.observe(action)
             switch action {
-            case .connect(let id, _): connects.append(id)
+            case .connect(let id, _, _): connects.append(id)
             case .store(let id, let batch, let deliveries, let oneAtATime):
                 stores.append((id, batch, deliveries.map(\.tag), oneAtATime))
             case .publish(let id, let publish, let tags, let plans):
@@ -231,7 +231,7 @@ struct LifecycleHarness {
 
     static func summary(_ action: LifecycleAction, machine: DeliveryLifecycle) -> String? {
         switch action {
-        case .connect(let id, _): "connect \(id)"
+        case .connect(let id, _, let release): "connect \(id)" + (release == nil ? "" : " after the release")
         case .store(_, _, let deliveries, let oneAtATime):
             (oneAtATime ? "store one by one " : "store ") + tags(deliveries.map(\.tag))
         case .publish(_, _, let tags, let plans):

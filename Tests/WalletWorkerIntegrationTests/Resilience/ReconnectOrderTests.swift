@@ -1,0 +1,107 @@
+// Issue 36, CONTRACT.md §10: under a black hole that froze the worker's connections with deliveries in hand while new
+// connections still passed, the worker noticed the missed heartbeats, reconnected in 226 ms and consumed at once,
+// while the broker still held the old consumer's deliveries: later messages were processed before earlier ones (76
+// and 7 per-card inversions in two runs). Now a session that follows a failed one consumes only once the broker has
+// dropped the old consumer (`ConsumerRelease`). The decisions are `ConsumerReleaseTests`,
+// `DeliveryLifecycleConsumerReleaseTests` and `ExecutorConsumerReleaseTests`; this is the one end-to-end test.
+import AMQPTransport
+import BrokerTestSupport
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+extension Resilience {
+    @Suite("Queue order across reconnects (a black hole on the worker's connections)", .timeLimit(.minutes(3)))
+    struct ReconnectOrderTests {
+        static let cards = 10
+
+        @Test(
+            "connections frozen twice with deliveries in hand while new ones pass: no per-card processing-order inversion, nothing lost"
+        )
+        func aBlackHoleDoesNotReorderTheQueue() async throws {
+            let broker = try AMQPURL(parsing: TestBroker.urlText)
+            let relay = try FaultyRelay(upstreamHost: "127.0.0.1", upstreamPort: broker.port)
+            defer { relay.close() }
+            try await withResilienceTopology("reconnect-order") { topology, connection, channel in
+                let url = "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(relay.port)/%2f"
+                // Heartbeats every 2 s: each side gives the other up after about two missed ones.
+                let worker = try WorkerProcess(
+                    workerRunArguments(topology, store: "memory", prefetch: 50, extra: ["--heartbeat", "2s"]),
+                    amqpURL: url, label: "reconnect-order-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                try await channel.enableConfirms()
+
+                // A steady stream, round robin over the cards, so that deliveries are in hand at each freeze.
+                let published = Atomic<Int>(0)
+                let publishing = Atomic<Bool>(true)
+                let publisher = Task {
+                    var sequence = 0
+                    while publishing.load(ordering: .relaxed) {
+                        let chunk = (sequence..<sequence + 20).map { n in
+                            InboundSpec.action("order-\(n % Self.cards)-\(n / Self.cards)", action: "order.refresh")
+                                .outbound(to: topology.inbound)
+                        }
+                        try await publishConfirmed(chunk, on: channel)
+                        sequence += chunk.count
+                        published.store(sequence, ordering: .relaxed)
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                }
+                do {
+                    for round in 1...2 {
+                        try await waitUntil("results flowing before freeze \(round)", every: .milliseconds(100)) {
+                            try await readyCount(topology.capture, on: connection) > 200 * round
+                        }
+                        relay.freezeExisting()
+                        // The worker gives the frozen session up and opens the next through the relay.
+                        try await waitUntil("session \(round + 1) consuming\n\(worker.logTail())") {
+                            jsonObjects(worker.log).count { $0["message"] as? String == "consuming" } > round
+                        }
+                        // Frozen long past the broker's own heartbeat detection, then gone.
+                        try await Task.sleep(for: .seconds(8))
+                        relay.severFrozen()
+                    }
+                } catch {
+                    publisher.cancel()
+                    throw error
+                }
+                publishing.store(false, ordering: .relaxed)
+                try await publisher.value
+                let total = published.load(ordering: .relaxed)
+
+                try await waitUntil("every result\n\(worker.logTail())", every: .milliseconds(200)) {
+                    try await readyCount(topology.capture, on: connection) >= total
+                }
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
+                var firstSeen = Set<String>()
+                var highest = [Int: Int]()
+                var inversions: [String] = []
+                for id in results.compactMap(\.properties.messageID) {
+                    // A replay (a delivery processed, then redelivered with the session) republishes a result seen
+                    // before: at least once. Order is about each message's first processing.
+                    guard firstSeen.insert(id).inserted else { continue }
+                    let parts = id.split(separator: "/")[0].split(separator: "-")
+                    guard parts.count == 3, let card = Int(parts[1]), let sequence = Int(parts[2]) else { continue }
+                    if let last = highest[card], sequence < last { inversions.append(id) }
+                    highest[card] = max(highest[card] ?? -1, sequence)
+                }
+                let expected = Set((0..<total).map { "order-\($0 % Self.cards)-\($0 / Self.cards)/0" })
+                #expect(firstSeen == expected, "lost: \(expected.subtracting(firstSeen).sorted().prefix(10))")
+                #expect(inversions.isEmpty, "\(inversions.count) inversions: \(inversions.prefix(10))")
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                let waits =
+                    worker.log.components(separatedBy: "waiting for the broker to drop the last session")
+                    .count - 1
+                print(
+                    "reconnect order: \(total) messages, \(results.count) results (\(results.count - firstSeen.count) replayed), "
+                        + "\(inversions.count) inversions, \(waits) waits for the broker to drop a consumer")
+            }
+        }
+    }
+}
