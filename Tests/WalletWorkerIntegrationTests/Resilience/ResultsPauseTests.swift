@@ -81,5 +81,67 @@ extension Resilience {
                 #expect(resumed.count == 1, "\(worker.logTail())")
             }
         }
+
+        @Test(
+            "a disk alarm that outlasts the confirm timeout pauses the worker and dead-letters nothing; once it clears, every message's results are delivered, a result delivered twice is byte-identical"
+        )
+        func anAlarmThatOutlastsTheConfirmTimeoutPausesTheWorker() async throws {
+            let node = PrivateRabbitNode(port: 5752)
+            try await withTeardown({ node.destroy() }) {
+                try await node.start()
+                try await withResilienceTopology("alarm-pause", url: node.url) { topology, connection, channel in
+                    let inbound = (0..<1_000).map { InboundSpec.action("alarm-pause-\($0)", action: "alarm.refresh") }
+                    try await channel.enableConfirms()
+                    try await publishConfirmed(inbound.map { $0.outbound(to: topology.inbound) }, on: channel)
+
+                    // The alarm blocks every connection that publishes: results wait for confirms that do not come.
+                    try await node.run("ctl", "set_disk_free_limit", "100000GB")
+                    let worker = try WorkerProcess(
+                        workerRunArguments(
+                            topology, store: "memory", prefetch: 100, extra: ["--confirm-timeout", "2s"]),
+                        amqpURL: node.url, label: "alarm-pause-worker")
+                    defer {
+                        worker.kill()
+                        worker.process.removeLog()
+                    }
+                    let port = try await worker.operationsPort()
+                    do {
+                        try await waitUntil("paused for the results\n\(worker.logTail())", every: .milliseconds(100)) {
+                            try worker.metric(port: port, "wallet_paused", labels: [#"cause="results""#]) == 1
+                        }
+                        #expect(try httpGet(port: port, path: "/readyz").status == 503)
+                        try await waitUntil("a trial that fails\n\(worker.logTail())", every: .milliseconds(200)) {
+                            worker.log.contains("the trial found the results still refused")
+                        }
+                        #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                    } catch {
+                        try? await node.run("ctl", "set_disk_free_limit", "50MB")
+                        throw error
+                    }
+                    try await node.run("ctl", "set_disk_free_limit", "50MB")
+
+                    let expected = Set(inbound.map { "\($0.id)/0" })
+                    try await waitUntil("every message's result\n\(worker.logTail())", every: .milliseconds(200)) {
+                        try await readyCount(topology.capture, on: connection) >= expected.count
+                    }
+                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(90))
+                    let results = try await MessageCapture.drain(topology.capture, on: connection)
+                    var bodies: [String: [UInt8]] = [:]
+                    var different: [String] = []
+                    for result in results {
+                        guard let id = result.properties.messageID else { continue }
+                        if let first = bodies[id], first != result.body { different.append(id) }
+                        bodies[id] = bodies[id] ?? result.body
+                    }
+                    #expect(Set(bodies.keys) == expected)
+                    #expect(different.isEmpty, "results delivered twice with different bodies: \(different.prefix(5))")
+                    #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                    #expect(try worker.metric(port: port, "wallet_dead_letters_total") == 0)
+                    print(
+                        "results pause, alarm: \(inbound.count) messages, \(results.count) results "
+                            + "(\(results.count - bodies.count) delivered twice, identical)")
+                }
+            }
+        }
     }
 }
