@@ -105,7 +105,10 @@ struct ResultsAvailability: Sendable, Equatable {
         state = .trying(
             since: since, cause: cause, attempt: attempt, gaveBack: gaveBack, refused: refused, deadline: deadline)
         guard refused.count >= activation else { return .holds }
-        return .pausesAgain(cause: "\(refused.count) messages' results refused in trial \(attempt): \(reason)")
+        return .pausesAgain(
+            cause:
+                "\(refused.count) distinct messages' results refused in trial \(attempt) (the activation count): \(reason)"
+        )
     }
 
     /// The trial's deadline fired: no verdict came in its window. Resumes when `timer` is the trial's.
