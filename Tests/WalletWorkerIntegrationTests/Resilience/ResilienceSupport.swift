@@ -19,6 +19,9 @@ enum Resilience {}
 /// node loss (`WorkerSurvivesANodeLossTests.swift`): booted first in a chain, beside every other suite's start, its
 /// three nodes took 76-150 s to start (17-20 s on a quiet machine), which failed loaded runs at the test's 150 s
 /// bound. Last, the other suites' start is long over (measured 2026-11-28). Keep it the last file of the chain.
+///
+/// The results pause's two end-to-end tests (`ResultsPauseTests`, about 40 s) run in this chain too: in `Resilience` they
+/// made it the longer one (409 s against 296 s in a loaded run on 2026-11-29).
 @Suite("Long runs", .serialized)
 enum LongRuns {}
 
