@@ -10,6 +10,7 @@ import Foundation
 import Synchronization
 import TestSupport
 import Testing
+import WalletWorker
 
 extension Resilience {
     @Suite("Queue order across reconnects (a black hole on the worker's connections)", .timeLimit(.minutes(3)))
@@ -17,18 +18,24 @@ extension Resilience {
         static let cards = 10
 
         @Test(
-            "connections frozen twice with deliveries in hand while new ones pass: no per-card processing-order inversion, nothing lost"
-        )
-        func aBlackHoleDoesNotReorderTheQueue() async throws {
+            "connections frozen twice with deliveries in hand while new ones pass: no per-card processing-order inversion, nothing lost (the work queue; the ordered mode's shards)",
+            arguments: [0, 2])
+        func aBlackHoleDoesNotReorderTheQueue(shards: Int) async throws {
             let broker = try AMQPURL(parsing: TestBroker.urlText)
             let relay = try FaultyRelay(upstreamHost: "127.0.0.1", upstreamPort: broker.port)
             defer { relay.close() }
-            try await withResilienceTopology("reconnect-order") { topology, connection, channel in
+            let ordered = shards > 0 ? ["--ordered-shards", "\(shards)"] : []
+            let purpose = shards > 0 ? "reconnect-order-shards" : "reconnect-order"
+            try await withResilienceTopology(purpose, declareFlags: ordered) { topology, connection, channel in
+                let sharded = ShardedTopologyNames(topology, shards: shards)
                 let url = "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(relay.port)/%2f"
                 // Heartbeats every 2 s: each side gives the other up after about two missed ones.
                 let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "memory", prefetch: 50, extra: ["--heartbeat", "2s"]),
-                    amqpURL: url, label: "reconnect-order-worker")
+                    workerRunArguments(
+                        topology, store: "memory", prefetch: 50, extra: ["--heartbeat", "2s"] + ordered),
+                    amqpURL: url, label: "\(purpose)-worker")
+                // One pipeline on the work queue, and one per shard in the ordered mode.
+                let pipelines = 1 + shards
                 defer {
                     worker.kill()
                     worker.process.removeLog()
@@ -44,8 +51,11 @@ extension Resilience {
                     var sequence = 0
                     while publishing.load(ordering: .relaxed) {
                         let chunk = (sequence..<sequence + 20).map { n in
-                            InboundSpec.action("order-\(n % Self.cards)-\(n / Self.cards)", action: "order.refresh")
-                                .outbound(to: topology.inbound)
+                            var spec = InboundSpec.action(
+                                "order-\(n % Self.cards)-\(n / Self.cards)", action: "order.refresh")
+                            // The ordered mode hashes the card header to a shard.
+                            spec.headers = [(ShardedTopology.cardHeader, .string("ORDER-\(n % Self.cards)"))]
+                            return spec.outbound(to: topology.inbound)
                         }
                         try await publishConfirmed(chunk, on: channel)
                         sequence += chunk.count
@@ -61,7 +71,8 @@ extension Resilience {
                         relay.freezeExisting()
                         // The worker gives the frozen session up and opens the next through the relay.
                         try await waitUntil("session \(round + 1) consuming\n\(worker.logTail())") {
-                            jsonObjects(worker.log).count { $0["message"] as? String == "consuming" } > round
+                            jsonObjects(worker.log).count { $0["message"] as? String == "consuming" }
+                                >= pipelines * (round + 1)
                         }
                         // Frozen long past the broker's own heartbeat detection, then gone.
                         try await Task.sleep(for: .seconds(8))
@@ -99,9 +110,29 @@ extension Resilience {
                     worker.log.components(separatedBy: "waiting for the broker to drop the last session")
                     .count - 1
                 print(
-                    "reconnect order: \(total) messages, \(results.count) results (\(results.count - firstSeen.count) replayed), "
+                    "reconnect order (\(shards) shards): \(total) messages, \(results.count) results (\(results.count - firstSeen.count) replayed), "
                         + "\(inversions.count) inversions, \(waits) waits for the broker to drop a consumer")
+                worker.kill()
+                await sharded.delete()
             }
         }
+    }
+}
+
+/// The ordered mode's shard queues, their retry queues and the hash exchange of a `ResilienceTopology`, which
+/// `withResilienceTopology` does not own: deleted at the end of the test (the run's private broker goes with its
+/// data directory should the test fail first).
+private struct ShardedTopologyNames {
+    var queues: [String] = []
+    var exchanges: [String] = []
+
+    init(_ topology: ResilienceTopology, shards: Int) {
+        guard shards > 0 else { return }
+        queues = (0..<shards).flatMap { ["\(topology.work).shard.\($0)", "\(topology.retry).shard.\($0)"] }
+        exchanges = ["\(topology.inbound).ordered"]
+    }
+
+    func delete() async {
+        try? await deleteTopology(queues: queues, exchanges: exchanges, purpose: "clean-up shards")
     }
 }
