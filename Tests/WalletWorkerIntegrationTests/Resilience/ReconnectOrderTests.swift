@@ -12,7 +12,7 @@ import TestSupport
 import Testing
 import WalletWorker
 
-extension Resilience {
+extension LongRuns {
     @Suite("Queue order across reconnects (a black hole on the worker's connections)", .timeLimit(.minutes(3)))
     struct ReconnectOrderTests {
         static let cards = 10

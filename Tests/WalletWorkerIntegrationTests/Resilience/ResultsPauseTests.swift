@@ -9,7 +9,7 @@ import Foundation
 import TestSupport
 import Testing
 
-extension LongRuns {
+extension Resilience {
     @Suite("Results pause (the result queues unbound, then bound again)", .timeLimit(.minutes(3)))
     struct ResultsPauseTests {
         @Test(
