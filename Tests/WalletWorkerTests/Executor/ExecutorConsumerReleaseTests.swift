@@ -6,7 +6,7 @@ import Testing
 /// CONTRACT.md §10 across reconnects: a session that follows a failed one consumes only once the broker has let go
 /// of the failed session's consumer (and the deliveries it still holds), or once two heartbeats and 5 s have passed.
 /// On the scripted broker, whose consumer counts the test sets, and a clock turned by hand. Through RabbitMQ, with a
-/// connection frozen by a black hole: `Resilience.ReconnectOrderTests`.
+/// connection frozen by a black hole: `LongRuns.ReconnectOrderTests`.
 @Suite("Executor: the next session after a failure", .timeLimit(.minutes(1)))
 struct ExecutorConsumerReleaseTests {
     /// Session 1 consumed (the only consumer) and failed while the broker still counts its consumer: counts answer
