@@ -34,7 +34,7 @@ struct DeliveryLifecycle: Sendable {
         var retry: RetrySchedule
         var reconnectBackoff = ReconnectBackoff()
         /// Waits between tries of a batch the store failed, and between probes of a store that is out.
-        var storeCheckBackoff = StoreCheckBackoff()
+        var storeCheckBackoff = ProbeBackoff()
         /// Transient failures of a batch while the store passes its check, before the failure counts as the batch's
         /// own. Default: 3.
         var attemptsWhileStoreAnswers = 3
@@ -48,7 +48,7 @@ struct DeliveryLifecycle: Sendable {
         var resultsKillSwitch = ResultsKillSwitch.Settings()
         /// The waits before each trial of paused results: doubling from 5 s up to 60 s (MassTransit's kill switch
         /// restarts after one minute).
-        var resultsTrialBackoff = StoreCheckBackoff(first: .seconds(5), longest: .seconds(60))
+        var resultsTrialBackoff = ProbeBackoff(first: .seconds(5), longest: .seconds(60))
         /// How long a session that follows a failed one waits, at most, for the broker to drop the failed one's
         /// consumer before it consumes (`ConsumerRelease.bound(heartbeat:)`); nil: it consumes at once.
         var consumerReleaseBound: Duration?
@@ -353,7 +353,7 @@ struct DeliveryLifecycle: Sendable {
             let failures = failures(of: plans, result, session: id, deliveries: deliveries, &actions)
             if failures.isEmpty {
                 settle(&session, at: index, plans, requeue: [], now: now, &actions)
-                let judgement = judgeResults(plans, result, deliveries, id, allTaken: true, now: now)
+                let judgement = judgeResults(plans, result, deliveries, id, failures: [], now: now)
                 guard case .resume(let after, let gaveBack) = judgement else { break }
                 putSession(session)
                 resumeResults(after: after, gaveBack: gaveBack, now: now, &actions)
@@ -366,7 +366,7 @@ struct DeliveryLifecycle: Sendable {
                 putSession(session)
                 return actions
             }
-            switch judgeResults(plans, result, deliveries, id, allTaken: false, now: now) {
+            switch judgeResults(plans, result, deliveries, id, failures: failures, now: now) {
             case .perMessage:
                 publishAgain(&session, at: index, plans, failures, now: now, &actions)
             case .hold:
@@ -969,14 +969,14 @@ struct DeliveryLifecycle: Sendable {
     }
 
     /// Feeds the batch's first publish to the kill switch (while results are taken) or to the trial (while one is
-    /// on). `allTaken` when no plan failed: then every result the kill switch counts was delivered (the hot path:
-    /// counted, not looked at one by one).
+    /// on). `failures` are the publish's (`failures(of:)`); none: every result the kill switch counts was delivered
+    /// (the hot path: counted, not looked at one by one).
     private mutating func judgeResults(
         _ plans: [DeliveryPlan], _ result: ConfirmResult, _ deliveries: [Delivery], _ session: SessionID,
-        allTaken: Bool, now: Duration
+        failures: [PublishFailure], now: Duration
     ) -> ResultsJudgement {
-        if case .paused = results.state { return .perMessage }
-        if allTaken {
+        if results.isPaused { return .perMessage }
+        if failures.isEmpty {
             let delivered = plans.reduce(0) { $0 + ($1.dependsOnResults ? 1 : 0) }
             guard delivered > 0 else { return .perMessage }
             if results.isTrying, case .resumes(let after, let gaveBack) = results.trialDelivered(now: now) {
@@ -987,9 +987,10 @@ struct DeliveryLifecycle: Sendable {
         }
         var outcomes: [(key: String?, tag: UInt64, outcome: ResultsKillSwitch.Outcome)] = []
         switch result {
-        case .timedOut(let after):
-            if let position = plans.firstIndex(where: \.dependsOnResults) {
-                let reason = "publisher confirms timed out after \(after)"
+        case .timedOut:
+            if let position = plans.firstIndex(where: \.dependsOnResults),
+                let reason = failures.first(where: { $0.index == position })?.reason
+            {
                 let delivery = deliveries[position]
                 outcomes.append(
                     (delivery.original.properties.messageID, delivery.tag, .confirmTimedOut(reason: reason)))

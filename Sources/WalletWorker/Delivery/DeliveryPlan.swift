@@ -207,7 +207,7 @@ struct DeliveryPlan: Sendable {
     func resultsOutcome(in outcomes: ArraySlice<AMQPPublishOutcome>) -> ResultsKillSwitch.Outcome? {
         guard dependsOnResults else { return nil }
         guard let (message, reason) = firstFailure(in: outcomes, deciding: true) else { return .delivered }
-        if isUnpublishable(in: outcomes) { return nil }
+        if outcomes.contains(where: { if case .unencodable = $0 { true } else { false } }) { return nil }
         return .refused(exchange: message.exchange, reason: reason)
     }
 

@@ -78,10 +78,7 @@ struct ResultsKillSwitch: Sendable {
     /// Records one delivery's outcome at `now`. `key` names its message (its `message_id`); nil when it has none,
     /// then it counts as a message of its own.
     mutating func record(_ outcome: Outcome, key: String?, now: Duration) -> Verdict {
-        let second = now.components.seconds
-        forget(before: second - settings.window.components.seconds + 1)
-        if buckets.last?.second != second { buckets.append(Bucket(second: second)) }
-        let last = buckets.count - 1
+        let last = bucket(at: now)
         switch outcome {
         case .delivered:
             buckets[last].delivered += 1
@@ -108,10 +105,7 @@ struct ResultsKillSwitch: Sendable {
     /// Records `count` deliveries whose results were all confirmed, at `now`: the hot path's form of `record`.
     mutating func recordDelivered(_ count: Int, now: Duration) {
         guard count > 0 else { return }
-        let second = now.components.seconds
-        forget(before: second - settings.window.components.seconds + 1)
-        if buckets.last?.second != second { buckets.append(Bucket(second: second)) }
-        buckets[buckets.count - 1].delivered += count
+        buckets[bucket(at: now)].delivered += count
         delivered += count
     }
 
@@ -121,6 +115,14 @@ struct ResultsKillSwitch: Sendable {
         delivered = 0
         refused = 0
         refusalsByKey = [:]
+    }
+
+    /// The index of `now`'s bucket, once the buckets that left the window are forgotten.
+    private mutating func bucket(at now: Duration) -> Int {
+        let second = now.components.seconds
+        forget(before: second - settings.window.components.seconds + 1)
+        if buckets.last?.second != second { buckets.append(Bucket(second: second)) }
+        return buckets.count - 1
     }
 
     /// Drops the buckets older than `oldest` (whole seconds) from the window and its totals.

@@ -36,6 +36,7 @@ extension LongRuns {
                     amqpURL: url, label: "\(purpose)-worker")
                 // One pipeline on the work queue, and one per shard in the ordered mode.
                 let pipelines = 1 + shards
+                let consumed = [topology.work] + (0..<shards).map { "\(topology.work).shard.\($0)" }
                 defer {
                     worker.kill()
                     worker.process.removeLog()
@@ -44,12 +45,17 @@ extension LongRuns {
                 try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
-                // A steady stream, round robin over the cards, so that deliveries are in hand at each freeze.
+                // A steady stream, round robin over the cards, kept at most 200 messages ahead of the results: however
+                // fast the worker goes, deliveries are in hand at each freeze and a backlog waits behind them.
                 let published = Atomic<Int>(0)
                 let publishing = Atomic<Bool>(true)
                 let publisher = Task {
                     var sequence = 0
                     while publishing.load(ordering: .relaxed) {
+                        try await waitUntil("the results to catch up with the stream") {
+                            guard publishing.load(ordering: .relaxed) else { return true }
+                            return try await readyCount(topology.capture, on: connection) >= sequence - 200
+                        }
                         let chunk = (sequence..<sequence + 20).map { n in
                             var spec = InboundSpec.action(
                                 "order-\(n % Self.cards)-\(n / Self.cards)", action: "order.refresh")
@@ -60,7 +66,6 @@ extension LongRuns {
                         try await publishConfirmed(chunk, on: channel)
                         sequence += chunk.count
                         published.store(sequence, ordering: .relaxed)
-                        try await Task.sleep(for: .milliseconds(50))
                     }
                 }
                 do {
@@ -74,8 +79,11 @@ extension LongRuns {
                             jsonObjects(worker.log).count { $0["message"] as? String == "consuming" }
                                 >= pipelines * (round + 1)
                         }
-                        // Frozen long past the broker's own heartbeat detection, then gone.
-                        try await Task.sleep(for: .seconds(8))
+                        // Frozen until the broker drops the old consumers by itself (its heartbeat detection): one
+                        // consumer left on each queue the worker consumes. Then the dead connections go.
+                        try await waitUntil("the broker to drop the frozen consumers\n\(worker.logTail())") {
+                            try await consumerCounts(consumed, on: connection).allSatisfy { $0 == 1 }
+                        }
                         relay.severFrozen()
                     }
                 } catch {
@@ -135,4 +143,13 @@ private struct ShardedTopologyNames {
     func delete() async {
         try? await deleteTopology(queues: queues, exchanges: exchanges, purpose: "clean-up shards")
     }
+}
+
+/// The consumers of each of `queues` now (passive declares on one channel).
+private func consumerCounts(_ queues: [String], on connection: AMQPConnection) async throws -> [Int] {
+    let channel = try await connection.openChannel()
+    var counts: [Int] = []
+    for queue in queues { counts.append(Int(try await channel.queueStatus(queue).consumerCount)) }
+    try? await channel.close()
+    return counts
 }

@@ -20,7 +20,7 @@ enum Resilience {}
 /// three nodes took 76-150 s to start (17-20 s on a quiet machine), which failed loaded runs at the test's 150 s
 /// bound. Last, the other suites' start is long over (measured 2026-11-28). Keep it the last file of the chain.
 ///
-/// The reconnect order's end-to-end test (`ReconnectOrderTests`, two cases, about 60 s) runs in this chain too: with it
+/// The reconnect order's end-to-end test (`ReconnectOrderTests`, two cases, 24-60 s) runs in this chain too: with it
 /// and the results pause's tests in `Resilience`, that chain took 409 s against 296 s in a loaded run (2026-11-29).
 @Suite("Long runs", .serialized)
 enum LongRuns {}
