@@ -1,4 +1,5 @@
 internal import CRabbitMQ
+internal import Locking
 
 /// An AMQP channel: topology, consuming, acknowledging and publishing.
 ///

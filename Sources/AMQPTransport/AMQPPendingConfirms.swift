@@ -1,3 +1,5 @@
+internal import Locking
+
 /// The outcomes of a batch of publishes that was sent without waiting: `AMQPChannel.startPublishing(_:confirmTimeout:)`
 /// returns at once, so that several batches can wait for their confirms at the same time while their messages go
 /// out in the order the batches were started.

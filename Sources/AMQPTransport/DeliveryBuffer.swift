@@ -1,3 +1,5 @@
+internal import Locking
+
 /// The deliveries of one consumer that arrived and were not taken yet. The connection's I/O thread appends;
 /// the consumer takes everything at once. A consumer that was busy with a batch therefore gets the next one whole
 /// (up to the prefetch) instead of as many small batches as the I/O thread happened to read: batch size is what

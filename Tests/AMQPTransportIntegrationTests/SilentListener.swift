@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 
 #if canImport(Glibc)
@@ -14,7 +14,7 @@ import TestSupport
 final class SilentListener: Sendable {
     let port: Int
     private let listener: Int32
-    private let accepted = Mutex<[Int32]>([])
+    private let accepted = Locked<[Int32]>([])
 
     init() throws {
         (listener, port) = try listenOnLoopback()

@@ -1,6 +1,6 @@
 import AMQPTransport
 import BrokerTestSupport
-import Synchronization
+import Locking
 
 // The transport tests' own helpers; the broker connection, the per-test session and `within` are BrokerTestSupport's.
 
@@ -8,7 +8,7 @@ import Synchronization
 
 /// Collects a connection's events from a background task.
 final class EventRecorder: Sendable {
-    private let events = Mutex<[AMQPConnectionEvent]>([])
+    private let events = Locked<[AMQPConnectionEvent]>([])
 
     var recorded: [AMQPConnectionEvent] { events.withLock { $0 } }
 

@@ -1,3 +1,4 @@
+import Locking
 import Testing
 
 @testable import AMQPTransport

@@ -1,5 +1,5 @@
 import AMQPTransport
-import Synchronization
+import Locking
 
 // The one topology-per-test helper: uniquely named queues and exchanges that are deleted when the test ends.
 
@@ -16,7 +16,7 @@ public final class BrokerSession: Sendable {
     public let connection: AMQPConnection
     /// The session's first channel. A test that makes the broker close it opens another.
     public let channel: AMQPChannel
-    private let owned = Mutex<(queues: [String], exchanges: [String])>(([], []))
+    private let owned = Locked<(queues: [String], exchanges: [String])>(([], []))
 
     init(purpose: String, url: String, connection: AMQPConnection, channel: AMQPChannel) {
         self.purpose = purpose

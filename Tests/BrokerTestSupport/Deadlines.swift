@@ -1,5 +1,5 @@
 import AMQPTransport
-import Synchronization
+import Locking
 
 // A hung transport call must fail its test quickly with a message, not stall the suite until its time limit.
 // The transport's calls wait on continuations resumed by its I/O thread and ignore task cancellation,
@@ -40,10 +40,10 @@ private final class Race<T: Sendable>: Sendable {
         var timer: Task<Void, any Error>?
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(_ continuation: CheckedContinuation<T, any Error>) {
-        state = Mutex(State(continuation: continuation))
+        state = Locked(State(continuation: continuation))
     }
 
     func startTimer(_ body: @escaping @Sendable () async throws -> Void) {

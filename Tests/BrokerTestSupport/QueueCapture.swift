@@ -1,5 +1,5 @@
 import AMQPTransport
-import Synchronization
+import Locking
 import TestSupport
 
 // The one queue capture of the integration tests: consume a queue in the background and keep what arrives, or drain
@@ -53,9 +53,9 @@ public final class QueueCapture<Record: Sendable>: Sendable {
     public let queue: String
     /// The capture's own channel: a direct reply-to requester publishes its requests on it.
     public let channel: AMQPChannel
-    private let records = Mutex<[Record]>([])
-    private let failureText = Mutex<String?>(nil)
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let records = Locked<[Record]>([])
+    private let failureText = Locked<String?>(nil)
+    private let task = Locked<Task<Void, Never>?>(nil)
     private let arrivals = ConditionWaiters<Progress>()
 
     private init(queue: String, channel: AMQPChannel) {

@@ -1,5 +1,5 @@
+import Locking
 import Logging
-import Synchronization
 
 /// The lines a logger wrote, kept as events (level, message, metadata, error): for checks of what an operator reads.
 /// `Handler` is the `LogHandler` that keeps them, alone or under another handler (redaction, OpenTelemetry's
@@ -19,7 +19,7 @@ public final class CapturedLog: Sendable {
         }
     }
 
-    private let lines = Mutex<[Line]>([])
+    private let lines = Locked<[Line]>([])
     private let watchers = ConditionWaiters<[String]>()
 
     public init() {}

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Tasks waiting for a condition on a state that changes elsewhere (a scripted broker's log, a clock's sleepers, a
 /// store's counts): each waits until its predicate holds of the state, or until its task is cancelled (a test's time
@@ -10,7 +10,7 @@ public final class ConditionWaiters<State: Sendable>: Sendable {
         let continuation: CheckedContinuation<Void, Never>
     }
 
-    private let waiters = Mutex<(next: Int, waiting: [Int: Waiter])>((0, [:]))
+    private let waiters = Locked<(next: Int, waiting: [Int: Waiter])>((0, [:]))
 
     public init() {}
 

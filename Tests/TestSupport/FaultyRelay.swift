@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -16,7 +16,7 @@ public final class FaultyRelay: Sendable {
     private let listener: Int32
     private let upstreamHost: String
     private let upstreamPort: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var frozen = false

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A clock that moves only when a test turns it (`advance`), for the executor's timers, backoffs and deadlines:
 /// a 5-minute retry delay passes in a microsecond, and two timers fire in the order of their deadlines. Modelled on
@@ -30,7 +30,7 @@ public final class ManualClock: Clock, Sendable {
         var nextID = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Tests waiting for a sleeper: woken as sleepers arrive.
     private let watchers = ConditionWaiters<[Instant]>()
 

@@ -1,4 +1,5 @@
 import Foundation
+internal import Locking
 import Logging
 
 #if canImport(Glibc)
