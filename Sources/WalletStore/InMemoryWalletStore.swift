@@ -8,6 +8,7 @@ public final class InMemoryWalletStore: WalletStore {
     private struct Contents: Sendable {
         var state = InMemoryWalletState()
         var processed: [String: (decision: Decision, recordedAt: Date)] = [:]
+        var undelivered: [String: UndeliveredResults] = [:]
     }
 
     private let contents = Mutex(Contents())
@@ -52,8 +53,23 @@ public final class InMemoryWalletStore: WalletStore {
         contents.withLock { contents in
             let before = contents.processed.count
             contents.processed = contents.processed.filter { $0.value.recordedAt >= cutoff }
+            contents.undelivered = contents.undelivered.filter { contents.processed[$0.key] != nil }
             return before - contents.processed.count
         }
+    }
+
+    public func noteResultDelivery(_ note: ResultDeliveryNote) async throws(StoreError) {
+        contents.withLock { contents in
+            for undelivered in note.undelivered where contents.processed[undelivered.messageID] != nil {
+                contents.undelivered[undelivered.messageID] = undelivered
+            }
+            for messageID in note.delivered { contents.undelivered[messageID] = nil }
+        }
+    }
+
+    /// The note of a processed message's results as undelivered (`noteResultDelivery`), for tests.
+    public func undeliveredResults(_ messageID: String) -> UndeliveredResults? {
+        contents.withLock { $0.undelivered[messageID] }
     }
 
     public func close() async {}

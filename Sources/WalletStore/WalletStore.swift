@@ -22,6 +22,11 @@ public protocol WalletStore: Sendable {
     /// Forgets processed `message_id`s recorded before `cutoff` (the deduplication retention); returns how many.
     func expireProcessedMessages(recordedBefore cutoff: Date) async throws(StoreError) -> Int
 
+    /// Keeps what `note` says beside the processed messages' records, outside any batch: a message dead-lettered
+    /// after its effects were committed is noted as undelivered (a later note for the same id replaces it); a
+    /// delivered one is forgotten. Notes of a message go when its record expires.
+    func noteResultDelivery(_ note: ResultDeliveryNote) async throws(StoreError)
+
     /// Releases the store's connections. Calls after `close()` fail.
     func close() async
 

@@ -15,8 +15,9 @@ extension WalletWorkerCommand {
                 after --dedup-retention; a rejected message is never recorded: \
                 `wallet-worker dead-letters show --message-id ID` shows it), 2 when the store cannot be read. \
                 A message dead-lettered after its effects were committed (its results refused until its retries \
-                ran out) is recorded as processed: its dead letter says retries_exhausted, and a replay of it \
-                publishes the recorded results again (CONTRACT.md §10); look in the dead letters too.
+                ran out) is recorded with its outcome, and `undelivered` says when it was dead-lettered and why: \
+                its results were never delivered, and a replay of its dead letter publishes them again (CONTRACT.md \
+                §10); once a replay's results are confirmed, `undelivered` is null again.
 
                 \(ExitStatus.helpText)
                 """,
@@ -47,7 +48,7 @@ extension WalletWorkerCommand {
         struct Message: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract:
-                    "A processed message: when, its outcome, and the results it published (replayed on a redelivery).",
+                    "A processed message: when, its outcome, its results (replayed on a redelivery), whether delivered.",
                 discussion: ExitStatus.helpText)
             @Argument(help: "The inbound message_id.") var messageId: String
             @OptionGroup var options: StoreToolOptions

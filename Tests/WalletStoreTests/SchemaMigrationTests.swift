@@ -38,17 +38,17 @@ struct SchemaMigrationTests {
             try old.close()
 
             let behind = try SQLiteWalletStore.schemaStatus(path: path)
-            #expect(behind.applied == ["v1"] && behind.pending == ["v2", "v3"] && !behind.isCurrent)
+            #expect(behind.applied == ["v1"] && behind.pending == ["v2", "v3", "v4"] && !behind.isCurrent)
             let error = #expect(throws: StoreError.self) { try Self.requireCurrent(sqlite: path) }
             #expect(error?.kind == .permanent)
-            #expect(error?.message.contains("missing: v2, v3") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("missing: v2, v3, v4") == true, "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate") == true)
             let afterRefusal = try SQLiteWalletStore.schemaStatus(path: path)
             #expect(afterRefusal == behind, "refusing changed nothing")
 
             let (before, after) = try await WalletStores.migrate(.sqlite(path: path))
             #expect(before == behind)
-            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4"])
 
             let store = try Self.requireCurrent(sqlite: path)
             let decisions = try await store.process(
@@ -92,7 +92,7 @@ struct SchemaMigrationTests {
             await refused.close()
             #expect(error?.kind == .permanent)
             #expect(
-                error?.message.contains("none (this build's migrations: v1, v2)") == true,
+                error?.message.contains("none (this build's migrations: v1, v2, v3)") == true,
                 "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate --store postgres://") == true)
             #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
@@ -111,8 +111,8 @@ struct SchemaMigrationTests {
             #expect(schemas == 0)
 
             let (before, after) = try await WalletStores.migrate(.postgres(location))
-            #expect(before.applied == [] && before.pending == ["v1", "v2"])
-            #expect(after.isCurrent && after.applied == ["v1", "v2"])
+            #expect(before.applied == [] && before.pending == ["v1", "v2", "v3"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3"])
 
             let store = try PostgresWalletStore(configuration: configuration)
             let decisions = try await store.process([Messages.ignored(id: "m1")], router: Self.router, now: Date())

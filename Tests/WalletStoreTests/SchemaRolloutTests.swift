@@ -51,11 +51,11 @@ struct SchemaRolloutTests {
                 try await connection.query("ANALYZE transactions", logger: logger)
             }
             let statementTimeout = Duration.seconds(1)
-            // A worker without DDL rights runs on it as it is (v2 only adds an index).
+            // A worker's start runs on it as it is: v2 only adds an index, and v3 waits for it.
             var configuration = PostgresWalletStore.Configuration(location: location)
             configuration.poolSize = 4
             configuration.statementTimeout = statementTimeout
-            configuration.schemaMode = .requireCurrent
+            configuration.schemaMode = .migrateWithoutIndexBuilds
             let store = try PostgresWalletStore(configuration: configuration)
             try await store.prepare()
 
@@ -103,7 +103,7 @@ struct SchemaRolloutTests {
             let elapsed = ContinuousClock.now - started
             await store.close()
 
-            #expect(after.applied == ["v1", "v2"] && after.isCurrent, "\(after)")
+            #expect(after.applied == ["v1", "v2", "v3"] && after.isCurrent, "\(after)")
             let errors = results.flatMap(\.errors)
             #expect(errors.isEmpty, "writes failed while the index was built: \(errors.prefix(3))")
             // A write held by the build fails on the statement timeout: `errors` is the check. The slowest write is
@@ -129,7 +129,8 @@ struct SchemaRolloutTests {
     }
 
     /// A worker's own start (the default, `WALLET_NO_MIGRATE=false`) creates a new database whole but never builds
-    /// an index on one that holds data: that is the migrate Job's. On main it built v2 at start.
+    /// an index on one that holds data: that is the migrate Job's. On main it built v2 at start. Migrations apply in
+    /// order, so the table v3 adds waits for it too (only the notes `inspect message` reads wait with it).
     @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
     func postgresAWorkersStartLeavesIndexBuildsToTheMigrateJob() async throws {
         try await PostgresTestDatabase.withSchema { location in
@@ -147,7 +148,9 @@ struct SchemaRolloutTests {
             #expect(decisions[0].decision.outcome == .processed)
             await store.close()
             let status = try await WalletStores.schemaStatus(.postgres(location))
-            #expect(status.applied == ["v1"] && status.pending == ["v2"] && status.isUsable, "\(status)")
+            #expect(
+                status.applied == ["v1"] && status.pending == ["v2", "v3"] && status.pendingRequired == ["v3"],
+                "\(status)")
         }
         try await PostgresTestDatabase.withSchema { location in
             var configuration = PostgresWalletStore.Configuration(location: location)
@@ -169,7 +172,7 @@ struct SchemaRolloutTests {
             _ = try await WalletStores.migrate(.postgres(location))
             try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
                 try await connection.query(
-                    "INSERT INTO wallet_schema_migrations (version, name, compatible_with) VALUES (3, 'a newer index', 2)",
+                    "INSERT INTO wallet_schema_migrations (version, name, compatible_with) VALUES (4, 'a newer index', 2)",
                     logger: PostgresTestDatabase.logger)
             }
             var configuration = PostgresWalletStore.Configuration(location: location)
@@ -181,12 +184,12 @@ struct SchemaRolloutTests {
             #expect(decisions[0].decision.outcome == .processed)
             await store.close()
             let status = try await WalletStores.schemaStatus(.postgres(location))
-            #expect(status.compatibleUnknown == ["v3"] && status.isUsable && !status.isCurrent, "\(status)")
+            #expect(status.compatibleUnknown == ["v4"] && status.isUsable && !status.isCurrent, "\(status)")
             _ = try await WalletStores.migrate(.postgres(location))  // a rollback's migrate Job: nothing to do
 
             try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
                 try await connection.query(
-                    "INSERT INTO wallet_schema_migrations (version, name, compatible_with) VALUES (4, 'a new table layout', 4)",
+                    "INSERT INTO wallet_schema_migrations (version, name, compatible_with) VALUES (5, 'a new table layout', 5)",
                     logger: PostgresTestDatabase.logger)
             }
             let refused = try PostgresWalletStore(configuration: configuration)
@@ -202,9 +205,9 @@ struct SchemaRolloutTests {
             _ = try await WalletStores.migrate(.sqlite(path: path))
             let newer = try DatabaseQueue(path: path)
             try await newer.write { db in
-                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v4')")
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v5')")
                 try db.execute(
-                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v4', 3)")
+                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v5', 3)")
             }
             try newer.close()
             let store = try WalletStores.open(.sqlite(path: path), schemaMode: .requireCurrent)
@@ -215,13 +218,13 @@ struct SchemaRolloutTests {
             let started = try WalletStores.open(.sqlite(path: path), schemaMode: .migrateWithoutIndexBuilds)
             await started.close()
             let status = try SQLiteWalletStore.schemaStatus(path: path)
-            #expect(status.compatibleUnknown == ["v4"] && status.isUsable, "\(status)")
+            #expect(status.compatibleUnknown == ["v5"] && status.isUsable, "\(status)")
 
             let newest = try DatabaseQueue(path: path)
             try await newest.write { db in
-                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v5')")
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v6')")
                 try db.execute(
-                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v5', 5)")
+                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v6', 6)")
             }
             try newest.close()
             let refused = #expect(throws: StoreError.self) {
@@ -232,7 +235,8 @@ struct SchemaRolloutTests {
     }
 
     /// SQLite holds every write while it builds an index: a worker's start leaves v3 to `wallet-worker migrate`
-    /// on a file with data, and runs without it.
+    /// on a file with data, and runs without it. Migrations apply in order, so v4 (the undelivered results' table)
+    /// waits for it too: the worker runs, and only the notes `inspect message` reads wait for `migrate`.
     @Test func sqliteAWorkersStartLeavesTheIndexBuildToMigrate() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("wallet.sqlite").path
@@ -245,7 +249,7 @@ struct SchemaRolloutTests {
             #expect(decisions[0].decision.outcome == .processed)
             await store.close()
             let started = try SQLiteWalletStore.schemaStatus(path: path)
-            #expect(started.pending == ["v3"] && started.isUsable, "\(started)")
+            #expect(started.pending == ["v3", "v4"] && started.pendingRequired == ["v4"], "\(started)")
             let (_, after) = try await WalletStores.migrate(.sqlite(path: path))
             #expect(after.isCurrent)
         }

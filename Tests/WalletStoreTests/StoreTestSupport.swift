@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import WalletRouting
 
@@ -59,6 +60,29 @@ struct StoreHarness: Sendable {
         case let store as InMemoryWalletStore: store.state.installations[installationId]
         case let store as SQLiteWalletStore: try await store.read { try $0.installation(installationId) }
         case let store as PostgresWalletStore: try await store.read { try await $0.installation(installationId) }
+        default: fatalError("unexpected store \(type(of: store))")
+        }
+    }
+
+    /// The store's note of `messageID`'s results as undelivered (`WalletStore.noteResultDelivery`), read from its
+    /// table whether or not the message is still recorded.
+    func undelivered(_ messageID: String) async throws -> UndeliveredResults? {
+        switch store {
+        case let store as InMemoryWalletStore: return store.undeliveredResults(messageID)
+        case is SQLiteWalletStore:
+            let queue = try DatabaseQueue(path: path!)
+            defer { try? queue.close() }
+            return try await queue.read { db in
+                try Row.fetchOne(
+                    db, sql: "SELECT dead_lettered_at, reason, error FROM undelivered_results WHERE message_id = ?",
+                    arguments: [messageID]
+                ).map {
+                    UndeliveredResults(
+                        messageID: messageID, deadLetteredAt: Date(timeIntervalSince1970: $0["dead_lettered_at"]),
+                        reason: $0["reason"], error: $0["error"])
+                }
+            }
+        case let store as PostgresWalletStore: return try await store.read { try await $0.undelivered(messageID) }
         default: fatalError("unexpected store \(type(of: store))")
         }
     }

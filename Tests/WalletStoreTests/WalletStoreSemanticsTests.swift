@@ -202,6 +202,43 @@ import WalletRouting
         }
     }
 
+    /// Issue 36, item 4: a message dead-lettered after its effects were committed is noted beside its record (for
+    /// `inspect message`) until a replay delivers its results, or its record expires; a message never recorded
+    /// gets no note.
+    @Test(arguments: StoreKind.allCases)
+    func aMessageDeadLetteredAfterItsCommitIsNotedUntilItsResultsAreDelivered(kind: StoreKind) async throws {
+        try await withStore(kind) { store in
+            try await store.process([Messages.install("DC-1", id: "m-1"), Messages.notJSON(id: "m-bad")])
+            func note(_ id: String, at seconds: TimeInterval, _ error: String) -> UndeliveredResults {
+                UndeliveredResults(
+                    messageID: id, deadLetteredAt: Date(timeIntervalSince1970: seconds), reason: "retries_exhausted",
+                    error: error)
+            }
+            let first = note("m-1", at: 1_790_000_100, "dead-lettered after 5 attempts: returned 312 NO_ROUTE")
+            try await store.store.noteResultDelivery(
+                ResultDeliveryNote(undelivered: [
+                    first, note("m-bad", at: 1_790_000_100, "a rejection"), note("m-never", at: 1_790_000_100, "?"),
+                ]))
+            #expect(try await store.undelivered("m-1") == first)
+            #expect(try await store.undelivered("m-bad") == nil, "a rejection is never recorded: nothing to replay")
+            #expect(try await store.undelivered("m-never") == nil)
+
+            // Dead-lettered again (replayed while the route was still missing): the later dead letter is kept.
+            let second = note("m-1", at: 1_790_000_200, "dead-lettered after 5 attempts: nacked")
+            try await store.store.noteResultDelivery(ResultDeliveryNote(undelivered: [second]))
+            #expect(try await store.undelivered("m-1") == second)
+
+            // A replay delivered its results (and one that had no note).
+            try await store.store.noteResultDelivery(ResultDeliveryNote(delivered: ["m-1", "m-other"]))
+            #expect(try await store.undelivered("m-1") == nil)
+
+            // Expired with its record.
+            try await store.store.noteResultDelivery(ResultDeliveryNote(undelivered: [first]))
+            #expect(try await store.store.expireProcessedMessages(recordedBefore: .distantFuture) == 1)
+            #expect(try await store.undelivered("m-1") == nil)
+        }
+    }
+
     @Test(arguments: StoreKind.allCases)
     func aRejectedMessageIsNotRecordedAndAnIgnoredOneIs(kind: StoreKind) async throws {
         try await withStore(kind) { store in

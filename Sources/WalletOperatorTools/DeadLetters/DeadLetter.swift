@@ -99,7 +99,8 @@ public struct DeadLetter: Sendable, Hashable {
             "the worker rejected it to the broker: a body over twice --max-body-bytes that it did not read, or a "
             + "content header it could not decode",
         "delivery_limit":
-            "a quorum queue's delivery limit: the message was delivered that often without being settled (crashes)",
+            "a quorum queue's delivery limit: the message was delivered that often without being settled (crashes, "
+            + "or a pause's give-backs over a long outage); replaying it is safe: a recorded message is replayed",
         "expired": "its TTL ran out in the queue",
         "maxlen": "the queue was over its length limit",
     ]

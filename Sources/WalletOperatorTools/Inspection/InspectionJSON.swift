@@ -62,6 +62,25 @@ public enum InspectionJSON {
             writer.result(result)
         }
         writer.endArray()
+        // Its effects are committed, and these results were never delivered: the message was dead-lettered.
+        writer.key("undelivered")
+        if let undelivered = message.undelivered {
+            writer.beginObject()
+            writer.key("deadLetteredAt")
+            writer.string(timestamp(undelivered.deadLetteredAt))
+            writer.key("reason")
+            writer.string(undelivered.reason)
+            writer.key("error")
+            writer.string(undelivered.error)
+            writer.key("replay")
+            writer.string(
+                "its effects are committed and its results above were never delivered; a replay of its dead letter "
+                    + "(`wallet-worker dead-letters replay --message-id \(message.messageID)`) publishes them again, "
+                    + "byte for byte, and applies nothing")
+            writer.endObject()
+        } else {
+            writer.null()
+        }
         writer.endObject()
         return writer.takeBytes()
     }

@@ -61,7 +61,8 @@ final class PostgresStoreInspector: StoreInspector {
             }
             return ProcessedMessage(
                 messageID: messageID, recordedAt: recordedAt, outcome: decision.outcome, sender: decision.sender,
-                digitalCardId: decision.digitalCardId, results: decision.results)
+                digitalCardId: decision.digitalCardId, results: decision.results,
+                undelivered: try await statements.undelivered(messageID))
         }
     }
 

@@ -38,9 +38,18 @@ final class SQLiteStoreInspector: StoreInspector {
                 let recordedAt = try Double.fetchOne(
                     db, sql: "SELECT recorded_at FROM processed_messages WHERE message_id = ?", arguments: [messageID])
             else { return nil }
+            let undelivered = try Row.fetchOne(
+                db, sql: "SELECT dead_lettered_at, reason, error FROM undelivered_results WHERE message_id = ?",
+                arguments: [messageID]
+            ).map { row in
+                UndeliveredResults(
+                    messageID: messageID, deadLetteredAt: Date(timeIntervalSince1970: row["dead_lettered_at"]),
+                    reason: row["reason"], error: row["error"])
+            }
             return ProcessedMessage(
                 messageID: messageID, recordedAt: Date(timeIntervalSince1970: recordedAt), outcome: decision.outcome,
-                sender: decision.sender, digitalCardId: decision.digitalCardId, results: decision.results)
+                sender: decision.sender, digitalCardId: decision.digitalCardId, results: decision.results,
+                undelivered: undelivered)
         }
     }
 

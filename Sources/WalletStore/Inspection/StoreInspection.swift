@@ -36,10 +36,13 @@ public struct ProcessedMessage: Sendable, Hashable {
     public var digitalCardId: String?
     /// In publication order.
     public var results: [OutboundResult]
+    /// Set when the message was dead-lettered after its effects were committed and no replay has delivered its
+    /// results since.
+    public var undelivered: UndeliveredResults?
 
     public init(
         messageID: String, recordedAt: Date, outcome: Outcome, sender: String?, digitalCardId: String?,
-        results: [OutboundResult]
+        results: [OutboundResult], undelivered: UndeliveredResults? = nil
     ) {
         self.messageID = messageID
         self.recordedAt = recordedAt
@@ -47,6 +50,7 @@ public struct ProcessedMessage: Sendable, Hashable {
         self.sender = sender
         self.digitalCardId = digitalCardId
         self.results = results
+        self.undelivered = undelivered
     }
 }
 

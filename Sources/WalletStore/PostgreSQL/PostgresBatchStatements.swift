@@ -343,6 +343,8 @@ struct PostgresBatchStatements {
                 RETURNING m.message_id
             ), deleted_results AS (
                 DELETE FROM processed_results AS r USING deleted WHERE r.message_id = deleted.message_id
+            ), deleted_notes AS (
+                DELETE FROM undelivered_results AS u USING deleted WHERE u.message_id = deleted.message_id
             )
             SELECT count(*) FROM deleted
             """
@@ -350,6 +352,39 @@ struct PostgresBatchStatements {
             return try row.decode(Int.self)
         }
         return 0
+    }
+
+    /// Notes messages as undelivered (only those recorded) and forgets the delivered ones, in one statement.
+    func note(_ note: ResultDeliveryNote) async throws {
+        let undelivered = note.undelivered
+        let query: PostgresQuery = """
+            WITH forgotten AS (
+                DELETE FROM undelivered_results WHERE message_id = ANY(\(note.delivered))
+            )
+            INSERT INTO undelivered_results (message_id, dead_lettered_at, reason, error)
+            SELECT n.message_id, to_timestamp(n.at), n.reason, n.error
+            FROM unnest(\(undelivered.map(\.messageID)), \(undelivered.map(\.deadLetteredAt.timeIntervalSince1970)),
+                        \(undelivered.map(\.reason)), \(undelivered.map(\.error))) AS n (message_id, at, reason, error)
+            WHERE EXISTS (SELECT 1 FROM processed_messages AS m WHERE m.message_id = n.message_id)
+            ON CONFLICT (message_id) DO UPDATE SET
+                dead_lettered_at = excluded.dead_lettered_at, reason = excluded.reason, error = excluded.error
+            """
+        try await connection.query(query, logger: logger)
+    }
+
+    /// The note of `messageID`'s results as undelivered, if any.
+    func undelivered(_ messageID: String) async throws -> UndeliveredResults? {
+        let query: PostgresQuery = """
+            SELECT extract(epoch FROM dead_lettered_at)::float8, reason, error
+            FROM undelivered_results WHERE message_id = \(messageID)
+            """
+        for try await (at, reason, error) in try await connection.query(query, logger: logger)
+            .decode((Double, String, String).self)
+        {
+            return UndeliveredResults(
+                messageID: messageID, deadLetteredAt: Date(timeIntervalSince1970: at), reason: reason, error: error)
+        }
+        return nil
     }
 
     // MARK: - Helpers

@@ -134,6 +134,22 @@ enum PostgresSchema {
                 "DROP INDEX CONCURRENTLY IF EXISTS transactions_newest_first",
             ],
             builtIndex: "transactions_newest_first_by_kind"),
+        // Messages dead-lettered after their effects were committed, until a replay delivers their results
+        // (`UndeliveredResults`). A table of its own, written outside the batches: an older build runs on the
+        // database without knowing it, and the retention sweep deletes a note with its record.
+        Migration(
+            version: 3, name: "undelivered results",
+            statements: [
+                """
+                CREATE TABLE undelivered_results (
+                    message_id       text COLLATE "C" PRIMARY KEY,
+                    dead_lettered_at timestamptz NOT NULL,
+                    reason           text NOT NULL,
+                    error            text NOT NULL
+                )
+                """
+            ],
+            compatibleWith: 1),
     ]
 
     /// This build's newest schema version.

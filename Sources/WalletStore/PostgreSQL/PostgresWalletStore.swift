@@ -221,6 +221,19 @@ public final class PostgresWalletStore: WalletStore {
         }
     }
 
+    public func noteResultDelivery(_ note: ResultDeliveryNote) async throws(StoreError) {
+        guard !note.isEmpty else { return }
+        try await prepare()
+        let logger = logger
+        do {
+            try await withConnection { connection in
+                try await PostgresBatchStatements(connection: connection, logger: logger).note(note)
+            }
+        } catch {
+            throw StoreError.postgres(error, at: location)
+        }
+    }
+
     /// Stops the pool (its `run()` task): open connections are closed. Later calls throw a permanent `StoreError`.
     public func close() async {
         guard let runner = runner.withLock({ $0.take() }) else { return }

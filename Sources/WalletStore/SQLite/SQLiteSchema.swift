@@ -12,11 +12,11 @@ import WalletRouting
 /// file with data (SQLite holds every write while it builds).
 enum SQLiteSchema {
     /// The oldest schema version a build must know to use a file with each migration applied.
-    static let compatibility: [String: Int] = ["v1": 1, "v2": 2, "v3": 2]
+    static let compatibility: [String: Int] = ["v1": 1, "v2": 2, "v3": 2, "v4": 2]
     /// Index builds: a build runs without them.
     static let optional: Set<String> = ["v3"]
     /// This build's newest schema version.
-    static let newestVersion = 3
+    static let newestVersion = 4
 
     static func version(_ identifier: String) -> Int? {
         identifier.hasPrefix("v") ? Int(identifier.dropFirst()) : nil
@@ -137,6 +137,20 @@ enum SQLiteSchema {
                     CREATE INDEX transactions_newest_first_by_kind
                         ON transactions (digital_card_id, is_auxiliary, instant DESC, stored_sequence DESC);
                     DROP INDEX transactions_newest_first;
+                    """)
+        }
+        migrator.registerMigration("v4") { db in
+            // Messages dead-lettered after their effects were committed, until a replay delivers their results
+            // (`UndeliveredResults`). A table of its own, written outside the batches: an older build runs on the
+            // file without knowing it (compatible with v2), and the retention sweep deletes a note with its record.
+            try db.execute(
+                sql: """
+                    CREATE TABLE undelivered_results (
+                        message_id       TEXT PRIMARY KEY NOT NULL,
+                        dead_lettered_at REAL NOT NULL,  -- seconds since the Unix epoch
+                        reason           TEXT NOT NULL,
+                        error            TEXT NOT NULL
+                    ) WITHOUT ROWID
                     """)
         }
         return migrator

@@ -257,7 +257,43 @@ public final class SQLiteWalletStore: WalletStore {
                 try db.execute(
                     sql: "DELETE FROM processed_messages WHERE recorded_at < ?",
                     arguments: [cutoff.timeIntervalSince1970])
-                return db.changesCount
+                let expired = db.changesCount
+                try db.execute(
+                    sql: """
+                        DELETE FROM undelivered_results
+                        WHERE message_id NOT IN (SELECT message_id FROM processed_messages)
+                        """)
+                return expired
+            }
+        } catch {
+            throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
+        }
+    }
+
+    public func noteResultDelivery(_ note: ResultDeliveryNote) async throws(StoreError) {
+        guard !note.isEmpty else { return }
+        let queue = try openQueue()
+        do {
+            try await queue.write { db in
+                for undelivered in note.undelivered {
+                    // Only beside a record: a message the store never recorded has nothing to replay.
+                    try db.execute(
+                        sql: """
+                            INSERT INTO undelivered_results (message_id, dead_lettered_at, reason, error)
+                            SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM processed_messages WHERE message_id = ?)
+                            ON CONFLICT (message_id) DO UPDATE SET
+                                dead_lettered_at = excluded.dead_lettered_at, reason = excluded.reason,
+                                error = excluded.error
+                            """,
+                        arguments: [
+                            undelivered.messageID, undelivered.deadLetteredAt.timeIntervalSince1970,
+                            undelivered.reason, undelivered.error, undelivered.messageID,
+                        ])
+                }
+                for messageID in note.delivered {
+                    try db.execute(
+                        sql: "DELETE FROM undelivered_results WHERE message_id = ?", arguments: [messageID])
+                }
             }
         } catch {
             throw StoreError.sqlite(error, phase: .processing, fileName: fileName)

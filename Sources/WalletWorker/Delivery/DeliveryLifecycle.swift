@@ -751,6 +751,9 @@ struct DeliveryLifecycle: Sendable {
             ends.append(end)
         }
         if !ends.isEmpty { actions.append(.report(.ended(ends))) }
+        let resultDelivery = RecordedResultsDelivery.changes(
+            settling: plans.indices.lazy.filter { !requeued.contains($0) }.map { plans[$0] })
+        if !resultDelivery.isEmpty { actions.append(.noteResultDelivery(resultDelivery)) }
         if !suspects.isEmpty { suspects.recordSettled(batch.deliveries.map { PoisonSuspects.key($0.original) }) }
         if requeue.isEmpty {
             pipelines[session.id.pipeline].requeueBackoff.reset()
@@ -1097,15 +1100,15 @@ struct DeliveryLifecycle: Sendable {
         let frameMax = session.frameMax
         let second = failures.map { failure -> (index: Int, plan: DeliveryPlan) in
             let original = plans[failure.index].original
-            return (
-                failure.index,
+            var plan =
                 failure.isPermanent
-                    ? DeliveryPlan(
-                        original: original, unpublishable: failure.reason, topology: topology, frameMax: frameMax)
-                    : DeliveryPlan(
-                        original: original, transientFailure: failure.reason, retry: configuration.retry,
-                        jitter: random.fraction(), topology: topology, frameMax: frameMax)
-            )
+                ? DeliveryPlan(
+                    original: original, unpublishable: failure.reason, topology: topology, frameMax: frameMax)
+                : DeliveryPlan(
+                    original: original, transientFailure: failure.reason, retry: configuration.retry,
+                    jitter: random.fraction(), topology: topology, frameMax: frameMax)
+            plan.committed = plans[failure.index].stored ?? plans[failure.index].committed
+            return (failure.index, plan)
         }
         if second.allSatisfy({ $0.plan.messages.isEmpty }) {
             var settled = plans

@@ -31,6 +31,9 @@ enum LifecycleAction: Sendable {
     /// Prove the store can do what a batch needs (`WalletStore.checkAvailable`: a write that rolls back); report
     /// `storeChecked`.
     case checkStore(DeliveryLifecycle.CheckID)
+    /// Tells the store what became of recorded messages' results (`RecordedResultsDelivery`), once their batch is
+    /// settled: for `wallet-worker inspect message`, so best effort (a failure is logged, nothing waits for it).
+    case noteResultDelivery([RecordedResultsDelivery])
     /// A failure no retry fixes (`StoreFailure`, a `TopologyError`): the worker exits with it once every pipeline
     /// has stopped.
     case failWorker(any Error)

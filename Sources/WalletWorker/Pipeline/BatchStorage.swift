@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import WalletRouting
 import WalletStore
 
@@ -10,6 +11,7 @@ struct BatchStorage: Sendable {
     var metrics: WorkerMetrics
     /// Times each transaction.
     var clock: WorkerClock
+    var logger: Logger
 
     /// One transaction for the batch; with `oneAtATime`, one per message, in order, until one fails for a reason
     /// other than its own data (the store is busy or gone: trying each would wait out its deadline once per message).
@@ -47,6 +49,18 @@ struct BatchStorage: Sendable {
             return nil
         } catch {
             return error
+        }
+    }
+
+    /// Tells the store what became of recorded messages' results (`RecordedResultsDelivery`). Best effort: the
+    /// messages are settled already, and a note that fails only leaves `inspect message` without it.
+    func noteResultDelivery(_ changes: [RecordedResultsDelivery]) async {
+        do throws(StoreError) {
+            try await store.noteResultDelivery(changes.note(at: Date()))
+        } catch {
+            logger.warning(
+                "could not note in the store which recorded results were delivered",
+                metadata: ["error": "\(error)", "messages": "\(changes.count)"])
         }
     }
 

@@ -97,10 +97,11 @@ final class LifecycleDriver: Sendable {
         }
     }
 
-    /// Runs the process's actions (store checks, timers) until the task is cancelled or the worker stops.
+    /// Runs the process's actions (store checks and notes, timers) until the task is cancelled or the worker stops.
     func run(
-        checkStore: @escaping @Sendable () async -> StoreError?, observe: @escaping @Sendable (LifecycleEvent) -> Void,
-        onFailure: @escaping @Sendable () -> Void
+        checkStore: @escaping @Sendable () async -> StoreError?,
+        noteResultDelivery: @escaping @Sendable ([RecordedResultsDelivery]) async -> Void,
+        observe: @escaping @Sendable (LifecycleEvent) -> Void, onFailure: @escaping @Sendable () -> Void
     ) async {
         await withDiscardingTaskGroup { group in
             for await action in processActions {
@@ -115,6 +116,8 @@ final class LifecycleDriver: Sendable {
                         let failure = await checkStore()
                         self.handle { $0.storeChecked(check, failure: failure, now: $1) }
                     }
+                case .noteResultDelivery(let changes):
+                    group.addTask { await noteResultDelivery(changes) }
                 case .failWorker(let error):
                     failure.withLock { $0 = $0 ?? error }
                     onFailure()
@@ -166,7 +169,7 @@ final class LifecycleDriver: Sendable {
             id.pipeline
         case .stopPipeline(let pipeline):
             pipeline
-        case .startTimer, .checkStore, .failWorker:
+        case .startTimer, .checkStore, .noteResultDelivery, .failWorker:
             nil
         case .report(let event):
             event.session?.pipeline

@@ -72,7 +72,7 @@ public final class NotificationWorker: Service {
         let driver = LifecycleDriver(
             DeliveryLifecycle(configuration: lifecycle, queues: queues, seed: .random(in: .min ... .max)),
             pipelines: queues.count, clock: clock)
-        let storage = BatchStorage(store: store, router: router, metrics: metrics, clock: clock)
+        let storage = BatchStorage(store: store, router: router, metrics: metrics, clock: clock, logger: logger)
         let tracing = tracer.map {
             MessageTracing(
                 tracer: $0, queues: queues.map(\.name), store: configuration.store, broker: connectionConfiguration.url)
@@ -145,7 +145,9 @@ public final class NotificationWorker: Service {
         guard !stop.isStopped else { return }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                await driver.run(checkStore: storage.check, observe: observer.observe) {
+                await driver.run(
+                    checkStore: storage.check, noteResultDelivery: storage.noteResultDelivery, observe: observer.observe
+                ) {
                     // A failure no retry fixes: the pipelines finish what they committed and stop.
                     self.health.stopping()
                     self.stop.stop()

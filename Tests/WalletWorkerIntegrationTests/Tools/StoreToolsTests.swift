@@ -110,6 +110,7 @@ extension Resilience {
                 #expect(messageOutput.exit == .exited(0), "\(messageOutput.output)")
                 let message = try #require(jsonObjects(messageOutput.output).first, "\(messageOutput.output)")
                 #expect(message["outcome"] as? String == "processed" && message["sender"] as? String == "TNS")
+                #expect(message["undelivered"] is NSNull, "its results were delivered: \(message)")
                 let recorded = try #require(message["results"] as? [[String: Any]])
                 let sent = published.filter { $0.inboundID == "st-tns-2" }
                 #expect(recorded.count == 1 && sent.count == 1)

@@ -108,6 +108,36 @@ struct ExecutorPublishFailureTests {
         try await worker.stop()
     }
 
+    /// Issue 36, item 4: a message dead-lettered after its effects were committed is noted in the store (for
+    /// `inspect message`); a rejected one, never recorded, is not. Its dead letter's replay delivers the recorded
+    /// results, and the note goes.
+    @Test func aMessageDeadLetteredAfterItsCommitIsNotedUntilAReplayDeliversItsResults() async throws {
+        let worker = InProcessWorker()
+        await worker.waitUntilConsuming()
+        failingResults(worker, .returned(replyCode: 312, replyText: "NO_ROUTE"))
+        var last = ScriptedMessage.action("refresh", id: "m-last")
+        last.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
+        var rejected = ScriptedMessage.notJSON(id: "m-bad")
+        rejected.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
+        _ = worker.broker.deliver([last, rejected])
+        await worker.store.waitForNotes(1)
+        let note = try #require(worker.store.undeliveredResults("m-last"))
+        #expect(note.reason == "retries_exhausted" && note.error.hasPrefix("dead-lettered after 5 attempts"), "\(note)")
+        await worker.broker.waitForSettlements(1)
+        #expect(
+            Set(worker.broker.published(to: Self.topology.deadLetterExchange).compactMap(\.properties.messageID))
+                == ["m-last", "m-bad"])
+        #expect(worker.store.undeliveredResults("m-bad") == nil)
+
+        // The route is back and the dead letter is replayed: the recorded result is published, and the note goes.
+        worker.broker.answerPublishes { _ in .outcome(.confirmed) }
+        _ = worker.broker.deliver([.action("refresh", id: "m-last")])
+        await worker.store.waitForNotes(2)
+        #expect(worker.store.undeliveredResults("m-last") == nil)
+        #expect(worker.broker.published.filter { $0.isResult }.count >= 1)
+        try await worker.stop()
+    }
+
     @Test func aRetryThatCannotBePublishedEitherIsRequeuedAfterADelayThatGrows() async throws {
         let worker = InProcessWorker()
         await worker.waitUntilConsuming()

@@ -86,6 +86,28 @@ final class ScriptedStore: WalletStore {
         return try await inner.expireProcessedMessages(recordedBefore: cutoff)
     }
 
+    /// Tests waiting for the worker's notes of delivered and undelivered results (their count).
+    private let noteWaiters = ConditionWaiters<Int>()
+    private let notes = Mutex<[ResultDeliveryNote]>([])
+
+    /// Waits until the worker has made `count` notes of recorded results in all.
+    func waitForNotes(_ count: Int) async {
+        await noteWaiters.wait(until: { $0 >= count }) { notes.withLock { $0.count } }
+    }
+
+    /// The note of `messageID`'s results as undelivered, as the store keeps it.
+    func undeliveredResults(_ messageID: String) -> UndeliveredResults? { inner.undeliveredResults(messageID) }
+
+    func noteResultDelivery(_ note: ResultDeliveryNote) async throws(StoreError) {
+        if let outage = state.withLock({ $0.outage }) { throw outage }
+        try await inner.noteResultDelivery(note)
+        let count = notes.withLock { notes in
+            notes.append(note)
+            return notes.count
+        }
+        noteWaiters.changed(count)
+    }
+
     func checkAvailable() async throws(StoreError) {
         let held = await withCheckedContinuation { (continuation: CheckedContinuation<HeldCheck, Never>) in
             let holding = heldChecks.withLock { held -> Int? in

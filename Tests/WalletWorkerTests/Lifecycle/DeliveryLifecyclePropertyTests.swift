@@ -323,7 +323,7 @@ struct SimulatedWorld {
             case .publish(let id, let publish, let tags, let plans):
                 let messages = plans.reduce(0) { $0 + $1.messages.count }
                 publishes.append((id, publish, LifecycleInvariants.published(tags, plans), messages))
-            case .settle:
+            case .settle, .noteResultDelivery:
                 break
             case .cancelConsumer(let id):
                 channels[id]?.cancelled = true

@@ -273,7 +273,20 @@ import WalletStore
         h.receive([1])
         h.stored()
         #expect(h.confirmed(.unencodable(reason: "short string over 255 bytes")) == ["publish 1×1"])
-        #expect(h.confirmed() == ["settle ack 1", "1 unpublishable"])
+        // Its effects were committed and its result went nowhere: the store notes it for `inspect message`.
+        #expect(h.confirmed() == ["settle ack 1", "1 unpublishable", "note m1 undelivered (unpublishable)"])
+    }
+
+    /// A replay whose recorded results were taken delivered them: any note of them as undelivered goes.
+    @Test func aReplayWhoseResultsAreTakenIsNotedAsDelivered() {
+        var h = H.consuming()
+        h.receive([1, 2])
+        h.stored { tag in
+            var decision = H.processed(tag)
+            decision.isReplay = tag == 1
+            return decision
+        }
+        #expect(h.confirmed() == ["settle ack ≤2", "1 processed", "2 processed", "note m1 delivered"])
     }
 
     /// Issue 23, defect 2: the deliveries whose retry copies were confirmed are acknowledged before the requeue delay

@@ -251,6 +251,14 @@ struct LifecycleHarness {
         case .stopPipeline(let pipeline): "stop pipeline \(pipeline)"
         case .startTimer(let timer, _): "timer " + (machine.purpose(of: timer).map(name) ?? "?")
         case .checkStore: "check store"
+        case .noteResultDelivery(let changes):
+            "note "
+                + changes.map {
+                    switch $0 {
+                    case .undelivered(let id, let reason, _): "\(id) undelivered (\(reason))"
+                    case .delivered(let id): "\(id) delivered"
+                    }
+                }.joined(separator: ", ")
         case .failWorker: "fail worker"
         case .report(let event): summary(event)
         }

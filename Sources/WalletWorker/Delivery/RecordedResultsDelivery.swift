@@ -1,0 +1,65 @@
+import Foundation
+import WalletRouting
+import WalletStore
+
+/// What the store should hear about a recorded message's results once its batch is settled, so that
+/// `wallet-worker inspect message` tells the truth about it.
+///
+/// A message whose effects were committed and which was then dead-lettered (its results refused until its attempts
+/// ran out, or a result that cannot be published) is recorded as processed while its results never reached anyone:
+/// the store notes it as undelivered. A replay whose recorded results were confirmed delivered them: any such note
+/// is forgotten.
+enum RecordedResultsDelivery: Sendable, Hashable {
+    case undelivered(messageID: String, reason: String, error: String)
+    case delivered(messageID: String)
+
+    /// The changes the settled plans of a batch make; empty for nearly every batch (nothing dead-lettered after a
+    /// commit, no replay).
+    static func changes(settling plans: some Sequence<DeliveryPlan>) -> [RecordedResultsDelivery] {
+        var changes: [RecordedResultsDelivery] = []
+        for plan in plans {
+            guard let messageID = plan.original.recordedMessageID else { continue }
+            if let reason = plan.fate.deadLetterReason, let committed = plan.committed, committed.isRecorded {
+                changes.append(
+                    .undelivered(
+                        messageID: messageID, reason: reason.rawValue, error: plan.fate.failureDescription ?? ""))
+            } else if plan.fate == .processed, let stored = plan.stored, stored.isReplay {
+                changes.append(.delivered(messageID: messageID))
+            }
+        }
+        return changes
+    }
+}
+
+extension [RecordedResultsDelivery] {
+    /// The store's note of these changes, the dead letters dated `now`.
+    func note(at now: Date) -> ResultDeliveryNote {
+        var note = ResultDeliveryNote()
+        for change in self {
+            switch change {
+            case .undelivered(let messageID, let reason, let error):
+                note.undelivered.append(
+                    UndeliveredResults(messageID: messageID, deadLetteredAt: now, reason: reason, error: error))
+            case .delivered(let messageID):
+                note.delivered.append(messageID)
+            }
+        }
+        return note
+    }
+}
+
+extension StoredDecision {
+    /// Whether the store recorded it under its message's id: a rejection never is (`BatchRouting`).
+    fileprivate var isRecorded: Bool { decision.disposition == .acknowledge }
+}
+
+extension OriginalMessage {
+    /// The id the store records the message under: its `message_id` when it is UTF-8 and not empty
+    /// (`InboundMessage(_:)` and the store's `BatchRouting`).
+    var recordedMessageID: String? {
+        guard properties.undecodedStrings[.messageID] == nil, let id = properties.messageID, !id.isEmpty else {
+            return nil
+        }
+        return id
+    }
+}
