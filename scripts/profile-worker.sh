@@ -4,6 +4,7 @@
 #
 #   scripts/profile-worker.sh [--messages N] [--store sqlite|memory]   # default 50,000 after the setup phase, SQLite
 #   scripts/profile-worker.sh --allocations [--messages N] [--store ...] # where the heap allocations come from
+#   scripts/profile-worker.sh --tracing [--messages N] [--store ...]     # tracing on, every span exported
 #   WORKER_BIN=/path/to/wallet-worker scripts/profile-worker.sh          # another build (release, with symbols)
 #
 # Starts a private broker (RABBITMQ_PORT, default 5852), preloads the setup phase and N notifications
@@ -15,6 +16,9 @@
 # return address)
 # and prints, per thread, the allocations per measured message and the functions of the worker that asked for
 # them (scripts/lib/allocation-callers.py: the first frame outside the allocators and Swift's runtime).
+# With --tracing the worker exports every span, OTLP/HTTP protobuf, to scripts/lib/otlp-receiver.py on loopback
+# (as scripts/benchmark-tracing.sh does), and the report adds the functions of the tracing library and of its
+# exporter over all threads.
 # The recording stays in the printed directory (perf report -i DIR/perf.data).
 set -euo pipefail
 
@@ -22,12 +26,14 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 messages=50000
 store=sqlite
 allocations=false
+tracing=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --messages) messages="$2"; shift 2 ;;
         --store) store="$2"; shift 2 ;;
         --allocations) allocations=true; shift ;;
-        *) echo "usage: $0 [--messages N] [--store sqlite|memory] [--allocations]" >&2; exit 2 ;;
+        --tracing) tracing=true; shift ;;
+        *) echo "usage: $0 [--messages N] [--store sqlite|memory] [--allocations] [--tracing]" >&2; exit 2 ;;
     esac
 done
 
@@ -40,9 +46,11 @@ export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-/tmp/rmq-profile}"
 export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
 work="$(mktemp -d /tmp/profile-worker.XXXXXX)"
 worker_pid=""
+receiver_pid=""
 cleanup() {
     local status=$?
     [ -n "$worker_pid" ] && kill -TERM "$worker_pid" 2>/dev/null && wait "$worker_pid" 2>/dev/null
+    [ -n "$receiver_pid" ] && { kill -TERM "$receiver_pid" 2>/dev/null || true; wait "$receiver_pid" 2>/dev/null || true; }
     "$root/scripts/rabbitmq-local.sh" stop >/dev/null 2>&1 || true
     rm -f "$work"/*.sqlite*
     echo "profile-worker: recording and logs in $work" >&2
@@ -78,7 +86,16 @@ if $allocations; then
 else
     events=(-e cpu-clock -F 999)
 fi
-perf record "${events[@]}" -g -o "$work/perf.data" -- \
+tracing_env=()
+if $tracing; then
+    receiver_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+    python3 "$root/scripts/lib/otlp-receiver.py" "$receiver_port" "$work/counts.json" &
+    receiver_pid=$!
+    for _ in $(seq 50); do [ -f "$work/counts.json" ] && break; sleep 0.1; done
+    [ -f "$work/counts.json" ] || { echo "profile-worker: the OTLP receiver did not start" >&2; exit 1; }
+    tracing_env=(OTEL_TRACES_EXPORTER=otlp "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$receiver_port")
+fi
+perf record "${events[@]}" -g -o "$work/perf.data" -- env "${tracing_env[@]}" \
     "$WORKER_BIN" run --amqp-url "$AMQP_URL" --store "$store_flag" --prefetch 200 --http-port off \
     >"$work/worker.log" 2>&1 &
 perf_pid=$!
@@ -112,6 +129,16 @@ while read -r share tid_comm; do
         grep '%' | head -n 1 | awk '{ $1 = ""; $2 = ""; print }' | cut -c1-90)
     printf '  %7s  thread %-24s busiest: %s\n' "$share" "$tid_comm" "$busiest"
 done <"$work/threads.txt"
+if $tracing; then
+    echo "== tracing: the spans the receiver counted =="
+    sleep 1  # the receiver answers the last export before its counts are read
+    python3 -c "import json; c=json.load(open('$work/counts.json')); print('  spans', c['spans'], 'by kind', c['by_kind'], 'requests', c['requests'])"
+    echo "== tracing: share of all samples by library (OTel, protobuf, HTTP client, NIO) =="
+    perf report -i "$work/perf.data" --no-children --sort dso -g none --stdio 2>/dev/null | grep '%' | head -n 8
+    echo "== tracing: the top functions of the tracing library, its exporter and protobuf, all threads =="
+    perf report -i "$work/perf.data" --no-children --sort sym -g none --stdio 2>/dev/null | grep '%' |
+        grep -Ei 'otel|protobuf|span|tracing|httpclient|http1|instrumentation' | head -n 25 | cut -c1-160
+fi
 echo "== top functions of the three busiest threads =="
 head -n 3 "$work/threads.txt" | while read -r share tid_comm; do
     tid=${tid_comm%%:*}
