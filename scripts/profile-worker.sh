@@ -5,6 +5,7 @@
 #   scripts/profile-worker.sh [--messages N] [--store sqlite|memory]   # default 50,000 after the setup phase, SQLite
 #   scripts/profile-worker.sh --allocations [--messages N] [--store ...] # where the heap allocations come from
 #   scripts/profile-worker.sh --tracing [--messages N] [--store ...]     # tracing on, every span exported
+#   scripts/profile-worker.sh --store postgres [--messages N]            # PostgreSQL: both sides
 #   WORKER_BIN=/path/to/wallet-worker scripts/profile-worker.sh          # another build (release, with symbols)
 #
 # Starts a private broker (RABBITMQ_PORT, default 5852), preloads the setup phase and N notifications
@@ -19,6 +20,9 @@
 # With --tracing the worker exports every span, OTLP/HTTP protobuf, to scripts/lib/otlp-receiver.py on loopback
 # (as scripts/benchmark-tracing.sh does), and the report adds the functions of the tracing library and of its
 # exporter over all threads.
+# With --store postgres the worker runs on a private PostgreSQL (scripts/postgres-local.sh, port POSTGRES_PORT,
+# default 5782) with pg_stat_statements loaded: the report adds the server's CPU per message (its processes, from
+# worker-load's --server-pid) and the statements by total execution time, per delivery.
 # The recording stays in the printed directory (perf report -i DIR/perf.data).
 set -euo pipefail
 
@@ -52,6 +56,7 @@ cleanup() {
     [ -n "$worker_pid" ] && kill -TERM "$worker_pid" 2>/dev/null && wait "$worker_pid" 2>/dev/null
     [ -n "$receiver_pid" ] && { kill -TERM "$receiver_pid" 2>/dev/null || true; wait "$receiver_pid" 2>/dev/null || true; }
     "$root/scripts/rabbitmq-local.sh" stop >/dev/null 2>&1 || true
+    [ "$store" = postgres ] && { "$root/scripts/postgres-local.sh" stop >/dev/null 2>&1 || true; }
     rm -f "$work"/*.sqlite*
     echo "profile-worker: recording and logs in $work" >&2
     exit "$status"
@@ -65,6 +70,17 @@ fi
 (cd "$root/Benchmarks" && swift build -c release --product worker-load --scratch-path .build-bench 2>&1 | tail -n 1)
 load="$root/Benchmarks/.build-bench/release/worker-load"
 
+if [ "$store" = postgres ]; then
+    export POSTGRES_PORT="${POSTGRES_PORT:-5782}"
+    export POSTGRES_DATA_DIR="${POSTGRES_DATA_DIR:-/tmp/profile-postgres-$POSTGRES_PORT}"
+    pg() { "$root/scripts/postgres-local.sh" "$@"; }
+    pg start >/dev/null
+    pg psql -qc "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null
+    pg restart >/dev/null
+    pg psql -qc "DROP DATABASE IF EXISTS profile WITH (FORCE)" -qc "CREATE DATABASE profile" >/dev/null
+    pg psql -d profile -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+    postgres_pid=$(head -n 1 "$POSTGRES_DATA_DIR/cluster/postmaster.pid")
+fi
 "$root/scripts/rabbitmq-local.sh" start
 "$WORKER_BIN" declare --amqp-url "$AMQP_URL" >"$work/declare.log" 2>&1
 "$load" prepare >"$work/prepare.log"
@@ -75,7 +91,8 @@ deliveries=$(echo "$preloaded" | awk '{ print $2 + $5 }')
 case "$store" in
     sqlite) store_flag="sqlite:$work/profile.sqlite" ;;
     memory) store_flag=memory ;;
-    *) echo "profile-worker: --store sqlite or memory" >&2; exit 2 ;;
+    postgres) store_flag="$("$root/scripts/postgres-local.sh" url | sed 's#/wallet$#/profile#')" ;;
+    *) echo "profile-worker: --store sqlite, memory or postgres" >&2; exit 2 ;;
 esac
 if $allocations; then
     libc=$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ { print $NF; exit }')
@@ -101,18 +118,35 @@ perf record "${events[@]}" -g -o "$work/perf.data" -- env "${tracing_env[@]}" \
 perf_pid=$!
 # perf's child is the worker: the watch needs its pid.
 for _ in $(seq 1 100); do
-    worker_pid=$(pgrep -P "$perf_pid" -f "wallet-worker run" || true)
+    worker_pid=$(pgrep -P "$perf_pid" -f " run --amqp-url" || true)
     [ -n "$worker_pid" ] && break
     sleep 0.1
 done
 [ -n "$worker_pid" ] || { echo "profile-worker: the worker did not start" >&2; cat "$work/worker.log" >&2; exit 1; }
-line=$("$load" watch --pid "$worker_pid" --measured "$messages" --interval 0.05)
+server_flag=()
+[ "$store" = postgres ] && server_flag=(--server-pid "$postgres_pid")
+line=$("$load" watch --pid "$worker_pid" "${server_flag[@]}" --measured "$messages" --interval 0.05)
 kill -TERM "$worker_pid"
 wait "$perf_pid" || true
 worker_pid=""
 echo "$line" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
     printf "worker (%s store): %.1f CPU us/message in the measured window (%d messages, %.1f s)\n", "'"$store"'",
         1e6 * v["cpu_s"] / v["messages"], v["messages"], v["window_s"] }'
+if [ "$store" = postgres ]; then
+    echo "$line" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        printf "PostgreSQL (server and backends): %.1f CPU us/message in the same window\n",
+            1e6 * v["server_cpu_s"] / v["messages"] }'
+    echo "== PostgreSQL: statements by total execution time (whole run: $deliveries deliveries) =="
+    "$root/scripts/postgres-local.sh" psql -d profile -P pager=off -c "
+        SELECT round(total_exec_time::numeric / $deliveries * 1000, 1) AS us_per_delivery,
+               calls, round((calls::numeric / $deliveries), 3) AS calls_per_delivery,
+               round(mean_exec_time::numeric * 1000, 1) AS us_per_call,
+               round(rows::numeric / greatest(calls, 1), 1) AS rows_per_call,
+               shared_blks_hit + shared_blks_read AS blocks, wal_bytes,
+               left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+        FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'profile')
+        ORDER BY total_exec_time DESC LIMIT 15"
+fi
 # The reports below cut perf's output short (head): its SIGPIPE is not a failure.
 set +o pipefail
 if $allocations; then
