@@ -77,6 +77,8 @@ if [ "$store" = postgres ]; then
     pg start >/dev/null
     pg psql -qc "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'" >/dev/null
     pg restart >/dev/null
+    # Known to the server only once the library is loaded: planning time beside execution time.
+    pg psql -qc "ALTER SYSTEM SET pg_stat_statements.track_planning = on" -qc "SELECT pg_reload_conf()" >/dev/null
     pg psql -qc "DROP DATABASE IF EXISTS profile WITH (FORCE)" -qc "CREATE DATABASE profile" >/dev/null
     pg psql -d profile -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
     postgres_pid=$(head -n 1 "$POSTGRES_DATA_DIR/cluster/postmaster.pid")
@@ -139,6 +141,7 @@ if [ "$store" = postgres ]; then
     echo "== PostgreSQL: statements by total execution time (whole run: $deliveries deliveries) =="
     "$root/scripts/postgres-local.sh" psql -d profile -P pager=off -c "
         SELECT round(total_exec_time::numeric / $deliveries * 1000, 1) AS us_per_delivery,
+               round(total_plan_time::numeric / $deliveries * 1000, 1) AS plan_us_per_delivery,
                calls, round((calls::numeric / $deliveries), 3) AS calls_per_delivery,
                round(mean_exec_time::numeric * 1000, 1) AS us_per_call,
                round(rows::numeric / greatest(calls, 1), 1) AS rows_per_call,
@@ -146,6 +149,11 @@ if [ "$store" = postgres ]; then
                left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'profile')
         ORDER BY total_exec_time DESC LIMIT 15"
+    "$root/scripts/postgres-local.sh" psql -d profile -P pager=off -c "
+        SELECT round(sum(total_exec_time)::numeric / $deliveries * 1000, 1) AS exec_us_per_delivery,
+               round(sum(total_plan_time)::numeric / $deliveries * 1000, 1) AS plan_us_per_delivery,
+               round(sum(calls)::numeric / $deliveries, 3) AS statements_per_delivery
+        FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'profile')"
 fi
 # The reports below cut perf's output short (head): its SIGPIPE is not a failure.
 set +o pipefail
