@@ -232,10 +232,20 @@ import WalletRouting
             try await store.store.noteResultDelivery(ResultDeliveryNote(delivered: ["m-1", "m-other"]))
             #expect(try await store.undelivered("m-1") == nil)
 
+            // One batch noting a message twice keeps the later note; noted both ways, it is delivered.
+            try await store.process([Messages.install("DC-2", id: "m-2")])
+            try await store.store.noteResultDelivery(ResultDeliveryNote(undelivered: [first, second]))
+            #expect(try await store.undelivered("m-1") == second)
+            try await store.store.noteResultDelivery(
+                ResultDeliveryNote(undelivered: [note("m-2", at: 1_790_000_300, "x"), first], delivered: ["m-1"]))
+            #expect(try await store.undelivered("m-1") == nil)
+            #expect(try await store.undelivered("m-2")?.error == "x")
+
             // Expired with its record.
             try await store.store.noteResultDelivery(ResultDeliveryNote(undelivered: [first]))
-            #expect(try await store.store.expireProcessedMessages(recordedBefore: .distantFuture) == 1)
+            #expect(try await store.store.expireProcessedMessages(recordedBefore: .distantFuture) == 2)
             #expect(try await store.undelivered("m-1") == nil)
+            #expect(try await store.undelivered("m-2") == nil)
         }
     }
 

@@ -352,9 +352,16 @@ struct PostgresBatchStatements {
         return 0
     }
 
-    /// Notes messages as undelivered (only those recorded) and forgets the delivered ones, in one statement.
+    /// Notes messages as undelivered (only those recorded) and forgets the delivered ones, in one statement. As in
+    /// the other stores, a message noted both ways is delivered, and of two notes of one message the later is kept
+    /// (one statement may not write a row twice).
     func note(_ note: ResultDeliveryNote) async throws {
-        let undelivered = note.undelivered
+        let delivered = Set(note.delivered)
+        var latest: [String: UndeliveredResults] = [:]
+        for undelivered in note.undelivered where !delivered.contains(undelivered.messageID) {
+            latest[undelivered.messageID] = undelivered
+        }
+        let undelivered = Array(latest.values)
         let query: PostgresQuery = """
             WITH forgotten AS (
                 DELETE FROM undelivered_results WHERE message_id = ANY(\(note.delivered))
