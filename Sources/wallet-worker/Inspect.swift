@@ -14,8 +14,8 @@ extension WalletWorkerCommand {
                 (a message is recorded only once processed and acknowledged with a message_id, and forgotten \
                 after --dedup-retention; a rejected message is never recorded: \
                 `wallet-worker dead-letters show --message-id ID` shows it), 2 when the store cannot be read. \
-                A message dead-lettered after its effects were committed (its results refused until its retries \
-                ran out) is recorded with its outcome, and `undelivered` says when it was dead-lettered and why: \
+                A message the worker dead-lettered after its effects were committed (its results refused until its \
+                retries ran out) is recorded with its outcome, and `undelivered` says when it was dead-lettered and why: \
                 its results were never delivered, and a replay of its dead letter publishes them again (CONTRACT.md \
                 §10); once a replay's results are confirmed, `undelivered` is null again.
 

@@ -51,7 +51,7 @@ final class PostgresStoreInspector: StoreInspector {
 
     func message(_ messageID: String) async throws(StoreError) -> ProcessedMessage? {
         try await reading { statements in
-            guard let decision = try await statements.decisions([messageID])[messageID] else { return nil }
+            guard let decision = try await statements.decisions([messageID], lock: false)[messageID] else { return nil }
             var recordedAt = Date(timeIntervalSince1970: 0)
             for try await row in try await statements.connection.query(
                 "SELECT extract(epoch FROM recorded_at)::float8 FROM processed_messages WHERE message_id = \(messageID)",

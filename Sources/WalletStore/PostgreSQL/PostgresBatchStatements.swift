@@ -42,7 +42,7 @@ struct PostgresBatchStatements {
             for id in keys.cards { snapshot.cards[id] = .some(found[id]) }
         }
         if !keys.messageIDs.isEmpty {
-            let found = try await decisions(keys.messageIDs.sorted())
+            let found = try await decisions(keys.messageIDs.sorted(), lock: lock)
             for id in keys.messageIDs { snapshot.decisions[id] = .some(found[id]) }
         }
         if !keys.records.isEmpty {
@@ -82,20 +82,22 @@ struct PostgresBatchStatements {
         return cards
     }
 
-    /// The recorded decisions of the processed ids among `ids`.
+    /// The recorded decisions of the processed ids among `ids`; with `lock`, their records are share-locked until the
+    /// transaction ends.
     ///
     /// Two statements, the second only when an id was found (a replay: most batches have none). One join of both
     /// tables was planned as a hash join over all of `processed_results` whenever the planner lacked statistics
     /// (a table not analysed yet guesses 200 distinct message ids): a batch with one replay in it read the whole
-    /// table (73 ms at 90,000 results, growing with the retention). Each of these is an index lookup whatever the
-    /// statistics say.
-    func decisions(_ ids: [String]) async throws -> [String: Decision] {
+    /// table (35.9 ms at 89,000 results, growing with the retention). Each of these is an index lookup whatever the
+    /// statistics say. The lock keeps the two consistent: the retention sweep skips locked records (`expire`), so
+    /// a record found by the first is not deleted with its results before the second reads them.
+    func decisions(_ ids: [String], lock: Bool) async throws -> [String: Decision] {
         var bindings = PostgresBindings()
         bindings.append(ids)
         let recorded = PostgresQuery(
             unsafeSQL: """
                 SELECT message_id, outcome, sender, digital_card_id FROM processed_messages WHERE message_id = ANY($1)
-                """, binds: bindings)
+                """ + (lock ? " FOR SHARE" : ""), binds: bindings)
         var decisions: [String: Decision] = [:]
         for try await row in try await connection.query(recorded, logger: logger) {
             let (id, outcome, sender, digitalCardId) = try row.decode((String, String, String?, String?).self)
@@ -341,8 +343,6 @@ struct PostgresBatchStatements {
                 RETURNING m.message_id
             ), deleted_results AS (
                 DELETE FROM processed_results AS r USING deleted WHERE r.message_id = deleted.message_id
-            ), deleted_notes AS (
-                DELETE FROM undelivered_results AS u USING deleted WHERE u.message_id = deleted.message_id
             )
             SELECT count(*) FROM deleted
             """
@@ -350,6 +350,24 @@ struct PostgresBatchStatements {
             return try row.decode(Int.self)
         }
         return 0
+    }
+
+    /// Deletes the notes of messages no longer recorded: expired ones, and those an older build's sweep or a note
+    /// racing the sweep left behind. Nothing on a schema whose `undelivered_results` waits for `wallet-worker
+    /// migrate` (behind a pending index build): the sweep of the records must not fail for it.
+    func forgetOrphanedNotes() async throws {
+        var exists = false
+        for try await row in try await connection.query(
+            "SELECT to_regclass('undelivered_results') IS NOT NULL", logger: logger)
+        {
+            exists = try row.decode(Bool.self)
+        }
+        guard exists else { return }
+        try await connection.query(
+            """
+            DELETE FROM undelivered_results AS u
+            WHERE NOT EXISTS (SELECT 1 FROM processed_messages AS m WHERE m.message_id = u.message_id)
+            """, logger: logger)
     }
 
     /// Notes messages as undelivered (only those recorded) and forgets the delivered ones, in one statement. As in

@@ -217,8 +217,16 @@ public final class PostgresWalletStore: WalletStore {
                 throw StoreError.postgres(error, at: location)
             }
             total += expired
-            if expired < Self.expiryChunk { return total }
+            if expired < Self.expiryChunk { break }
         }
+        do {
+            try await withConnection { connection in
+                try await PostgresBatchStatements(connection: connection, logger: logger).forgetOrphanedNotes()
+            }
+        } catch {
+            throw StoreError.postgres(error, at: location)
+        }
+        return total
     }
 
     public func noteResultDelivery(_ note: ResultDeliveryNote) async throws(StoreError) {

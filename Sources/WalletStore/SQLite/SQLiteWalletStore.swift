@@ -258,11 +258,15 @@ public final class SQLiteWalletStore: WalletStore {
                     sql: "DELETE FROM processed_messages WHERE recorded_at < ?",
                     arguments: [cutoff.timeIntervalSince1970])
                 let expired = db.changesCount
-                try db.execute(
-                    sql: """
-                        DELETE FROM undelivered_results
-                        WHERE message_id NOT IN (SELECT message_id FROM processed_messages)
-                        """)
+                // The notes of messages no longer recorded. A file whose v4 waits for `wallet-worker migrate`
+                // (behind v3's index build) has no notes, and its sweep must not fail for them.
+                if try db.tableExists("undelivered_results") {
+                    try db.execute(
+                        sql: """
+                            DELETE FROM undelivered_results
+                            WHERE message_id NOT IN (SELECT message_id FROM processed_messages)
+                            """)
+                }
                 return expired
             }
         } catch {
