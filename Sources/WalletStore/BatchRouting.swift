@@ -25,16 +25,17 @@ enum BatchRouting {
             if let messageID, var recorded = try transaction.recordedDecision(messageID: messageID) {
                 // The same results, but the reply_to copies go to whoever asked this time.
                 recorded.results = ReplyCopies.readdressed(recorded.results, to: message.properties.replyTo)
-                decisions.append(StoredDecision(decision: recorded, isReplay: true))
+                decisions.append(StoredDecision(decision: recorded, isReplay: true, recordedMessageID: messageID))
                 continue
             }
             let decision = try router.route(message, state: transaction, now: now)
             try transaction.apply(decision.effects)
             // Rejected messages are not recorded: replayed from the dead-letter queue they are evaluated afresh.
-            if let messageID, decision.disposition == .acknowledge {
-                try transaction.record(messageID: messageID, decision: decision, at: now)
+            let recordedAs = decision.disposition == .acknowledge ? messageID : nil
+            if let recordedAs {
+                try transaction.record(messageID: recordedAs, decision: decision, at: now)
             }
-            decisions.append(StoredDecision(decision: decision, isReplay: false))
+            decisions.append(StoredDecision(decision: decision, isReplay: false, recordedMessageID: recordedAs))
         }
         return decisions
     }

@@ -52,9 +52,13 @@ public struct StoredDecision: Sendable, Hashable {
     public var decision: Decision
     /// True when the `message_id` was already processed: nothing was applied, the recorded results are returned.
     public var isReplay: Bool
+    /// The `message_id` the decision is recorded under (a replay's, or a new one's that was recorded); nil when it
+    /// is not recorded: no `message_id`, or a rejection.
+    public var recordedMessageID: String?
 
-    public init(decision: Decision, isReplay: Bool) {
+    public init(decision: Decision, isReplay: Bool, recordedMessageID: String? = nil) {
         self.decision = decision
         self.isReplay = isReplay
+        self.recordedMessageID = recordedMessageID
     }
 }

@@ -72,16 +72,7 @@ struct StoreHarness: Sendable {
         case is SQLiteWalletStore:
             let queue = try DatabaseQueue(path: path!)
             defer { try? queue.close() }
-            return try await queue.read { db in
-                try Row.fetchOne(
-                    db, sql: "SELECT dead_lettered_at, reason, error FROM undelivered_results WHERE message_id = ?",
-                    arguments: [messageID]
-                ).map {
-                    UndeliveredResults(
-                        messageID: messageID, deadLetteredAt: Date(timeIntervalSince1970: $0["dead_lettered_at"]),
-                        reason: $0["reason"], error: $0["error"])
-                }
-            }
+            return try await queue.read { db in try UndeliveredResults.fetch(messageID, in: db) }
         case let store as PostgresWalletStore: return try await store.read { try await $0.undelivered(messageID) }
         default: fatalError("unexpected store \(type(of: store))")
         }

@@ -38,14 +38,7 @@ final class SQLiteStoreInspector: StoreInspector {
                 let recordedAt = try Double.fetchOne(
                     db, sql: "SELECT recorded_at FROM processed_messages WHERE message_id = ?", arguments: [messageID])
             else { return nil }
-            let undelivered = try Row.fetchOne(
-                db, sql: "SELECT dead_lettered_at, reason, error FROM undelivered_results WHERE message_id = ?",
-                arguments: [messageID]
-            ).map { row in
-                UndeliveredResults(
-                    messageID: messageID, deadLetteredAt: Date(timeIntervalSince1970: row["dead_lettered_at"]),
-                    reason: row["reason"], error: row["error"])
-            }
+            let undelivered = try UndeliveredResults.fetch(messageID, in: db)
             return ProcessedMessage(
                 messageID: messageID, recordedAt: Date(timeIntervalSince1970: recordedAt), outcome: decision.outcome,
                 sender: decision.sender, digitalCardId: decision.digitalCardId, results: decision.results,
@@ -66,6 +59,20 @@ final class SQLiteStoreInspector: StoreInspector {
             return try await queue.read(body)
         } catch {
             throw StoreError.sqlite(error, phase: .processing, fileName: fileName)
+        }
+    }
+}
+
+extension UndeliveredResults {
+    /// The note of `messageID` in a SQLite store, whether or not the message is still recorded.
+    static func fetch(_ messageID: String, in db: Database) throws -> UndeliveredResults? {
+        try Row.fetchOne(
+            db, sql: "SELECT dead_lettered_at, reason, error FROM undelivered_results WHERE message_id = ?",
+            arguments: [messageID]
+        ).map { row in
+            UndeliveredResults(
+                messageID: messageID, deadLetteredAt: Date(timeIntervalSince1970: row["dead_lettered_at"]),
+                reason: row["reason"], error: row["error"])
         }
     }
 }

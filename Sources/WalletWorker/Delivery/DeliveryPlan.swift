@@ -13,8 +13,8 @@ struct DeliveryPlan: Sendable {
     var fate: DeliveryFate
     /// The store's decision, when it made one (not on a store failure).
     var stored: StoredDecision?
-    /// For the plan that replaced one whose results were not taken: the decision the store had committed (and
-    /// recorded, unless it was a rejection or had no `message_id`), whose results then went nowhere.
+    /// For the plan that replaced one whose results were not taken: the decision the store had committed, whose
+    /// results then went nowhere.
     var committed: StoredDecision?
     /// `reply_to` copies for a direct reply-to requester: sent apart from `messages`, on a connection of their
     /// own, unconfirmed (`DirectReplyPublisher`).

@@ -1,5 +1,4 @@
 import Foundation
-import WalletRouting
 import WalletStore
 
 /// What the store should hear about a recorded message's results once its batch is settled, so that
@@ -14,16 +13,19 @@ enum RecordedResultsDelivery: Sendable, Hashable {
     case delivered(messageID: String)
 
     /// The changes the settled plans of a batch make; empty for nearly every batch (nothing dead-lettered after a
-    /// commit, no replay).
+    /// commit, no replay). Whether and under which id a decision is recorded is the store's to say
+    /// (`StoredDecision.recordedMessageID`).
     static func changes(settling plans: some Sequence<DeliveryPlan>) -> [RecordedResultsDelivery] {
         var changes: [RecordedResultsDelivery] = []
         for plan in plans {
-            guard let messageID = plan.original.recordedMessageID else { continue }
-            if let reason = plan.fate.deadLetterReason, let committed = plan.committed, committed.isRecorded {
+            if let reason = plan.fate.deadLetterReason {
+                guard let messageID = plan.committed?.recordedMessageID else { continue }
                 changes.append(
                     .undelivered(
                         messageID: messageID, reason: reason.rawValue, error: plan.fate.failureDescription ?? ""))
-            } else if plan.fate == .processed, let stored = plan.stored, stored.isReplay {
+            } else if let stored = plan.stored, stored.isReplay, case .processed = plan.fate,
+                let messageID = stored.recordedMessageID
+            {
                 changes.append(.delivered(messageID: messageID))
             }
         }
@@ -45,21 +47,5 @@ extension [RecordedResultsDelivery] {
             }
         }
         return note
-    }
-}
-
-extension StoredDecision {
-    /// Whether the store recorded it under its message's id: a rejection never is (`BatchRouting`).
-    fileprivate var isRecorded: Bool { decision.disposition == .acknowledge }
-}
-
-extension OriginalMessage {
-    /// The id the store records the message under: its `message_id` when it is UTF-8 and not empty
-    /// (`InboundMessage(_:)` and the store's `BatchRouting`).
-    var recordedMessageID: String? {
-        guard properties.undecodedStrings[.messageID] == nil, let id = properties.messageID, !id.isEmpty else {
-            return nil
-        }
-        return id
     }
 }

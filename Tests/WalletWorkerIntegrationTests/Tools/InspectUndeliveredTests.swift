@@ -16,40 +16,28 @@ extension Resilience {
             let database = temporarySQLitePath("inspect-undelivered")
             defer { removeSQLite(database) }
             let store = "sqlite:\(database)"
-            // One attempt: the first refusal dead-letters it. One message cannot trip the results pause.
-            let oneAttempt = ["--retry-attempts", "1"]
-            try await withResilienceTopology("inspect-undelivered", declareFlags: oneAttempt) {
-                topology, connection, channel in
-                let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: store, extra: oneAttempt), amqpURL: TestBroker.urlText,
-                    label: "inspect-undelivered")
+            try await withResilienceTopology("inspect-undelivered") { topology, connection, channel in
+                // One attempt: the first refusal dead-letters it. One message cannot trip the results pause.
+                let worker = try await startOneAttemptWorker(
+                    topology, database: database, label: "inspect-undelivered")
                 defer {
                     worker.kill()
                     worker.process.removeLog()
                 }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
-
-                try await topology.unbindCapture(on: channel)
                 let id = "undelivered-1"
-                let message = InboundSpec.cps(id, card: "UNDELIVERED-1", code: "CBP.info.tokenProvisioned")
-                try await publishConfirmed([message.outbound(to: topology.inbound)], on: channel)
-                do {
-                    try await waitUntil("its dead letter\n\(worker.logTail())") {
-                        try await readyCount(topology.deadLetterQueue, on: connection) >= 1
-                    }
-                } catch {
-                    try? await topology.bindCapture(on: channel)
-                    throw error
-                }
-                try await topology.bindCapture(on: channel)
+                try await deadLetterAsTransientFailures(
+                    [InboundSpec.cps(id, card: "UNDELIVERED-1", code: "CBP.info.tokenProvisioned")],
+                    topology: topology, connection: connection, channel: channel, worker: worker)
 
-                // The note is written once the dead letter is confirmed, after the acknowledgement.
+                // The note is written once the dead letter is confirmed, beside the acknowledgement.
+                func inspected() async throws -> [String: Any] {
+                    let output = try await walletWorkerCommand(["inspect", "message", id, "--store", store]).output
+                    return jsonObjects(output).first ?? [:]
+                }
                 var shown: [String: Any] = [:]
                 try await waitUntil("inspect message to show it undelivered\n\(worker.logTail())") {
-                    let output = try await walletWorkerCommand(["inspect", "message", id, "--store", store]).output
-                    shown = jsonObjects(output).first ?? [:]
+                    shown = try await inspected()
                     return shown["undelivered"] is [String: Any]
                 }
                 let undelivered = shown["undelivered"] as? [String: Any]
@@ -68,8 +56,7 @@ extension Resilience {
                     try await readyCount(topology.capture, on: connection) >= recorded
                 }
                 try await waitUntil("inspect message to show it delivered\n\(worker.logTail())") {
-                    let output = try await walletWorkerCommand(["inspect", "message", id, "--store", store]).output
-                    return jsonObjects(output).first?["undelivered"] is NSNull
+                    try await inspected()["undelivered"] is NSNull
                 }
                 #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
             }

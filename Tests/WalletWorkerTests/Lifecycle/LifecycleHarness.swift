@@ -341,7 +341,8 @@ struct LifecycleHarness {
             decision: Decision(
                 effects: [], results: Array(repeating: result, count: results), disposition: disposition,
                 outcome: outcome, sender: nil, digitalCardId: nil),
-            isReplay: false)
+            // As the store records it: under the delivery's id ("m" and its tag), unless it is a rejection.
+            isReplay: false, recordedMessageID: disposition == .acknowledge ? "m\(tag)" : nil)
     }
 
     static let outage = StoreError(.transient, "SQLite busy: database is locked", outage: true)
