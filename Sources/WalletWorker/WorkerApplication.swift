@@ -34,7 +34,9 @@ public struct WorkerApplication: Sendable {
         if tracing != nil {
             logger.info(
                 "tracing on: spans are exported over OTLP/HTTP",
-                metadata: ["protocol": "\(configuration.tracing.otlpProtocol)"])
+                metadata: [
+                    "protocol": "\(configuration.tracing.otlpProtocol)", "detail": "\(configuration.tracing.detail)",
+                ])
         }
         let worker = try NotificationWorker(
             configuration: configuration, store: store, metrics: metrics, logger: logger, tracer: tracing?.tracer)

@@ -69,6 +69,19 @@ struct TracingSettingsTests {
         }
     }
 
+    @Test("WALLET_TRACE_DETAIL: message by default, full on request, anything else an error naming it")
+    func detail() throws {
+        let on = ["OTEL_TRACES_EXPORTER": "otlp"]
+        #expect(try TracingSettings(environment: on).detail == .message)
+        #expect(try TracingSettings(environment: on.merging(["WALLET_TRACE_DETAIL": " Full "]) { $1 }).detail == .full)
+        #expect(try TracingSettings(environment: on.merging(["WALLET_TRACE_DETAIL": "message"]) { $1 }).detail == .message)
+        #expect {
+            try TracingSettings(environment: on.merging(["WALLET_TRACE_DETAIL": "all"]) { $1 })
+        } throws: { error in
+            "\(error)".contains("WALLET_TRACE_DETAIL") && "\(error)".contains("message or full")
+        }
+    }
+
     @Test("a protocol nobody uses does not matter while tracing is off")
     func protocolIgnoredWhenOff() throws {
         #expect(try TracingSettings(environment: ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"]) == .off)

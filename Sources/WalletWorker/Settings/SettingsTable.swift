@@ -476,6 +476,13 @@ extension Setting {
             "OTEL_SERVICE_NAME", default: TracingBackend.serviceName,
             meaning: "the spans' `service.name`; `OTEL_RESOURCE_ATTRIBUTES` adds resource attributes"),
         .environment(
+            TracingSettings.detailVariable, default: TraceDetail.message.rawValue,
+            meaning: """
+                the spans of a traced message: `message`, one `process` span per message; `full` adds a span for the \
+                batch's store transaction and one per published message (about 2.5 times the tracing CPU; see \
+                [Tracing](docs/operations.md#tracing))
+                """),
+        .environment(
             "OTEL_TRACES_SAMPLER", default: "parentbased_always_on",
             meaning: """
                 `always_on`, `always_off`, `traceidratio`, `parentbased_traceidratio` (with the ratio in `_ARG`), … \

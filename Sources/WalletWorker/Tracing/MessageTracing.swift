@@ -10,9 +10,9 @@ import WalletStore
 #endif
 
 /// The spans of the messages the worker processes, following the OpenTelemetry messaging conventions: a CONSUMER
-/// span `process <queue>` per delivery, continuing the inbound `traceparent` when it is valid; under it a CLIENT
-/// span for the batch's store transaction and a PRODUCER span `publish <exchange>` per published message, from the
-/// publish to its confirm.
+/// span `process <queue>` per delivery, continuing the inbound `traceparent` when it is valid; with the `full`
+/// detail, under it a CLIENT span for the batch's store transaction and a PRODUCER span `publish <exchange>` per
+/// published message, from the publish to its confirm.
 ///
 /// It observes the lifecycle and writes nothing of its own into the delivery path: a message span starts when its
 /// delivery is received (`LifecycleEvent.received`) and ends with the delivery's fate (`LifecycleEvent.ended`),
@@ -21,6 +21,8 @@ import WalletStore
 /// them. Without tracing there is no `MessageTracing` at all, so the hot path only tests an optional.
 final class MessageTracing: Sendable {
     let tracer: any Tracer
+    /// Whether the store and publish spans are made.
+    let detail: TraceDetail
     /// `db.system` of the store; nil for the in-memory store.
     let databaseSystem: String?
     /// The queue each pipeline consumes: the work queue or a shard.
@@ -36,8 +38,9 @@ final class MessageTracing: Sendable {
         var tag: UInt64
     }
 
-    init(tracer: any Tracer, queues: [String], store: StoreLocation, broker: AMQPURL) {
+    init(tracer: any Tracer, detail: TraceDetail, queues: [String], store: StoreLocation, broker: AMQPURL) {
         self.tracer = tracer
+        self.detail = detail
         self.queues = queues
         self.serverAddress = broker.host
         self.serverPort = broker.port
@@ -91,12 +94,13 @@ final class MessageTracing: Sendable {
         }
     }
 
-    /// One CLIENT span per delivery for the batch's store transaction (the deliveries share it); end them with
-    /// `endStoreSpans`.
+    /// With the `full` detail, one CLIENT span per delivery for the batch's store transaction (the deliveries share
+    /// it); end them with `endStoreSpans`. None otherwise.
     func startStoreSpans(_ session: DeliveryLifecycle.SessionID, _ deliveries: [DeliveryLifecycle.Delivery])
         -> [any Span]
     {
-        parents(session, deliveries.map(\.tag)).map { parent in
+        guard detail == .full else { return [] }
+        return parents(session, deliveries.map(\.tag)).map { parent in
             let span = tracer.startSpan("store transaction", context: parent.context, ofKind: .client)
             if span.isRecording {
                 span.updateAttributes { attributes in
@@ -123,9 +127,11 @@ final class MessageTracing: Sendable {
         }
     }
 
-    /// One PRODUCER span per message the plans publish, in publication order (the order of their confirms).
+    /// With the `full` detail, one PRODUCER span per message the plans publish, in publication order (the order of
+    /// their confirms). None otherwise.
     func startPublishSpans(_ session: DeliveryLifecycle.SessionID, tags: [UInt64], plans: [DeliveryPlan]) -> [any Span]
     {
+        guard detail == .full else { return [] }
         var spans: [any Span] = []
         spans.reserveCapacity(plans.reduce(0) { $0 + $1.messages.count })
         for (plan, parent) in zip(plans, parents(session, tags)) {

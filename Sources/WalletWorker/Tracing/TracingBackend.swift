@@ -19,10 +19,10 @@ struct TracingBackend: Sendable {
     /// shutdown is bounded by `shutdownLimit`.
     let service: any Service
 
-    /// The batch span processor's defaults, sized for the worker's full speed (about 3 spans per message at 5,000
-    /// messages per second: the `process`, `store` and `publish` spans): a batch every 100 ms of at most 2,048 spans
-    /// keeps the queue short, and a queue of 16,384 spans holds about a second of full speed while the collector
-    /// is slow. The specification's defaults (5 s, 512, 2,048) drop spans above about 400 messages per second.
+    /// The batch span processor's defaults, sized for the worker's full speed with every span on (about 3 spans per
+    /// message at 5,000 messages per second: the `process`, `store` and `publish` spans of the `full` detail): a
+    /// batch every 100 ms of at most 2,048 spans keeps the queue short, and a queue of 16,384 spans holds about a
+    /// second of full speed while the collector is slow (three seconds with the default `message` detail). The specification's defaults (5 s, 512, 2,048) drop spans above about 400 messages per second.
     /// The `OTEL_BSP_*` and `OTEL_EXPORTER_OTLP_*TIMEOUT` variables still win.
     static let scheduleDelay: Duration = .milliseconds(100)
     static let maxExportBatchSize = 2_048

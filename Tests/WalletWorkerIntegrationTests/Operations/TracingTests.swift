@@ -38,7 +38,7 @@ extension Resilience {
         }
 
         @Test(
-            "each message gets a CONSUMER span continuing its traceparent, with store and publish children; results keep the inbound traceparent; log lines carry trace_id; spans are flushed on SIGTERM"
+            "each message gets a CONSUMER span continuing its traceparent, with store and publish children in the full detail; results keep the inbound traceparent; log lines carry trace_id; spans are flushed on SIGTERM"
         )
         func spansOfAMessage() async throws {
             let receiver = try OTLPReceiver()
@@ -55,6 +55,9 @@ extension Resilience {
                         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)",
                         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
                         "OTEL_BSP_SCHEDULE_DELAY": "600000",
+                        // Every span, so the store and publish spans are exported too (the default is one per message:
+                        // ExecutorTracingTests).
+                        "WALLET_TRACE_DETAIL": "full",
                     ])
                 defer {
                     worker.kill()

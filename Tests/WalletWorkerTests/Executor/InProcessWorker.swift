@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import TestSupport
+import Tracing
 
 @testable import AMQPTransport
 @testable import WalletWorker
@@ -28,10 +29,10 @@ final class InProcessWorker: Sendable {
 
     /// Starts a worker with the test's settings; `configure` sees the defaults, less the operations server and the
     /// queue depth polls (both real sockets). `beforeStart` scripts the broker before the worker first calls it;
-    /// `logger` is the worker's (quiet by default).
+    /// `logger` is the worker's (quiet by default); with `tracer`, the worker traces its messages through it.
     init(
         configure: (inout WorkerConfiguration) -> Void = { _ in }, beforeStart: (ScriptedBroker) -> Void = { _ in },
-        logger: Logger = InProcessWorker.logger
+        logger: Logger = InProcessWorker.logger, tracer: (any Tracer)? = nil
     ) {
         beforeStart(broker)
         var configuration = WorkerConfiguration()
@@ -46,7 +47,7 @@ final class InProcessWorker: Sendable {
         let connection = AMQPConnectionConfiguration(url: try! AMQPURL(parsing: configuration.amqpURL))
         worker = NotificationWorker(
             configuration: configuration, connection: connection, broker: broker, clock: WorkerClock(clock),
-            store: store, metrics: metrics, logger: logger)
+            store: store, metrics: metrics, logger: logger, tracer: tracer)
         var service = ServiceGroupConfiguration(
             services: [.init(service: worker)], gracefulShutdownSignals: [], logger: Self.logger)
         // No wall clock here. `WorkerApplication` gives the drain `shutdownGracePeriod` and then 2 s to return once
