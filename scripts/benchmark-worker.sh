@@ -8,7 +8,9 @@
 #   scripts/benchmark-worker.sh --rounds 1 --messages 2000 --no-setup   # a quick check of the plumbing only
 #   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
 #   COMPARE_WORKER_BIN=/path/to/other/wallet-worker scripts/benchmark-worker.sh --replicas none
-#       # also that build, as worker-cmp and worker-mem-cmp, alternated with this one's in every round
+#       # also that build, as worker-cmp and worker-mem-cmp, alternated with this one's in every round (and, when
+#       # --replicas has 1, as pg-1-cmp: one replica on PostgreSQL, right after pg-1)
+#   scripts/benchmark-worker.sh --tracing         # also worker-traced: tracing on, exporting to a local receiver
 #   scripts/benchmark-worker.sh --floor-store-us 45 --floor-store-bytes 9400 # the floor's store work per notification
 #
 # It starts a private broker (scripts/rabbitmq-local.sh, port RABBITMQ_PORT, default 5752) and a private PostgreSQL
@@ -24,7 +26,18 @@
 # server and its backends, in a column of its own), and the broker's (RabbitMQ's Erlang VM) in another: what each
 # contender's traffic costs the broker; peak RSS is VmHWM at its end (summed over the replicas).
 # Prints a table per round, the medians (CPU, heap allocations and bytes written per message among them) and issue
-# 27's targets against them; exits non-zero only on errors (never on targets).
+# 27's targets against them, then issue 38's; exits non-zero only on errors (never on targets).
+#
+# Issue 38's contenders, each run right after the one it is compared with, in every round:
+# - pg-1-cmp (COMPARE_WORKER_BIN set and --replicas has 1): the comparison build as one replica on a fresh PostgreSQL
+#   database, exactly as pg-1 is run (with --no-declare, as worker-cmp). Targets: pg-1's worker CPU and PostgreSQL's
+#   CPU per message each at most half of pg-1-cmp's (medians of the per-round ratios).
+# - worker-traced (--tracing; off by default): worker exactly, with tracing on: every span sampled (the default
+#   sampler parentbased_always_on, made explicit; the notifications' traceparents are sampled ones) and exported over
+#   OTLP/HTTP protobuf to scripts/lib/otlp-receiver.py, one receiver for the whole run on a free loopback port (it
+#   answers every export; its CPU is not the worker's but it shares the machine). Target: worker-traced CPU per
+#   message at most 1.3 times worker's (median of the per-round ratios); the process spans the receiver counted are
+#   printed against the messages the worker took (setup phase included), as scripts/benchmark-tracing.sh does.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -37,6 +50,7 @@ replica_counts="1 2 3"
 # and the bytes the SQLite worker writes (WAL frames and checkpoints).
 floor_store_us=45
 floor_store_bytes=9400
+tracing=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) rounds="$2"; shift 2 ;;
@@ -46,8 +60,9 @@ while [ $# -gt 0 ]; do
         --floor-store-bytes) floor_store_bytes="$2"; shift 2 ;;
         # Without the setup phase most card references are unknown: not the benchmark, a check of the script.
         --no-setup) setup_flag="--no-setup"; shift ;;
+        --tracing) tracing=true; shift ;;
         *) echo "usage: $0 [--rounds R] [--messages N] [--replicas \"1 2 3\"|none] [--no-setup]" \
-               "[--floor-store-us US] [--floor-store-bytes BYTES]" >&2; exit 2 ;;
+               "[--floor-store-us US] [--floor-store-bytes BYTES] [--tracing]" >&2; exit 2 ;;
     esac
 done
 [ "$replica_counts" = none ] && replica_counts=""
@@ -56,10 +71,13 @@ for count in $replica_counts; do
         ''|*[!0-9]*|0) echo "benchmark-worker: --replicas takes positive counts, e.g. \"1 2 3\", or none" >&2; exit 2 ;;
     esac
 done
+# pg-1-cmp: the comparison build as one replica on PostgreSQL, when both are asked for.
+pg_compare=false
+if [ -n "${COMPARE_WORKER_BIN:-}" ] && [[ " $replica_counts " == *" 1 "* ]]; then pg_compare=true; fi
 
 # shellcheck source=lib/prerequisites.sh
 source "$root/scripts/lib/prerequisites.sh"
-ensure_prerequisites build-essential
+if $tracing; then ensure_prerequisites build-essential python3; else ensure_prerequisites build-essential; fi
 
 export RABBITMQ_PORT="${RABBITMQ_PORT:-5752}"
 export RABBITMQ_DATA_DIR="${RABBITMQ_DATA_DIR:-/tmp/rmq-bench}"
@@ -71,6 +89,7 @@ postgres() { "$root/scripts/postgres-local.sh" "$@"; }
 work="$(mktemp -d /tmp/benchmark-worker.XXXXXX)"
 contender_pids=()
 postgres_started=false
+receiver_pid=""
 
 stop_contenders() {
     local pid
@@ -82,6 +101,10 @@ stop_contenders() {
 cleanup() {
     local status=$?
     stop_contenders
+    if [ -n "$receiver_pid" ]; then
+        kill -TERM "$receiver_pid" 2>/dev/null || true
+        wait "$receiver_pid" 2>/dev/null || true
+    fi
     broker stop >/dev/null 2>&1 || true
     if $postgres_started; then postgres stop >/dev/null 2>&1 || true; fi
     rm -f "$work"/*.sqlite "$work"/*.sqlite-wal "$work"/*.sqlite-shm "$work"/floor-store.bin
@@ -138,6 +161,30 @@ echo "worker results for the mix: $(sed -n 2p "$work/result-size.txt")"
 echo "baseline result body: $body_bytes bytes to wallet.transactions, routing key transactions.records;" \
     "baseline2: $results_per_notification results per notification"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+
+# --- OTLP receiver (--tracing) -------------------------------------------------------------------------------
+# One receiver for the whole run, on a free loopback port (bound, then closed for the receiver to take); its counts
+# (cumulative: requests, spans, spans by kind, distinct process message ids) in $work/otlp-counts.json.
+if $tracing; then
+    receiver_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+    python3 "$root/scripts/lib/otlp-receiver.py" "$receiver_port" "$work/otlp-counts.json" >"$work/otlp-receiver.log" 2>&1 &
+    receiver_pid=$!
+    for _ in $(seq 50); do [ -f "$work/otlp-counts.json" ] && break; sleep 0.1; done
+    if [ ! -f "$work/otlp-counts.json" ]; then
+        echo "benchmark-worker: the OTLP receiver did not start; its log:" >&2
+        cat "$work/otlp-receiver.log" >&2
+        exit 1
+    fi
+    echo "OTLP receiver: http://127.0.0.1:$receiver_port (scripts/lib/otlp-receiver.py)"
+    # What scripts/benchmark-tracing.sh sets, with the protocol and the sampler (the worker's defaults) spelled out.
+    tracing_env=(OTEL_TRACES_EXPORTER=otlp "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$receiver_port"
+        OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=parentbased_always_on)
+fi
+# receiver_counts: "process spans requests distinct_process_ids" so far.
+receiver_counts() {
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+print(c["by_kind"].get("process", 0), c["spans"], c["requests"], c["process_message_ids"])' "$work/otlp-counts.json"
+}
 
 # --- rounds --------------------------------------------------------------------------------------------------
 # run_contender NAME ROUND REPLICAS COMMAND...: preloads, starts REPLICAS processes of COMMAND, watches the queue
@@ -198,6 +245,7 @@ create_database() { postgres psql -qc "CREATE DATABASE $1" >/dev/null; }
 drop_database() { postgres psql -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null; }
 
 : >"$work/results"
+: >"$work/spans"
 for round in $(seq 1 "$rounds"); do
     echo "== round $round/$rounds (load $(cut -d' ' -f1-3 /proc/loadavg)) =="
     run_contender baseline "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
@@ -207,6 +255,24 @@ for round in $(seq 1 "$rounds"); do
     rm -f "$work/store-$round.sqlite"*
     run_contender worker "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$round.sqlite" \
         --prefetch 200 --http-port off
+    if $tracing; then
+        rm -f "$work/store-traced-$round.sqlite"*
+        read -r process_before spans_before requests_before _ < <(receiver_counts)
+        run_contender worker-traced "$round" 1 env "${tracing_env[@]}" "$worker_bin" run --amqp-url "$AMQP_URL" \
+            --store "sqlite:$work/store-traced-$round.sqlite" --prefetch 200 --http-port off
+        # Everything the worker took (setup phase included) should arrive as one process span each: the worker
+        # exports what is left when SIGTERM stops it; give the receiver up to 5 s to count the last export.
+        taken=$(sed -n "s/.* holds \([0-9]*\)$/\1/p" "$work/preload-last.log" | tail -n 1)
+        for _ in $(seq 50); do
+            read -r process spans requests _ < <(receiver_counts)
+            [ $((process - process_before)) -ge "$taken" ] && break
+            sleep 0.1
+        done
+        echo "$round $taken $((process - process_before)) $((spans - spans_before)) $((requests - requests_before))" \
+            >>"$work/spans"
+        echo "  worker-traced round $round: $((process - process_before)) process spans received for $taken messages" \
+            "taken, $((spans - spans_before)) spans in $((requests - requests_before)) exports"
+    fi
     run_contender worker-mem "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store memory \
         --prefetch 200 --http-port off
     if [ -n "${COMPARE_WORKER_BIN:-}" ]; then
@@ -227,12 +293,20 @@ for round in $(seq 1 "$rounds"); do
         run_contender "pg-$count" "$round" "$count" "$worker_bin" run --amqp-url "$AMQP_URL" \
             --store "$postgres_url_base/$database" --prefetch 200 --http-port off
         drop_database "$database"
+        if [ "$count" = 1 ] && $pg_compare; then
+            database="bench_r${round}_x1_cmp"
+            create_database "$database"
+            run_contender pg-1-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --no-declare \
+                --store "$postgres_url_base/$database" --prefetch 200 --http-port off
+            drop_database "$database"
+        fi
     done
 done
 
 # --- medians -------------------------------------------------------------------------------------------------
-# median [FORMAT]: the median of the numbers on stdin (the mean of the middle two for an even count).
-median() { sort -g | awk -v format="${1:-%.1f}" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf format "\n", m }'; }
+# median [FORMAT]: the median of the numbers on stdin (the mean of the middle two for an even count); "n/a" when
+# there are none (a contender that did not run), never 0, so no target reads as met without data.
+median() { sort -g | awk -v format="${1:-%.1f}" '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit } m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf format "\n", m }'; }
 column_of() { awk -v name="$1" -v col="$2" '$1 == name { print $col }' "$work/results" | median "$3"; }
 echo "== medians of $rounds rounds, $messages notifications each (load now $(cut -d' ' -f1-3 /proc/loadavg)) =="
 # The ratio of each round (same round, same conditions), then their median.
@@ -240,12 +314,22 @@ ratio_of() {
     awk -v name="$1" -v base="${2:-baseline}" '$1 == base { b[$2] = $3 } $1 == name { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
         "$work/results" | median %.3f
 }
+# column_ratio_of NAME BASE COLUMN: the same for any results column (4: CPU us/msg, 7: PostgreSQL's CPU us/msg).
+column_ratio_of() {
+    awk -v name="$1" -v base="$2" -v col="$3" '$1 == base { b[$2] = $col } $1 == name { w[$2] = $col } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
+        "$work/results" | median %.3f
+}
 printf '  %-14s %10s %12s %10s %14s %18s %11s %11s\n' "" "msg/s" "CPU us/msg" "peak MiB" "broker us/msg" \
     "PostgreSQL us/msg" "/baseline" "/baseline2"
-names="baseline baseline2 worker worker-mem"
+names="baseline baseline2 worker"
+$tracing && names="$names worker-traced"
+names="$names worker-mem"
 [ -n "${COMPARE_WORKER_BIN:-}" ] && names="$names worker-cmp worker-mem-cmp"
 names="$names floor"
-for count in $replica_counts; do names="$names pg-$count"; done
+for count in $replica_counts; do
+    names="$names pg-$count"
+    [ "$count" = 1 ] && $pg_compare && names="$names pg-1-cmp"
+done
 for name in $names; do
     server="-"
     [[ "$name" == pg-* ]] && server=$(column_of "$name" 7 %.1f)
@@ -263,6 +347,8 @@ echo "  the previous one's confirms are on their way (as the worker does);"
 echo "  pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
 echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
 echo "  broker and PostgreSQL for them."
+$tracing && echo "  worker-traced = worker with tracing on, every span exported (OTLP/HTTP protobuf) to a local receiver;"
+$pg_compare && echo "  pg-1-cmp = pg-1 with COMPARE_WORKER_BIN's build."
 # median_table "TITLE|TITLE|…" "COLUMN FORMAT" …: a row per contender, each cell the median of a results column.
 median_table() {
     local titles name spec
@@ -304,11 +390,12 @@ if [ -n "${COMPARE_WORKER_BIN:-}" ]; then
 fi
 
 # --- targets (issue 27) --------------------------------------------------------------------------------------
-# target LABEL VALUE OP LIMIT: one line, "met" or "NOT MET".
+# target LABEL VALUE OP LIMIT [WIDTH]: one line, "met" or "NOT MET"; the label padded to WIDTH (default 44).
 target() {
-    awk -v label="$1" -v value="$2" -v op="$3" -v limit="$4" 'BEGIN {
+    awk -v label="$1" -v value="$2" -v op="$3" -v limit="$4" -v width="${5:-44}" 'BEGIN {
         met = (op == ">=") ? value >= limit : value <= limit
-        printf "  %-44s %9s  (target %s %s)  %s\n", label, value, op, limit, met ? "met" : "NOT MET" }'
+        verdict = (value == "n/a" || value == "") ? "no data" : (met ? "met" : "NOT MET")
+        printf "  %-" width "s %9s  (target %s %s)  %s\n", label, value, op, limit, verdict }'
 }
 echo "== targets (medians above; issue 27) =="
 target "throughput worker / baseline2 (SQLite)" "$(ratio_of worker baseline2)" ">=" 1.0
@@ -320,6 +407,38 @@ target "worker bytes written/message (SQLite)" "$(column_of worker 12 %.0f)" "<=
 target "worker peak RSS MiB (SQLite)" "$(column_of worker 5 %.1f)" "<=" 64
 echo "  the throughput target's floor: floor / baseline2 = $(ratio_of floor baseline2) (the C loop given only the"
 echo "  SQLite store's work); worker / floor = $(ratio_of worker floor) (what the worker's own overhead costs)"
+
+# --- targets (issue 38) --------------------------------------------------------------------------------------
+echo "== targets (issue 38) =="
+if [[ " $replica_counts " == *" 1 "* ]]; then
+    echo "  medians, PostgreSQL, one replica: pg-1 worker $(column_of pg-1 4 %.1f) CPU us/msg," \
+        "PostgreSQL $(column_of pg-1 7 %.1f) CPU us/msg"
+    if $pg_compare; then
+        echo "  medians, PostgreSQL, one replica: pg-1-cmp worker $(column_of pg-1-cmp 4 %.1f) CPU us/msg," \
+            "PostgreSQL $(column_of pg-1-cmp 7 %.1f) CPU us/msg ($COMPARE_WORKER_BIN)"
+        target "pg-1 worker CPU / pg-1-cmp worker CPU (median of per-round ratios)" \
+            "$(column_ratio_of pg-1 pg-1-cmp 4)" "<=" 0.5 74
+        target "pg-1 PostgreSQL CPU / pg-1-cmp PostgreSQL CPU (median of per-round ratios)" \
+            "$(column_ratio_of pg-1 pg-1-cmp 7)" "<=" 0.5 74
+    else
+        echo "  the half targets (pg-1 worker CPU and PostgreSQL CPU / the comparison build's <= 0.5) need"
+        echo "  COMPARE_WORKER_BIN: the comparison build, run as pg-1-cmp"
+    fi
+else
+    echo "  the PostgreSQL half targets need --replicas with 1 (and COMPARE_WORKER_BIN: the comparison build)"
+fi
+if $tracing; then
+    echo "  medians: worker-traced $(column_of worker-traced 4 %.1f) CPU us/msg, worker $(column_of worker 4 %.1f)"
+    target "worker-traced CPU / worker CPU (median of per-round ratios)" \
+        "$(column_ratio_of worker-traced worker 4)" "<=" 1.3 74
+    echo "  process spans received per message taken (every round): $(awk '{ printf "%s%d/%d", separator, $3, $2; separator = ", " }' "$work/spans")"
+    read -r _ _ _ distinct < <(receiver_counts)
+    # The rounds publish the same message ids: a duplicate in a round past the first cannot be told from a repeat.
+    echo "  rounds with as many process spans as messages taken: $(awk '$3 == $2 { n++ } END { print n + 0 }' "$work/spans")" \
+        "of $rounds; distinct message ids over the run: $distinct (every round's the same)"
+else
+    echo "  the tracing target (worker-traced CPU / worker CPU <= 1.3) needs --tracing"
+fi
 
 # --- floors (issue 27) ---------------------------------------------------------------------------------------
 # What each target out of reach cannot go below on this machine, measured now without the broker: the routing core
