@@ -74,7 +74,8 @@ struct TracingSettingsTests {
         let on = ["OTEL_TRACES_EXPORTER": "otlp"]
         #expect(try TracingSettings(environment: on).detail == .message)
         #expect(try TracingSettings(environment: on.merging(["WALLET_TRACE_DETAIL": " Full "]) { $1 }).detail == .full)
-        #expect(try TracingSettings(environment: on.merging(["WALLET_TRACE_DETAIL": "message"]) { $1 }).detail == .message)
+        #expect(
+            try TracingSettings(environment: on.merging(["WALLET_TRACE_DETAIL": "message"]) { $1 }).detail == .message)
         #expect {
             try TracingSettings(environment: on.merging(["WALLET_TRACE_DETAIL": "all"]) { $1 })
         } throws: { error in

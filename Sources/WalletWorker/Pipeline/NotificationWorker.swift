@@ -75,7 +75,8 @@ public final class NotificationWorker: Service {
         let storage = BatchStorage(store: store, router: router, metrics: metrics, clock: clock, logger: logger)
         let tracing = tracer.map {
             MessageTracing(
-                tracer: $0, detail: configuration.tracing.detail, queues: queues.map(\.name), store: configuration.store,
+                tracer: $0, detail: configuration.tracing.detail, queues: queues.map(\.name),
+                store: configuration.store,
                 broker: connectionConfiguration.url)
         }
         let stopTally = StopTally()

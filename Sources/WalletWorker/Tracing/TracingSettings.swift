@@ -68,7 +68,8 @@ public struct TracingSettings: Sendable, Hashable {
         let detailText = value(Self.detailVariable)?.lowercased() ?? TraceDetail.message.rawValue
         guard let detail = TraceDetail(rawValue: detailText) else {
             throw ConfigurationError(
-                "\(Self.detailVariable) \"\(detailText)\": expected \(TraceDetail.allCases.map(\.rawValue).joined(separator: " or "))")
+                "\(Self.detailVariable) \"\(detailText)\": expected \(TraceDetail.allCases.map(\.rawValue).joined(separator: " or "))"
+            )
         }
         self.init(isEnabled: true, otlpProtocol: otlpProtocol, detail: detail)
     }
