@@ -330,6 +330,100 @@ struct PostgresWalletStoreTests {
         }
     }
 
+    /// A batch reads by key on tables of a few thousand rows, analysed or not: each of its reads is an index lookup
+    /// per key. Written as `= ANY($1)`, joins and `UPDATE … FROM unnest`, the card lock and write, the processed-id
+    /// lookup and the records check were planned as whole-table scans on such tables (Benchmarks/README.md,
+    /// "Issue 38").
+    @Test func aBatchReadsByKeyOnSmallTables() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            try await store.prepare()
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                for sql in [
+                    """
+                    INSERT INTO cards (digital_card_id, state, key_type)
+                    SELECT format('DC-%s', lpad(n::text, 6, '0')), 'active', 'LUK' FROM generate_series(1, 5000) AS n
+                    """,
+                    """
+                    INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
+                    SELECT format('m-%s', n), now(), 'processed', 'TNS', 'DC-000001' FROM generate_series(1, 5000) AS n
+                    """,
+                    """
+                    INSERT INTO processed_results (message_id, position, exchange, routing_key, body, type)
+                    SELECT format('m-%s', n), p, 'wallet.transactions', 'x', '\\x7b7d', 't'
+                    FROM generate_series(1, 5000) AS n, generate_series(0, 1) AS p
+                    """,
+                    """
+                    INSERT INTO transactions (digital_card_id, record_id, date, instant, status, type, currency_code,
+                        amount, is_auxiliary)
+                    SELECT format('DC-%s', lpad((n % 5000 + 1)::text, 6, '0')), format('r-%s', n), '2026-11-29', n,
+                        'APPROVED', 'PURCHASE', 'EUR', '1.00', false
+                    FROM generate_series(1, 5000) AS n
+                    """,
+                ] {
+                    try await connection.query(PostgresQuery(unsafeSQL: sql), logger: PostgresTestDatabase.logger)
+                }
+            }
+            // About a batch of the benchmark's mix: 37 cards (and a new one for the upsert), 88 message ids (two
+            // recorded), 40 records.
+            let cardIDs = stride(from: 7, through: 5_000, by: 135).map { String(format: "DC-%06d", $0) }
+            let cards = (cardIDs + ["DC-NEW"]).map { CardRecord(digitalCardId: $0, state: .suspended) }
+            let messageIDs = ["m-17", "m-4711"] + (1...86).map { "new-\($0)" }
+            let records = (1...40).map { (card: String(format: "DC-%06d", $0 * 100), record: "r-\($0 * 99)") }
+            func bindings(_ columns: [[String]]) -> PostgresBindings {
+                var bindings = PostgresBindings()
+                for column in columns { bindings.append(column) }
+                return bindings
+            }
+            let statements: [(name: String, sql: String, bindings: PostgresBindings)] = [
+                ("card lock", PostgresBatchStatements.cardLookup(locking: true), bindings([cardIDs])),
+                ("card read", PostgresBatchStatements.cardLookup(locking: false), bindings([cardIDs])),
+                ("card write", PostgresBatchStatements.cardUpsert, PostgresBatchStatements.cardColumns(cards)),
+                ("record lock", PostgresBatchStatements.recordLookup(locking: true), bindings([messageIDs])),
+                ("record read", PostgresBatchStatements.recordLookup(locking: false), bindings([messageIDs])),
+                ("recorded results", PostgresBatchStatements.recordedResults, bindings([["m-17", "m-4711"]])),
+                (
+                    "records check", PostgresBatchStatements.recordsLookup,
+                    bindings([records.map(\.card), records.map(\.record)])
+                ),
+            ]
+            var plans: [String] = []
+            do {
+                for analysed in [false, true] {
+                    plans += try await store.read { batch in
+                        let connection = batch.connection
+                        if analysed {
+                            try await connection.query(
+                                "ANALYZE cards, processed_messages, processed_results, transactions",
+                                logger: PostgresTestDatabase.logger)
+                        }
+                        var plans: [String] = []
+                        for statement in statements {
+                            var plan = "\(statement.name), \(analysed ? "analysed" : "not analysed"):\n"
+                            for try await row in try await connection.query(
+                                PostgresQuery(unsafeSQL: "EXPLAIN " + statement.sql, binds: statement.bindings),
+                                logger: PostgresTestDatabase.logger)
+                            {
+                                plan += try row.decode(String.self) + "\n"
+                            }
+                            plans.append(plan)
+                        }
+                        return plans
+                    }
+                }
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+            #expect(plans.count == 2 * statements.count)
+            for plan in plans {
+                #expect(!plan.contains("Seq Scan") && !plan.contains("Hash Join"), "\(plan)")
+                #expect(plan.contains("Index") || plan.contains("Conflict Arbiter Indexes"), "\(plan)")
+            }
+        }
+    }
+
     @Test func aSchemaFromANewerBuildIsRefused() async throws {
         try await PostgresTestDatabase.withSchema { location in
             let store = try PostgresTestDatabase.store(location)

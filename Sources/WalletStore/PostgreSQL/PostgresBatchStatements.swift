@@ -7,6 +7,13 @@ import WalletRouting
 /// The SQL of a batch: a few set-based statements that fetch what the batch reads and write what it changed.
 /// Every batch is one `READ COMMITTED` transaction on one connection; rows go in and out as arrays (`unnest`),
 /// so a batch of 200 messages costs about a dozen round trips whatever its size.
+///
+/// Every read by key is a lateral subquery per key, `unnest($1) AS k CROSS JOIN LATERAL (SELECT … WHERE key =
+/// k.key FOR UPDATE | OFFSET 0)`: the lock or the `OFFSET 0` keeps the subquery from being flattened into a join, so
+/// the planner prices one lookup per key against a scan of the whole table per key, and the index wins on any table
+/// past a page or two. Written as `key = ANY($1)` or a join, the reads were planned as whole-table scans (a hashed
+/// `= ANY` filter or a hash join) while a table had a few thousand rows, and more often before its first `ANALYZE`:
+/// in the profile's run 1,376 scans read 17 million rows (Benchmarks/README.md, "Issue 38").
 struct PostgresBatchStatements {
     let connection: PostgresConnection
     let logger: Logger
@@ -60,15 +67,11 @@ struct PostgresBatchStatements {
 
     /// The cards that exist among `ids`; with `lock`, row-locked in the order of `ids` until the transaction ends.
     func cards(_ ids: [String], lock: Bool) async throws -> [String: CardRecord] {
-        let sql = """
-            SELECT digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at
-            FROM cards WHERE digital_card_id = ANY($1) ORDER BY digital_card_id
-            """ + (lock ? " FOR UPDATE" : "")
         var bindings = PostgresBindings()
         bindings.append(ids)
         var cards: [String: CardRecord] = [:]
-        for try await row in try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
-        {
+        let query = PostgresQuery(unsafeSQL: Self.cardLookup(locking: lock), binds: bindings)
+        for try await row in try await connection.query(query, logger: logger) {
             let (id, state, tokenizedCardId, keyType, paymentsLeft, expiresAt) = try row.decode(
                 (String, String, String?, String, Int?, Double?).self)
             cards[id] = CardRecord(
@@ -82,22 +85,31 @@ struct PostgresBatchStatements {
         return cards
     }
 
+    /// The cards among $1, in its order; `locking`, each row-locked as it is found.
+    static func cardLookup(locking: Bool) -> String {
+        """
+        SELECT c.digital_card_id, c.state, c.tokenized_card_id, c.key_type, c.payments_left, c.keys_expire_at
+        FROM unnest($1::text[]) WITH ORDINALITY AS k(digital_card_id, ordinal)
+        CROSS JOIN LATERAL (
+            SELECT * FROM cards WHERE cards.digital_card_id = k.digital_card_id \(locking ? "FOR UPDATE" : "OFFSET 0")
+        ) AS c
+        ORDER BY k.ordinal
+        """
+    }
+
     /// The recorded decisions of the processed ids among `ids`; with `lock`, their records are share-locked until the
     /// transaction ends.
     ///
     /// Two statements, the second only when an id was found (a replay: most batches have none). One join of both
     /// tables was planned as a hash join over all of `processed_results` whenever the planner lacked statistics
     /// (a table not analysed yet guesses 200 distinct message ids): a batch with one replay in it read the whole
-    /// table (35.9 ms at 89,000 results, growing with the retention). Each of these is an index lookup whatever the
-    /// statistics say. The lock keeps the two consistent: the retention sweep skips locked records (`expire`), so
-    /// a record found by the first is not deleted with its results before the second reads them.
+    /// table (35.9 ms at 89,000 results, growing with the retention). The lock keeps the two consistent: the
+    /// retention sweep skips locked records (`expire`), so a record found by the first is not deleted with its
+    /// results before the second reads them.
     func decisions(_ ids: [String], lock: Bool) async throws -> [String: Decision] {
         var bindings = PostgresBindings()
         bindings.append(ids)
-        let recorded = PostgresQuery(
-            unsafeSQL: """
-                SELECT message_id, outcome, sender, digital_card_id FROM processed_messages WHERE message_id = ANY($1)
-                """ + (lock ? " FOR SHARE" : ""), binds: bindings)
+        let recorded = PostgresQuery(unsafeSQL: Self.recordLookup(locking: lock), binds: bindings)
         var decisions: [String: Decision] = [:]
         for try await row in try await connection.query(recorded, logger: logger) {
             let (id, outcome, sender, digitalCardId) = try row.decode((String, String, String?, String?).self)
@@ -108,12 +120,7 @@ struct PostgresBatchStatements {
         guard !decisions.isEmpty else { return decisions }
         var found = PostgresBindings()
         found.append(Array(decisions.keys))
-        let results = PostgresQuery(
-            unsafeSQL: """
-                SELECT message_id, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent
-                FROM processed_results WHERE message_id = ANY($1)
-                ORDER BY message_id, position
-                """, binds: found)
+        let results = PostgresQuery(unsafeSQL: Self.recordedResults, binds: found)
         for try await row in try await connection.query(results, logger: logger) {
             let (id, exchange, routingKey, body, resultID, correlationID, type, traceparent) = try row.decode(
                 (String, String, String, ByteBuffer, String?, String?, String, String?).self)
@@ -126,17 +133,35 @@ struct PostgresBatchStatements {
         return decisions
     }
 
+    /// The records of the processed ids among $1; `locking`, each share-locked as it is found.
+    static func recordLookup(locking: Bool) -> String {
+        """
+        SELECT m.message_id, m.outcome, m.sender, m.digital_card_id
+        FROM unnest($1::text[]) AS k(message_id)
+        CROSS JOIN LATERAL (
+            SELECT * FROM processed_messages
+            WHERE processed_messages.message_id = k.message_id \(locking ? "FOR SHARE" : "OFFSET 0")
+        ) AS m
+        """
+    }
+
+    /// The recorded results of the processed ids $1, by id and position.
+    static let recordedResults = """
+        SELECT r.message_id, r.exchange, r.routing_key, r.body, r.result_message_id, r.correlation_id, r.type,
+            r.traceparent
+        FROM unnest($1::text[]) AS k(message_id)
+        CROSS JOIN LATERAL (
+            SELECT * FROM processed_results WHERE processed_results.message_id = k.message_id OFFSET 0
+        ) AS r
+        ORDER BY r.message_id, r.position
+        """
+
     /// Which of `keys` are stored records.
     func existingRecords(_ keys: [RecordKey]) async throws -> Set<RecordKey> {
         var bindings = PostgresBindings()
         bindings.append(keys.map(\.digitalCardId))
         bindings.append(keys.map(\.recordId))
-        let query = PostgresQuery(
-            unsafeSQL: """
-                SELECT t.digital_card_id, t.record_id
-                FROM unnest($1::text[], $2::text[]) AS k(digital_card_id, record_id)
-                JOIN transactions AS t ON t.digital_card_id = k.digital_card_id AND t.record_id = k.record_id
-                """, binds: bindings)
+        let query = PostgresQuery(unsafeSQL: Self.recordsLookup, binds: bindings)
         var found = Set<RecordKey>()
         for try await row in try await connection.query(query, logger: logger) {
             let (card, record) = try row.decode((String, String).self)
@@ -144,6 +169,17 @@ struct PostgresBatchStatements {
         }
         return found
     }
+
+    /// The stored records among ($1 cards, $2 record ids).
+    static let recordsLookup = """
+        SELECT t.digital_card_id, t.record_id
+        FROM unnest($1::text[], $2::text[]) AS k(digital_card_id, record_id)
+        CROSS JOIN LATERAL (
+            SELECT digital_card_id, record_id FROM transactions
+            WHERE transactions.digital_card_id = k.digital_card_id AND transactions.record_id = k.record_id
+            OFFSET 0
+        ) AS t
+        """
 
     /// For each request, the card's newest records (of the kind asked, at most `limit`), newest first, ties: the
     /// later stored first; by request index. One statement: a lateral index range scan per request and kind.
@@ -219,31 +255,8 @@ struct PostgresBatchStatements {
     ///   when another transaction recorded one of the batch's message ids first (retried: then it is a replay).
     func write(_ pass: PostgresBatchOverlay, now: Date) async throws {
         let cards = pass.changedCards.keys.sorted().map { pass.changedCards[$0]! }
-        let updated = cards.filter { pass.existed($0.digitalCardId) }
-        let created = cards.filter { !pass.existed($0.digitalCardId) }
-        if !updated.isEmpty {
-            try await execute(
-                """
-                UPDATE cards AS c SET state = u.state, tokenized_card_id = u.tokenized_card_id, key_type = u.key_type,
-                    payments_left = u.payments_left, keys_expire_at = u.keys_expire_at
-                FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
-                    AS u(digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
-                WHERE c.digital_card_id = u.digital_card_id
-                """, Self.cardColumns(updated))
-        }
-        if !created.isEmpty {
-            let query = PostgresQuery(
-                unsafeSQL: """
-                    INSERT INTO cards (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
-                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
-                    ON CONFLICT (digital_card_id) DO NOTHING
-                    RETURNING digital_card_id
-                    """, binds: Self.cardColumns(created))
-            var inserted = 0
-            for try await _ in try await connection.query(query, logger: logger) { inserted += 1 }
-            guard inserted == created.count else {
-                throw PostgresConflict(description: "a card the batch found absent was created by another transaction")
-            }
+        if !cards.isEmpty {
+            try await store(cards, existing: { pass.existed($0) })
         }
         if !pass.storedRecords.isEmpty {
             try await execute(
@@ -289,6 +302,33 @@ struct PostgresBatchStatements {
         }
         try await record(pass.recorded.sorted { $0.messageID < $1.messageID }, now: now)
     }
+
+    /// Writes the batch's changed cards (sorted by id) in one statement: those it found, row-locked since, are
+    /// updated; the others are inserted. An upsert finds each card through the primary key whatever the planner
+    /// knows (an `UPDATE … FROM unnest(…)` was a hash join over the whole table while it had a few thousand rows).
+    /// - Throws: `PostgresConflict` when a card the batch found absent exists now: another transaction created it
+    ///   after this one looked, so the batch routed against a stale "absent" (the upsert's update of that card is
+    ///   rolled back with the batch, which is routed again).
+    private func store(_ cards: [CardRecord], existing: (String) -> Bool) async throws {
+        let query = PostgresQuery(unsafeSQL: Self.cardUpsert, binds: Self.cardColumns(cards))
+        for try await row in try await connection.query(query, logger: logger) {
+            let (id, inserted) = try row.decode((String, Bool).self)
+            guard inserted || existing(id) else {
+                throw PostgresConflict(description: "a card the batch found absent was created by another transaction")
+            }
+        }
+    }
+
+    /// Inserts or updates the cards of $1…$6; returns each card's id and whether it was inserted (`xmax` is 0 on a
+    /// row this statement inserted, this transaction's id on one it updated).
+    static let cardUpsert = """
+        INSERT INTO cards AS c (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
+        ON CONFLICT (digital_card_id) DO UPDATE SET
+            state = excluded.state, tokenized_card_id = excluded.tokenized_card_id, key_type = excluded.key_type,
+            payments_left = excluded.payments_left, keys_expire_at = excluded.keys_expire_at
+        RETURNING c.digital_card_id, c.xmax = 0
+        """
 
     /// The processed ids (sorted: two batches sharing ids insert them in the same order) and their results.
     private func record(_ recorded: [(messageID: String, decision: Decision)], now: Date) async throws {
@@ -416,7 +456,7 @@ struct PostgresBatchStatements {
         try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
     }
 
-    private static func cardColumns(_ cards: [CardRecord]) -> PostgresBindings {
+    static func cardColumns(_ cards: [CardRecord]) -> PostgresBindings {
         var bindings = PostgresBindings()
         bindings.append(cards.map(\.digitalCardId))
         bindings.append(cards.map(\.state.rawValue))
