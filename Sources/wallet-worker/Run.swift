@@ -20,9 +20,9 @@ extension WalletWorkerCommand {
                 OTEL_EXPORTER_OTLP_HEADERS (k=v,k2=v2, e.g. a collector's token; never logged), \
                 OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and \
                 OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_QUEUE_SIZE, \
-                OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_EXPORT_TIMEOUT, OTEL_SDK_DISABLED; and the worker's \
-                WALLET_TRACE_DETAIL (message: one span per message, the default; full: also the store and publish \
-                spans).
+                OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_EXPORT_TIMEOUT, OTEL_SDK_DISABLED. Which spans a message makes \
+                (env WALLET_TRACE_DETAIL): message, one span per message (the default); full, also the store and \
+                publish spans.
 
                 At start the worker logs in to the broker once: a refused login or vhost, or a TLS certificate that \
                 does not verify, stops it (status 2); an unreachable broker is waited for. Later refusals are \

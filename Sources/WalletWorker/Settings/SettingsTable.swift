@@ -479,7 +479,7 @@ extension Setting {
             TracingSettings.detailVariable, default: TraceDetail.message.rawValue,
             meaning: """
                 the spans of a traced message: `message`, one `process` span per message; `full` adds a span for the \
-                batch's store transaction and one per published message (about 2.5 times the tracing CPU; see \
+                batch's store transaction and one per published message (about 2.3 times the tracing CPU; see \
                 [Tracing](docs/operations.md#tracing))
                 """),
         .environment(
