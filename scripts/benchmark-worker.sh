@@ -9,7 +9,7 @@
 #   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
 #   COMPARE_WORKER_BIN=/path/to/other/wallet-worker scripts/benchmark-worker.sh --replicas none
 #       # also that build, as worker-cmp and worker-mem-cmp, alternated with this one's in every round (and, when
-#       # --replicas has 1, as pg-1-cmp: one replica on PostgreSQL, right after pg-1)
+#       # --replicas has 1, as pg-1-cmp: one replica on PostgreSQL, beside pg-1)
 #   scripts/benchmark-worker.sh --tracing         # also worker-traced: tracing on, exporting to a local receiver
 #   scripts/benchmark-worker.sh --floor-store-us 45 --floor-store-bytes 9400 # the floor's store work per notification
 #
@@ -28,7 +28,8 @@
 # Prints a table per round, the medians (CPU, heap allocations and bytes written per message among them) and issue
 # 27's targets against them, then issue 38's; exits non-zero only on errors (never on targets).
 #
-# Issue 38's contenders, each run right after the one it is compared with, in every round:
+# Issue 38's contenders, each run beside the one it is compared with in every round: after it in odd rounds, before
+# it in even ones (the second of a pair may pay for the first's leftovers: a checkpoint, the page cache):
 # - pg-1-cmp (COMPARE_WORKER_BIN set and --replicas has 1): the comparison build as one replica on a fresh PostgreSQL
 #   database, exactly as pg-1 is run (with --no-declare, as worker-cmp). Targets: pg-1's worker CPU and PostgreSQL's
 #   CPU per message each at most half of pg-1-cmp's (medians of the per-round ratios).
@@ -240,9 +241,53 @@ run_contender() {
         printf "\n" }'
 }
 
-# A fresh database for one PostgreSQL contender (the workers migrate it), dropped afterwards by drop_database.
-create_database() { postgres psql -qc "CREATE DATABASE $1" >/dev/null; }
+# A fresh database for one PostgreSQL contender (the workers migrate it), dropped afterwards by drop_database; one
+# an interrupted run left behind in the kept data directory is dropped first.
 drop_database() { postgres psql -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null; }
+create_database() {
+    drop_database "$1"
+    postgres psql -qc "CREATE DATABASE $1" >/dev/null
+}
+
+# The contenders compared in pairs, each its own function so a round can run a pair in either order.
+run_worker() {
+    rm -f "$work/store-$1.sqlite"*
+    run_contender worker "$1" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$1.sqlite" \
+        --prefetch 200 --http-port off
+}
+run_worker_traced() {
+    local round=$1 taken process spans requests process_before spans_before requests_before
+    rm -f "$work/store-traced-$round.sqlite"*
+    read -r process_before spans_before requests_before _ < <(receiver_counts)
+    run_contender worker-traced "$round" 1 env "${tracing_env[@]}" "$worker_bin" run --amqp-url "$AMQP_URL" \
+        --store "sqlite:$work/store-traced-$round.sqlite" --prefetch 200 --http-port off
+    # Everything the worker took (setup phase included) should arrive as one process span each: the worker
+    # exports what is left when SIGTERM stops it; give the receiver up to 5 s to count the last export.
+    taken=$(sed -n "s/.* holds \([0-9]*\)$/\1/p" "$work/preload-last.log" | tail -n 1)
+    for _ in $(seq 50); do
+        read -r process spans requests _ < <(receiver_counts)
+        [ $((process - process_before)) -ge "$taken" ] && break
+        sleep 0.1
+    done
+    echo "$round $taken $((process - process_before)) $((spans - spans_before)) $((requests - requests_before))" \
+        >>"$work/spans"
+    echo "  worker-traced round $round: $((process - process_before)) process spans received for $taken messages" \
+        "taken, $((spans - spans_before)) spans in $((requests - requests_before)) exports"
+}
+run_pg() {
+    local database="bench_r${1}_x${2}"
+    create_database "$database"
+    run_contender "pg-$2" "$1" "$2" "$worker_bin" run --amqp-url "$AMQP_URL" \
+        --store "$postgres_url_base/$database" --prefetch 200 --http-port off
+    drop_database "$database"
+}
+run_pg_cmp() {
+    local database="bench_r${1}_x1_cmp"
+    create_database "$database"
+    run_contender pg-1-cmp "$1" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --no-declare \
+        --store "$postgres_url_base/$database" --prefetch 200 --http-port off
+    drop_database "$database"
+}
 
 : >"$work/results"
 : >"$work/spans"
@@ -252,26 +297,14 @@ for round in $(seq 1 "$rounds"); do
         --idle-exit 30
     run_contender baseline2 "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
         --results-per-delivery "$results_per_notification" --idle-exit 30
-    rm -f "$work/store-$round.sqlite"*
-    run_contender worker "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store "sqlite:$work/store-$round.sqlite" \
-        --prefetch 200 --http-port off
-    if $tracing; then
-        rm -f "$work/store-traced-$round.sqlite"*
-        read -r process_before spans_before requests_before _ < <(receiver_counts)
-        run_contender worker-traced "$round" 1 env "${tracing_env[@]}" "$worker_bin" run --amqp-url "$AMQP_URL" \
-            --store "sqlite:$work/store-traced-$round.sqlite" --prefetch 200 --http-port off
-        # Everything the worker took (setup phase included) should arrive as one process span each: the worker
-        # exports what is left when SIGTERM stops it; give the receiver up to 5 s to count the last export.
-        taken=$(sed -n "s/.* holds \([0-9]*\)$/\1/p" "$work/preload-last.log" | tail -n 1)
-        for _ in $(seq 50); do
-            read -r process spans requests _ < <(receiver_counts)
-            [ $((process - process_before)) -ge "$taken" ] && break
-            sleep 0.1
-        done
-        echo "$round $taken $((process - process_before)) $((spans - spans_before)) $((requests - requests_before))" \
-            >>"$work/spans"
-        echo "  worker-traced round $round: $((process - process_before)) process spans received for $taken messages" \
-            "taken, $((spans - spans_before)) spans in $((requests - requests_before)) exports"
+    # The second of a pair may pay for the first's leftovers (a checkpoint, the page cache): odd rounds run worker
+    # before worker-traced and pg-1 before pg-1-cmp, even rounds the other way round.
+    if $tracing && [ $((round % 2)) = 0 ]; then
+        run_worker_traced "$round"
+        run_worker "$round"
+    else
+        run_worker "$round"
+        if $tracing; then run_worker_traced "$round"; fi
     fi
     run_contender worker-mem "$round" 1 "$worker_bin" run --amqp-url "$AMQP_URL" --store memory \
         --prefetch 200 --http-port off
@@ -288,17 +321,16 @@ for round in $(seq 1 "$rounds"); do
         --store-work-us "$floor_store_us" --store-file "$work/floor-store.bin" --store-bytes "$floor_store_bytes"
     rm -f "$work/floor-store.bin"
     for count in $replica_counts; do
-        database="bench_r${round}_x${count}"
-        create_database "$database"
-        run_contender "pg-$count" "$round" "$count" "$worker_bin" run --amqp-url "$AMQP_URL" \
-            --store "$postgres_url_base/$database" --prefetch 200 --http-port off
-        drop_database "$database"
         if [ "$count" = 1 ] && $pg_compare; then
-            database="bench_r${round}_x1_cmp"
-            create_database "$database"
-            run_contender pg-1-cmp "$round" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --no-declare \
-                --store "$postgres_url_base/$database" --prefetch 200 --http-port off
-            drop_database "$database"
+            if [ $((round % 2)) = 0 ]; then
+                run_pg_cmp "$round"
+                run_pg "$round" 1
+            else
+                run_pg "$round" 1
+                run_pg_cmp "$round"
+            fi
+        else
+            run_pg "$round" "$count"
         fi
     done
 done
