@@ -341,16 +341,14 @@ done
 median() { sort -g | awk -v format="${1:-%.1f}" '{ v[NR] = $1 } END { if (NR == 0) { print "n/a"; exit } m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf format "\n", m }'; }
 column_of() { awk -v name="$1" -v col="$2" '$1 == name { print $col }' "$work/results" | median "$3"; }
 echo "== medians of $rounds rounds, $messages notifications each (load now $(cut -d' ' -f1-3 /proc/loadavg)) =="
-# The ratio of each round (same round, same conditions), then their median.
-ratio_of() {
-    awk -v name="$1" -v base="${2:-baseline}" '$1 == base { b[$2] = $3 } $1 == name { w[$2] = $3 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
-        "$work/results" | median %.3f
-}
-# column_ratio_of NAME BASE COLUMN: the same for any results column (4: CPU us/msg, 7: PostgreSQL's CPU us/msg).
+# column_ratio_of NAME BASE COLUMN: the per-round ratio of a results column (3: msg/s, 4: CPU us/msg, 7: PostgreSQL's
+# CPU us/msg), NAME's over BASE's in the same round, then their median.
 column_ratio_of() {
     awk -v name="$1" -v base="$2" -v col="$3" '$1 == base { b[$2] = $col } $1 == name { w[$2] = $col } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
         "$work/results" | median %.3f
 }
+# ratio_of NAME [BASE]: the throughput ratio (BASE: baseline).
+ratio_of() { column_ratio_of "$1" "${2:-baseline}" 3; }
 printf '  %-14s %10s %12s %10s %14s %18s %11s %11s\n' "" "msg/s" "CPU us/msg" "peak MiB" "broker us/msg" \
     "PostgreSQL us/msg" "/baseline" "/baseline2"
 names="baseline baseline2 worker"
@@ -411,14 +409,9 @@ echo "  throughput ratio worker/baseline2: $(ratio_of worker baseline2);" \
     "baseline2/baseline: $(ratio_of baseline2) (what the extra results cost the broker)"
 
 if [ -n "${COMPARE_WORKER_BIN:-}" ]; then
-    # The CPU per message of each round against the comparison build's in the same round, then their median.
-    cpu_ratio_of() {
-        awk -v name="$1" -v base="$2" '$1 == base { b[$2] = $4 } $1 == name { w[$2] = $4 } END { for (r in w) if (b[r] > 0) printf "%.3f\n", w[r] / b[r] }' \
-            "$work/results" | median %.3f
-    }
     echo "== this build against $COMPARE_WORKER_BIN (CPU per message, median of per-round ratios; below 1 is cheaper) =="
-    echo "  worker / worker-cmp (SQLite): $(cpu_ratio_of worker worker-cmp)"
-    echo "  worker-mem / worker-mem-cmp (memory store): $(cpu_ratio_of worker-mem worker-mem-cmp)"
+    echo "  worker / worker-cmp (SQLite): $(column_ratio_of worker worker-cmp 4)"
+    echo "  worker-mem / worker-mem-cmp (memory store): $(column_ratio_of worker-mem worker-mem-cmp 4)"
 fi
 
 # --- targets (issue 27) --------------------------------------------------------------------------------------

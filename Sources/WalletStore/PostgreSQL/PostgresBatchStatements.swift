@@ -85,15 +85,15 @@ struct PostgresBatchStatements {
         return cards
     }
 
-    /// The cards among $1, in its order; `locking`, each row-locked as it is found.
+    /// The cards among $1; `locking`, each row-locked as it is found, so in $1's order (a lateral subquery runs once
+    /// per row of the `unnest`, in the array's order).
     static func cardLookup(locking: Bool) -> String {
         """
         SELECT c.digital_card_id, c.state, c.tokenized_card_id, c.key_type, c.payments_left, c.keys_expire_at
-        FROM unnest($1::text[]) WITH ORDINALITY AS k(digital_card_id, ordinal)
+        FROM unnest($1::text[]) AS k(digital_card_id)
         CROSS JOIN LATERAL (
             SELECT * FROM cards WHERE cards.digital_card_id = k.digital_card_id \(locking ? "FOR UPDATE" : "OFFSET 0")
         ) AS c
-        ORDER BY k.ordinal
         """
     }
 
