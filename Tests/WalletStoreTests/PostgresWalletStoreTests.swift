@@ -424,6 +424,93 @@ struct PostgresWalletStoreTests {
         }
     }
 
+    /// The batch statements are prepared once per connection, and PostgreSQL may then keep one generic plan for
+    /// each until the tables' statistics change. Made on tables analysed while they held a few rows (a fresh
+    /// deployment), that plan scans the whole table, and goes on scanning it as it grows until autovacuum analyses
+    /// it again (43 ms a lookup at 75,000 rows: Benchmarks/JOURNAL.md). The worker's sessions price sequential scans
+    /// out (`enable_seqscan` off): here every statement's generic plan, made on such tables in a session of the
+    /// store's own settings, reads through an index. (Without the setting, eight of them scan.)
+    @Test func everyPreparedStatementKeepsAnIndexPlanMadeOnTinyTables() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            let plans: [String]
+            do {
+                plans = try await store.read { batch in
+                    let connection = batch.connection
+                    let logger = PostgresTestDatabase.logger
+                    for sql in [
+                        """
+                        INSERT INTO cards (digital_card_id, state, key_type)
+                        SELECT format('DC-%s', n), 'active', 'LUK' FROM generate_series(1, 10) AS n
+                        """,
+                        """
+                        INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
+                        SELECT format('m-%s', n), now(), 'processed', 'TNS', 'DC-1' FROM generate_series(1, 10) AS n
+                        """,
+                        """
+                        INSERT INTO processed_results (message_id, position, exchange, routing_key, body, type)
+                        SELECT format('m-%s', n), 0, 'wallet.transactions', 'x', '\\x7b7d', 't'
+                        FROM generate_series(1, 10) AS n
+                        """,
+                        """
+                        INSERT INTO transactions (digital_card_id, record_id, date, instant, status, type, currency_code,
+                            amount, is_auxiliary)
+                        SELECT 'DC-1', format('r-%s', n), '2026-11-29', n, 'APPROVED', 'PURCHASE', 'EUR', '1.00', false
+                        FROM generate_series(1, 10) AS n
+                        """,
+                        """
+                        INSERT INTO installations (installation_id, platform, push_channel, tags)
+                        SELECT format('i-%s', n), 'fcm', 'channel', '[]' FROM generate_series(1, 10) AS n
+                        """,
+                        "ANALYZE cards, processed_messages, processed_results, transactions, installations",
+                        "SET plan_cache_mode = force_generic_plan",
+                    ] {
+                        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+                    }
+                    var plans: [String] = []
+                    for text in PostgresBatchStatements.prepared {
+                        try await connection.query(
+                            PostgresQuery(unsafeSQL: "PREPARE plan_test AS \(text.sql)"), logger: logger)
+                        var parameters = 0
+                        for try await row in try await connection.query(
+                            "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'plan_test'",
+                            logger: logger)
+                        {
+                            parameters = try row.decode(Int.self)
+                        }
+                        let nulls = Array(repeating: "NULL", count: parameters).joined(separator: ", ")
+                        var plan = "\(text.name):\n"
+                        for try await row in try await connection.query(
+                            PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE plan_test(\(nulls))"), logger: logger)
+                        {
+                            plan += try row.decode(String.self) + "\n"
+                        }
+                        plans.append(plan)
+                        try await connection.query("DEALLOCATE plan_test", logger: logger)
+                    }
+                    try await connection.query("RESET plan_cache_mode", logger: logger)
+                    return plans
+                }
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+            #expect(plans.count == PostgresBatchStatements.prepared.count)
+            for plan in plans {
+                #expect(!plan.contains("Seq Scan") && !plan.contains("Hash Join"), "\(plan)")
+            }
+            // Every statement but the two plain inserts finds its rows through an index (a conflict's included).
+            let plainInserts = [
+                PostgresBatchStatements.InsertProcessedMessages.name,
+                PostgresBatchStatements.InsertProcessedResults.name,
+            ]
+            for plan in plans where !plainInserts.contains(where: { plan.hasPrefix($0 + ":") }) {
+                #expect(plan.contains("Index"), "\(plan)")
+            }
+        }
+    }
+
     @Test func aSchemaFromANewerBuildIsRefused() async throws {
         try await PostgresTestDatabase.withSchema { location in
             let store = try PostgresTestDatabase.store(location)

@@ -70,8 +70,10 @@ struct PostgresBatchStatements {
         var bindings = PostgresBindings()
         bindings.append(ids)
         var cards: [String: CardRecord] = [:]
-        let query = PostgresQuery(unsafeSQL: Self.cardLookup(locking: lock), binds: bindings)
-        for try await row in try await connection.query(query, logger: logger) {
+        let rows =
+            lock
+            ? try await run(CardsForUpdate.self, bindings) : try await run(CardsAsCommitted.self, bindings)
+        for try await row in rows {
             let (id, state, tokenizedCardId, keyType, paymentsLeft, expiresAt) = try row.decode(
                 (String, String, String?, String, Int?, Double?).self)
             cards[id] = CardRecord(
@@ -109,9 +111,11 @@ struct PostgresBatchStatements {
     func decisions(_ ids: [String], lock: Bool) async throws -> [String: Decision] {
         var bindings = PostgresBindings()
         bindings.append(ids)
-        let recorded = PostgresQuery(unsafeSQL: Self.recordLookup(locking: lock), binds: bindings)
+        let recorded =
+            lock
+            ? try await run(ProcessedForShare.self, bindings) : try await run(ProcessedAsCommitted.self, bindings)
         var decisions: [String: Decision] = [:]
-        for try await row in try await connection.query(recorded, logger: logger) {
+        for try await row in recorded {
             let (id, outcome, sender, digitalCardId) = try row.decode((String, String, String?, String?).self)
             decisions[id] = try Decision.recorded(
                 results: [], outcome: Self.columns.decode(Outcome.self, outcome, column: "processed_messages.outcome"),
@@ -120,8 +124,7 @@ struct PostgresBatchStatements {
         guard !decisions.isEmpty else { return decisions }
         var found = PostgresBindings()
         found.append(Array(decisions.keys))
-        let results = PostgresQuery(unsafeSQL: Self.recordedResults, binds: found)
-        for try await row in try await connection.query(results, logger: logger) {
+        for try await row in try await run(RecordedResults.self, found) {
             let (id, exchange, routingKey, body, resultID, correlationID, type, traceparent) = try row.decode(
                 (String, String, String, ByteBuffer, String?, String?, String, String?).self)
             decisions[id]?.results.append(
@@ -161,9 +164,8 @@ struct PostgresBatchStatements {
         var bindings = PostgresBindings()
         bindings.append(keys.map(\.digitalCardId))
         bindings.append(keys.map(\.recordId))
-        let query = PostgresQuery(unsafeSQL: Self.recordsLookup, binds: bindings)
         var found = Set<RecordKey>()
-        for try await row in try await connection.query(query, logger: logger) {
+        for try await row in try await run(StoredRecords.self, bindings) {
             let (card, record) = try row.decode((String, String).self)
             found.insert(RecordKey(digitalCardId: card, recordId: record))
         }
@@ -188,9 +190,8 @@ struct PostgresBatchStatements {
         bindings.append(requests.map(\.key.digitalCardId))
         bindings.append(PostgresNullableArray(requests.map(\.key.auxiliary)))
         bindings.append(requests.map(\.limit))
-        let query = PostgresQuery(unsafeSQL: Self.newestTransactions, binds: bindings)
         var histories: [Int: [TransactionRecord]] = [:]
-        for try await row in try await connection.query(query, logger: logger) {
+        for try await row in try await run(NewestTransactions.self, bindings) {
             let (
                 ordinal, id, date, instant, status, type, currencyCode, amount, displayAmount, merchantName,
                 merchantType, merchantPostalCode, terminalID, merchantID, isAuxiliary
@@ -259,23 +260,7 @@ struct PostgresBatchStatements {
             try await store(cards, existing: { pass.existed($0) })
         }
         if !pass.storedRecords.isEmpty {
-            try await execute(
-                """
-                INSERT INTO transactions (
-                    digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
-                    merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
-                SELECT r.digital_card_id, r.record_id, r.date, r.instant, r.status, r.type, r.currency_code, r.amount,
-                    r.display_amount, r.merchant_name, r.merchant_type, r.merchant_postal_code, r.terminal_id,
-                    r.merchant_id, r.is_auxiliary
-                FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::text[],
-                            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                            $15::bool[])
-                    WITH ORDINALITY AS r(digital_card_id, record_id, date, instant, status, type, currency_code, amount,
-                        display_amount, merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id,
-                        is_auxiliary, ordinal)
-                ORDER BY r.ordinal  -- stored_sequence follows the batch's order: later stored, later sequence
-                ON CONFLICT (digital_card_id, record_id) DO NOTHING
-                """, Self.recordColumns(pass.storedRecords))
+            try await execute(InsertTransactions.self, Self.recordColumns(pass.storedRecords))
         }
         let installationIDs = pass.installations.keys.sorted()
         let upserted = installationIDs.compactMap { pass.installations[$0]! }
@@ -286,19 +271,12 @@ struct PostgresBatchStatements {
             bindings.append(upserted.map(\.platform))
             bindings.append(upserted.map(\.pushChannel))
             bindings.append(try upserted.map { try StoredColumns.encodeTags($0.tags) })
-            try await execute(
-                """
-                INSERT INTO installations (installation_id, platform, push_channel, tags)
-                SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
-                FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(installation_id, platform, push_channel, tags)
-                ON CONFLICT (installation_id) DO UPDATE SET
-                    platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
-                """, bindings)
+            try await execute(UpsertInstallations.self, bindings)
         }
         if !deleted.isEmpty {
             var bindings = PostgresBindings()
             bindings.append(deleted)
-            try await execute("DELETE FROM installations WHERE installation_id = ANY($1)", bindings)
+            try await execute(DeleteInstallations.self, bindings)
         }
         try await record(pass.recorded.sorted { $0.messageID < $1.messageID }, now: now)
     }
@@ -310,8 +288,7 @@ struct PostgresBatchStatements {
     ///   after this one looked, so the batch routed against a stale "absent" (the upsert's update of that card is
     ///   rolled back with the batch, which is routed again).
     private func store(_ cards: [CardRecord], existing: (String) -> Bool) async throws {
-        let query = PostgresQuery(unsafeSQL: Self.cardUpsert, binds: Self.cardColumns(cards))
-        for try await row in try await connection.query(query, logger: logger) {
+        for try await row in try await run(UpsertCards.self, Self.cardColumns(cards)) {
             let (id, inserted) = try row.decode((String, Bool).self)
             guard inserted || existing(id) else {
                 throw PostgresConflict(description: "a card the batch found absent was created by another transaction")
@@ -339,12 +316,7 @@ struct PostgresBatchStatements {
         messages.append(recorded.map(\.decision.outcome.rawValue))
         messages.append(PostgresNullableArray(recorded.map(\.decision.sender)))
         messages.append(PostgresNullableArray(recorded.map(\.decision.digitalCardId)))
-        try await execute(
-            """
-            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
-            SELECT u.message_id, $2, u.outcome, u.sender, u.digital_card_id
-            FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) AS u(message_id, outcome, sender, digital_card_id)
-            """, messages)
+        try await execute(InsertProcessedMessages.self, messages)
 
         let results = recorded.flatMap { entry in
             entry.decision.results.enumerated().map {
@@ -362,13 +334,7 @@ struct PostgresBatchStatements {
         bindings.append(PostgresNullableArray(results.map(\.result.properties.correlationID)))
         bindings.append(results.map(\.result.properties.type))
         bindings.append(PostgresNullableArray(results.map(\.result.properties.traceparent)))
-        try await execute(
-            """
-            INSERT INTO processed_results (
-                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
-            SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                                 $8::text[], $9::text[])
-            """, bindings)
+        try await execute(InsertProcessedResults.self, bindings)
     }
 
     /// Forgets up to `limit` processed ids recorded before `cutoff` and their results; returns how many ids.
@@ -452,8 +418,16 @@ struct PostgresBatchStatements {
 
     // MARK: - Helpers
 
-    private func execute(_ sql: String, _ bindings: PostgresBindings) async throws {
-        try await connection.query(PostgresQuery(unsafeSQL: sql, binds: bindings), logger: logger)
+    /// Runs a batch statement, prepared on this connection's first use of it.
+    private func run<Text: BatchStatementText>(_ text: Text.Type, _ bindings: PostgresBindings) async throws
+        -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow>
+    {
+        try await connection.execute(PreparedBatchStatement(text, bindings), logger: logger)
+    }
+
+    /// Runs a batch statement that returns no rows.
+    private func execute<Text: BatchStatementText>(_ text: Text.Type, _ bindings: PostgresBindings) async throws {
+        for try await _ in try await run(text, bindings) {}
     }
 
     static func cardColumns(_ cards: [CardRecord]) -> PostgresBindings {
@@ -489,4 +463,110 @@ struct PostgresBatchStatements {
         bindings.append(records.map(\.isAuxiliaryTransaction))
         return bindings
     }
+}
+
+// MARK: - The statements' names
+
+extension PostgresBatchStatements {
+    enum CardsForUpdate: BatchStatementText {
+        static let name = "wallet_cards_for_update"
+        static let sql = cardLookup(locking: true)
+    }
+
+    enum CardsAsCommitted: BatchStatementText {
+        static let name = "wallet_cards_as_committed"
+        static let sql = cardLookup(locking: false)
+    }
+
+    enum ProcessedForShare: BatchStatementText {
+        static let name = "wallet_processed_for_share"
+        static let sql = recordLookup(locking: true)
+    }
+
+    enum ProcessedAsCommitted: BatchStatementText {
+        static let name = "wallet_processed_as_committed"
+        static let sql = recordLookup(locking: false)
+    }
+
+    enum RecordedResults: BatchStatementText {
+        static let name = "wallet_recorded_results"
+        static let sql = recordedResults
+    }
+
+    enum StoredRecords: BatchStatementText {
+        static let name = "wallet_stored_records"
+        static let sql = recordsLookup
+    }
+
+    enum NewestTransactions: BatchStatementText {
+        static let name = "wallet_newest_transactions"
+        static let sql = newestTransactions
+    }
+
+    enum UpsertCards: BatchStatementText {
+        static let name = "wallet_upsert_cards"
+        static let sql = cardUpsert
+    }
+
+    enum InsertTransactions: BatchStatementText {
+        static let name = "wallet_insert_transactions"
+        static let sql = """
+            INSERT INTO transactions (
+                digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
+                merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
+            SELECT r.digital_card_id, r.record_id, r.date, r.instant, r.status, r.type, r.currency_code, r.amount,
+                r.display_amount, r.merchant_name, r.merchant_type, r.merchant_postal_code, r.terminal_id,
+                r.merchant_id, r.is_auxiliary
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::text[],
+                        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                        $15::bool[])
+                WITH ORDINALITY AS r(digital_card_id, record_id, date, instant, status, type, currency_code, amount,
+                    display_amount, merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id,
+                    is_auxiliary, ordinal)
+            ORDER BY r.ordinal  -- stored_sequence follows the batch's order: later stored, later sequence
+            ON CONFLICT (digital_card_id, record_id) DO NOTHING
+            """
+    }
+
+    enum UpsertInstallations: BatchStatementText {
+        static let name = "wallet_upsert_installations"
+        static let sql = """
+            INSERT INTO installations (installation_id, platform, push_channel, tags)
+            SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(installation_id, platform, push_channel, tags)
+            ON CONFLICT (installation_id) DO UPDATE SET
+                platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
+            """
+    }
+
+    enum DeleteInstallations: BatchStatementText {
+        static let name = "wallet_delete_installations"
+        static let sql = "DELETE FROM installations WHERE installation_id = ANY($1)"
+    }
+
+    enum InsertProcessedMessages: BatchStatementText {
+        static let name = "wallet_insert_processed_messages"
+        static let sql = """
+            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
+            SELECT u.message_id, $2, u.outcome, u.sender, u.digital_card_id
+            FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) AS u(message_id, outcome, sender, digital_card_id)
+            """
+    }
+
+    enum InsertProcessedResults: BatchStatementText {
+        static let name = "wallet_insert_processed_results"
+        static let sql = """
+            INSERT INTO processed_results (
+                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
+            SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
+                                 $8::text[], $9::text[])
+            """
+    }
+
+    /// Every statement a batch prepares, for the plan test.
+    static let prepared: [any BatchStatementText.Type] = [
+        CardsForUpdate.self, CardsAsCommitted.self, ProcessedForShare.self, ProcessedAsCommitted.self,
+        RecordedResults.self, StoredRecords.self, NewestTransactions.self, UpsertCards.self, InsertTransactions.self,
+        UpsertInstallations.self, DeleteInstallations.self, InsertProcessedMessages.self, InsertProcessedResults.self,
+    ]
 }

@@ -24,6 +24,11 @@ struct PostgresConnectionSettings: Sendable {
             // A replica frozen inside a transaction (stopped, partitioned) would hold its row locks for ever: the
             // server ends such a session and the other replicas go on.
             ("idle_in_transaction_session_timeout", "\(max(30_000, 2 * milliseconds))"),
+            // The batch statements are prepared and, after a few calls, planned once for the connection's life
+            // (`PreparedBatchStatement`). Each reads or writes by key: with sequential scans priced out, the plan
+            // kept is an index plan even when it was made while a table was empty. A statement with no index to use
+            // still scans.
+            ("enable_seqscan", "off"),
         ]
         if let schema = location.schema {
             parameters.append(("search_path", schema))
