@@ -511,6 +511,44 @@ struct PostgresWalletStoreTests {
         }
     }
 
+    /// PostgresNIO keeps a statement whose preparation failed as failed for the connection's life, and answers
+    /// every later use of it with the same error without asking the server. A preparation can fail for a passing
+    /// reason (it waited out the statement timeout behind a migration's lock; a table not there yet): the connection
+    /// must not go back to the pool, or every batch it serves fails for ever after. Here the first preparation of
+    /// the TNS statements fails (the table is renamed away), the table comes back, and the same store, with one
+    /// connection, processes the batch.
+    @Test func aStatementWhosePreparationFailedIsPreparedAgainOnTheNextConnection() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            var configuration = PostgresWalletStore.Configuration(location: location)
+            configuration.poolSize = 1
+            let store = try PostgresWalletStore(configuration: configuration)
+            do {
+                _ = try await store.process(
+                    [Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
+                func rename(_ from: String, _ to: String) async throws {
+                    try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { admin in
+                        try await admin.query(
+                            PostgresQuery(unsafeSQL: "ALTER TABLE \(from) RENAME TO \(to)"),
+                            logger: PostgresTestDatabase.logger)
+                    }
+                }
+                let batch = [Messages.tns("DC-1", recordId: "r1", id: "m2")]
+                try await rename("transactions", "transactions_away")
+                let error = await #expect(throws: StoreError.self) {
+                    try await store.process(batch, router: NotificationRouter(), now: Date())
+                }
+                #expect(error?.message.contains("42P01") == true, "\(String(describing: error))")
+                try await rename("transactions_away", "transactions")
+                let decisions = try await store.process(batch, router: NotificationRouter(), now: Date())
+                #expect(decisions.map(\.decision.outcome) == [.processed])
+            } catch {
+                await store.close()
+                throw error
+            }
+            await store.close()
+        }
+    }
+
     @Test func aSchemaFromANewerBuildIsRefused() async throws {
         try await PostgresTestDatabase.withSchema { location in
             let store = try PostgresTestDatabase.store(location)

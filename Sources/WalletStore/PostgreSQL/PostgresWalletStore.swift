@@ -288,8 +288,10 @@ public final class PostgresWalletStore: WalletStore {
             // A broken connection gets no ROLLBACK (PostgresNIO would never answer a query written to a connection
             // that is closing), and a connection whose ROLLBACK fails is not handed back inside a transaction. Closed
             // and awaited, so the pool has seen it go before the lease ends.
+            // So is one on which a statement's preparation may have failed: PostgresNIO keeps that statement failed
+            // for the connection's life (`mayHaveFailedAPreparation`).
             do {
-                guard !Self.isConnectionBroken(by: error) else { throw error }
+                guard !Self.isConnectionBroken(by: error), !Self.mayHaveFailedAPreparation(error) else { throw error }
                 try await statements.rollback()
             } catch {
                 try? await statements.connection.close()
@@ -304,6 +306,18 @@ public final class PostgresWalletStore: WalletStore {
         guard let error = error as? PSQLError else { return false }
         guard error.code == .server else { return true }
         return ["FATAL", "PANIC"].contains(error.serverInfo?[.severity] ?? "")
+    }
+
+    /// Whether `error` may come from preparing a statement (`PreparedBatchStatement`). PostgresNIO 1.x keeps a
+    /// statement whose preparation failed as failed on its connection, answering every later use with the same
+    /// error without asking the server; a preparation can fail for a passing reason (the statement timeout behind
+    /// a migration's lock, a table not created yet), so the connection is closed rather than pooled again. The
+    /// server's answers to the data (SQLSTATE classes 22 and 23: a value it refuses, a unique violation between
+    /// replicas) come from executing a statement already prepared, and keep the connection.
+    static func mayHaveFailedAPreparation(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server else { return false }
+        let state = error.serverInfo?[.sqlState] ?? ""
+        return !(state.hasPrefix("22") || state.hasPrefix("23"))
     }
 
     /// A routing pass over nothing: what the batch will ask for (its result is thrown away).
