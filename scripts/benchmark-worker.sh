@@ -8,8 +8,8 @@
 #   scripts/benchmark-worker.sh --rounds 1 --messages 2000 --no-setup   # a quick check of the plumbing only
 #   WORKER_BIN=/path/to/wallet-worker scripts/benchmark-worker.sh         # another build of the worker, not built here
 #   COMPARE_WORKER_BIN=/path/to/other/wallet-worker scripts/benchmark-worker.sh --replicas none
-#       # also that build, as worker-cmp and worker-mem-cmp, alternated with this one's in every round (and, when
-#       # --replicas has 1, as pg-1-cmp: one replica on PostgreSQL, beside pg-1)
+#       # also that build, as worker-cmp and worker-mem-cmp, alternated with this one's in every round (and, for each
+#       # replica count R of --replicas, as pg-R-cmp: R replicas on PostgreSQL, beside pg-R)
 #   scripts/benchmark-worker.sh --tracing         # also worker-traced: tracing on, exporting to a local receiver
 #   scripts/benchmark-worker.sh --floor-store-us 45 --floor-store-bytes 9400 # the floor's store work per notification
 #
@@ -30,9 +30,10 @@
 #
 # Issue 38's contenders, each run beside the one it is compared with in every round: after it in odd rounds, before
 # it in even ones (the second of a pair may pay for the first's leftovers: a checkpoint, the page cache):
-# - pg-1-cmp (COMPARE_WORKER_BIN set and --replicas has 1): the comparison build as one replica on a fresh PostgreSQL
-#   database, exactly as pg-1 is run (with --no-declare, as worker-cmp). Targets: pg-1's worker CPU and PostgreSQL's
-#   CPU per message each at most half of pg-1-cmp's (medians of the per-round ratios).
+# - pg-R-cmp (COMPARE_WORKER_BIN set): the comparison build as R replicas on a fresh PostgreSQL database, exactly as
+#   pg-R is run (with --no-declare, as worker-cmp), for each R of --replicas. Targets: pg-1's worker CPU and
+#   PostgreSQL's CPU per message each at most half of pg-1-cmp's (medians of the per-round ratios); for every R the
+#   throughput ratio pg-R / pg-R-cmp is printed beside them (issue 38 asks for 1, 2 and 3 replicas before and after).
 # - worker-traced (--tracing; off by default): worker exactly, with tracing on: every span sampled (the default
 #   sampler parentbased_always_on, made explicit; the notifications' traceparents are sampled ones) and exported over
 #   OTLP/HTTP protobuf to scripts/lib/otlp-receiver.py, one receiver for the whole run on a free loopback port (it
@@ -72,9 +73,9 @@ for count in $replica_counts; do
         ''|*[!0-9]*|0) echo "benchmark-worker: --replicas takes positive counts, e.g. \"1 2 3\", or none" >&2; exit 2 ;;
     esac
 done
-# pg-1-cmp: the comparison build as one replica on PostgreSQL, when both are asked for.
+# pg-R-cmp: the comparison build as R replicas on PostgreSQL, when both are asked for.
 pg_compare=false
-if [ -n "${COMPARE_WORKER_BIN:-}" ] && [[ " $replica_counts " == *" 1 "* ]]; then pg_compare=true; fi
+if [ -n "${COMPARE_WORKER_BIN:-}" ] && [ -n "$replica_counts" ]; then pg_compare=true; fi
 
 # shellcheck source=lib/prerequisites.sh
 source "$root/scripts/lib/prerequisites.sh"
@@ -282,9 +283,9 @@ run_pg() {
     drop_database "$database"
 }
 run_pg_cmp() {
-    local database="bench_r${1}_x1_cmp"
+    local database="bench_r${1}_x${2}_cmp"
     create_database "$database"
-    run_contender pg-1-cmp "$1" 1 "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --no-declare \
+    run_contender "pg-$2-cmp" "$1" "$2" "$COMPARE_WORKER_BIN" run --amqp-url "$AMQP_URL" --no-declare \
         --store "$postgres_url_base/$database" --prefetch 200 --http-port off
     drop_database "$database"
 }
@@ -298,7 +299,7 @@ for round in $(seq 1 "$rounds"); do
     run_contender baseline2 "$round" 1 "$baseline_bin" --port "$RABBITMQ_PORT" --prefetch 200 --body-bytes "$body_bytes" \
         --results-per-delivery "$results_per_notification" --idle-exit 30
     # The second of a pair may pay for the first's leftovers (a checkpoint, the page cache): odd rounds run worker
-    # before worker-traced and pg-1 before pg-1-cmp, even rounds the other way round.
+    # before worker-traced and pg-R before pg-R-cmp, even rounds the other way round.
     if $tracing && [ $((round % 2)) = 0 ]; then
         run_worker_traced "$round"
         run_worker "$round"
@@ -321,13 +322,13 @@ for round in $(seq 1 "$rounds"); do
         --store-work-us "$floor_store_us" --store-file "$work/floor-store.bin" --store-bytes "$floor_store_bytes"
     rm -f "$work/floor-store.bin"
     for count in $replica_counts; do
-        if [ "$count" = 1 ] && $pg_compare; then
+        if $pg_compare; then
             if [ $((round % 2)) = 0 ]; then
-                run_pg_cmp "$round"
-                run_pg "$round" 1
+                run_pg_cmp "$round" "$count"
+                run_pg "$round" "$count"
             else
-                run_pg "$round" 1
-                run_pg_cmp "$round"
+                run_pg "$round" "$count"
+                run_pg_cmp "$round" "$count"
             fi
         else
             run_pg "$round" "$count"
@@ -358,7 +359,7 @@ names="$names worker-mem"
 names="$names floor"
 for count in $replica_counts; do
     names="$names pg-$count"
-    [ "$count" = 1 ] && $pg_compare && names="$names pg-1-cmp"
+    $pg_compare && names="$names pg-$count-cmp"
 done
 for name in $names; do
     server="-"
@@ -378,7 +379,7 @@ echo "  pg-R = R replicas on one PostgreSQL (CPU and peak summed over the R"
 echo "  processes; PostgreSQL's server and backends apart). $(nproc) CPUs: replicas beyond that compete with the"
 echo "  broker and PostgreSQL for them."
 $tracing && echo "  worker-traced = worker with tracing on, every span exported (OTLP/HTTP protobuf) to a local receiver;"
-$pg_compare && echo "  pg-1-cmp = pg-1 with COMPARE_WORKER_BIN's build."
+$pg_compare && echo "  pg-R-cmp = pg-R with COMPARE_WORKER_BIN's build."
 # median_table "TITLE|TITLE|…" "COLUMN FORMAT" …: a row per contender, each cell the median of a results column.
 median_table() {
     local titles name spec
@@ -451,6 +452,14 @@ if [[ " $replica_counts " == *" 1 "* ]]; then
     fi
 else
     echo "  the PostgreSQL half targets need --replicas with 1 (and COMPARE_WORKER_BIN: the comparison build)"
+fi
+if $pg_compare; then
+    for count in $replica_counts; do
+        echo "  $count replica(s) on one PostgreSQL: pg-$count $(column_of "pg-$count" 3 %.0f) msg/s," \
+            "pg-$count-cmp $(column_of "pg-$count-cmp" 3 %.0f) (medians); per-round throughput ratio" \
+            "$(column_ratio_of "pg-$count" "pg-$count-cmp" 3), PostgreSQL CPU ratio" \
+            "$(column_ratio_of "pg-$count" "pg-$count-cmp" 7)"
+    done
 fi
 if $tracing; then
     echo "  medians: worker-traced $(column_of worker-traced 4 %.1f) CPU us/msg, worker $(column_of worker 4 %.1f)"
