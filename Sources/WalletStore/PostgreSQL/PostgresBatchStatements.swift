@@ -14,6 +14,9 @@ import WalletRouting
 /// past a page or two. Written as `key = ANY($1)` or a join, the reads were planned as whole-table scans (a hashed
 /// `= ANY` filter or a hash join) while a table had a few thousand rows, and more often before its first `ANALYZE`:
 /// in the profile's run 1,376 scans read 17 million rows (Benchmarks/README.md, "Issue 38").
+///
+/// Each statement is prepared once per connection under its name (`PreparedBatchStatement`): the names, and the
+/// texts of the writes, are at the end of this file; the reads' texts are beside the functions that decode them.
 struct PostgresBatchStatements {
     let connection: PostgresConnection
     let logger: Logger
