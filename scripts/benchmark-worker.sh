@@ -127,8 +127,8 @@ else
 fi
 (cd "$root/Benchmarks" && swift build -c release --product worker-load --scratch-path .build-bench 2>&1 | tail -n 1)
 load_bin="$root/Benchmarks/.build-bench/release/worker-load"
-cc -O2 -o "$work/consume_publish_ack" "$root/Benchmarks/baseline/consume_publish_ack.c" \
-    $(pkg-config --cflags --libs librabbitmq)
+read -ra rabbitmq_flags < <(pkg-config --cflags --libs librabbitmq)
+cc -O2 -o "$work/consume_publish_ack" "$root/Benchmarks/baseline/consume_publish_ack.c" "${rabbitmq_flags[@]}"
 baseline_bin="$work/consume_publish_ack"
 # Every contender runs with the allocation-counting preload (Benchmarks/alloc-count): its heap allocations in the
 # measured window, whole process, every thread. Costs two relaxed atomic adds per allocation.

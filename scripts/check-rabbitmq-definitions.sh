@@ -19,7 +19,8 @@ source scripts/lib/prerequisites.sh
 ensure_prerequisites
 
 export RABBITMQ_PORT="${RABBITMQ_PORT:-5712}"
-export RABBITMQ_DATA_DIR="$(mktemp -d /tmp/wallet-definitions-rabbitmq.XXXXXX)"
+RABBITMQ_DATA_DIR="$(mktemp -d /tmp/wallet-definitions-rabbitmq.XXXXXX)"
+export RABBITMQ_DATA_DIR
 definitions_dir="$RABBITMQ_DATA_DIR/definitions.d"
 # The broker's only user comes from compose-users.json, as in docker-compose.yml.
 amqp_url="amqp://wallet:wallet@127.0.0.1:$RABBITMQ_PORT/%2f"

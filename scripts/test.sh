@@ -31,7 +31,8 @@ if [ -z "${AMQP_URL:-}" ]; then
     started_broker=true
     export AMQP_URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_PORT/%2f"
     # The TLS listener of the same broker, and the CA its certificate is signed by.
-    export AMQPS_URL="$(scripts/rabbitmq-local.sh tls-url)"
+    AMQPS_URL="$(scripts/rabbitmq-local.sh tls-url)"
+    export AMQPS_URL
     export AMQP_TLS_CA_FILE="$RABBITMQ_DATA_DIR/tls/ca.pem"
     # A second user, for a backend that publishes with its own `user_id` (PoisonMessageTests).
     scripts/rabbitmq-local.sh ctl add_user wallet-backend backend-secret >/dev/null
@@ -48,7 +49,8 @@ if [ -z "${POSTGRES_URL:-}" ]; then
     export POSTGRES_DATA_DIR="${POSTGRES_DATA_DIR:-$(mktemp -d /tmp/wallet-test-postgres.XXXXXX)}"
     started_postgres=true
     scripts/postgres-local.sh start
-    export POSTGRES_URL="$(scripts/postgres-local.sh url)"
+    POSTGRES_URL="$(scripts/postgres-local.sh url)"
+    export POSTGRES_URL
 fi
 stop_servers() {
     if $started_broker; then

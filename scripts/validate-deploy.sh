@@ -56,7 +56,8 @@ ensure_tools() {
 }
 
 ensure_tools
-export PATH="$(cd "$venv" && pwd)/bin:$PATH"
+PATH="$(cd "$venv" && pwd)/bin:$PATH"
+export PATH
 
 failures=0
 checks=0

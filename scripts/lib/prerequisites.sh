@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the set-up scripts: installs the Debian packages the build, the broker and PostgreSQL need when
 # any is missing, and puts Swift on the PATH when the shell does not have it.
 ensure_prerequisites() {
