@@ -20,8 +20,7 @@ enum BatchRouting {
         var decisions: [StoredDecision] = []
         decisions.reserveCapacity(messages.count)
         for message in messages {
-            // An empty message_id counts as absent, as it does for the router's result ids.
-            let messageID = message.properties.messageID.flatMap { $0.isEmpty ? nil : $0 }
+            let messageID = recordedID(of: message)
             if let messageID, var recorded = try transaction.recordedDecision(messageID: messageID) {
                 // The same results, but the reply_to copies go to whoever asked this time.
                 recorded.results = ReplyCopies.readdressed(recorded.results, to: message.properties.replyTo)
@@ -38,6 +37,26 @@ enum BatchRouting {
             decisions.append(StoredDecision(decision: decision, isReplay: false, recordedMessageID: recordedAs))
         }
         return decisions
+    }
+
+    /// The id a message is recorded and deduplicated under: its `message_id`, an empty one counting as absent, as
+    /// it does for the router's result ids.
+    static func recordedID(of message: InboundMessage) -> String? {
+        message.properties.messageID.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// What `process` can read for `messages`, foreseen from the messages alone: the recorded decisions of their
+    /// ids and the state their routing can read (`NotificationRouter.foreseeReads`).
+    static func foreseenReads(_ messages: [InboundMessage], router: NotificationRouter)
+        -> (messageIDs: Set<String>, state: ForeseenReads)
+    {
+        var messageIDs = Set<String>(minimumCapacity: messages.count)
+        var state = ForeseenReads()
+        for message in messages {
+            if let messageID = recordedID(of: message) { messageIDs.insert(messageID) }
+            router.foreseeReads(of: message, into: &state)
+        }
+        return (messageIDs, state)
     }
 }
 

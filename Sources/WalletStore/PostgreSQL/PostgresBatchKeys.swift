@@ -2,25 +2,28 @@ import Foundation
 import WalletRouting
 
 /// A transaction record asked about by id (`hasTransaction`).
-struct RecordKey: Hashable, Sendable {
-    var digitalCardId: String
-    var recordId: String
-}
+typealias RecordKey = ForeseenReads.Record
 
 /// A card's newest records, all of them or of one kind (`newestTransactions`).
-struct HistoryKey: Hashable, Sendable {
-    var digitalCardId: String
-    var auxiliary: Bool?
-}
+typealias HistoryKey = ForeseenReads.History
 
-/// Everything a batch reads from the database, found by routing it: fetched in a few statements before the batch
-/// is routed for real, so routing itself never waits on the server.
+/// Everything a batch reads from the database: foreseen from its messages (`BatchRouting.foreseenReads`) and
+/// fetched in a few statements before the batch is routed, so routing itself never waits on the server.
 struct PostgresBatchKeys: Sendable {
     var cards: Set<String> = []
     var messageIDs: Set<String> = []
     var records: Set<RecordKey> = []
     /// The most records asked for, per history.
     var histories: [HistoryKey: Int] = [:]
+
+    init() {}
+
+    init(foreseen reads: ForeseenReads, messageIDs: Set<String>) {
+        self.cards = reads.cards
+        self.messageIDs = messageIDs
+        self.records = reads.records
+        self.histories = reads.histories
+    }
 
     var isEmpty: Bool { cards.isEmpty && messageIDs.isEmpty && records.isEmpty && histories.isEmpty }
 

@@ -6,8 +6,8 @@ import WalletRouting
 ///
 /// A read the snapshot cannot answer is recorded in `missing` and answered with a stand-in (an active card, no
 /// records, not processed): the pass is then worthless and the store fetches the missing keys and routes again.
-/// Over an empty snapshot the pass is the batch's key discovery; the active stand-in card leads the router on to
-/// the transaction history reads a real card would need.
+/// The active stand-in card leads the router on to the reads a real card would need (its records, its history),
+/// so one more fetch finds them all.
 final class PostgresBatchOverlay: WalletStoreTransaction {
     private let snapshot: PostgresBatchSnapshot
     private(set) var missing = PostgresBatchKeys()

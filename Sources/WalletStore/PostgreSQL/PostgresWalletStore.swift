@@ -261,7 +261,8 @@ public final class PostgresWalletStore: WalletStore {
         do {
             // The keys of earlier attempts too: a retry locks every card it will need up front, in order.
             var wanted = keys.remembered
-            wanted.formUnion(discoverKeys(messages, router: router, now: now))
+            let foreseen = BatchRouting.foreseenReads(messages, router: router)
+            wanted.formUnion(PostgresBatchKeys(foreseen: foreseen.state, messageIDs: foreseen.messageIDs))
             var snapshot = PostgresBatchSnapshot()
             for _ in 0..<8 {
                 let needed = snapshot.missing(from: wanted)
@@ -279,7 +280,7 @@ public final class PostgresWalletStore: WalletStore {
                     }
                     return decisions
                 }
-                // The real state led the router to reads the discovery did not foresee: fetch them, route again.
+                // The real state led the router to reads that were not foreseen: fetch them, route again.
                 wanted.formUnion(pass.missing)
                 keys.remember(wanted)
             }
@@ -318,15 +319,6 @@ public final class PostgresWalletStore: WalletStore {
         guard let error = error as? PSQLError, error.code == .server else { return false }
         let state = error.serverInfo?[.sqlState] ?? ""
         return !(state.hasPrefix("22") || state.hasPrefix("23"))
-    }
-
-    /// A routing pass over nothing: what the batch will ask for (its result is thrown away).
-    private static func discoverKeys(_ messages: [InboundMessage], router: NotificationRouter, now: Date)
-        -> PostgresBatchKeys
-    {
-        let pass = PostgresBatchOverlay(snapshot: PostgresBatchSnapshot())
-        _ = try? BatchRouting.process(messages, router: router, now: now, in: pass)
-        return pass.missing
     }
 
     // MARK: - Connections
