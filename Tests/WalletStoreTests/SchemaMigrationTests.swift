@@ -92,7 +92,7 @@ struct SchemaMigrationTests {
             await refused.close()
             #expect(error?.kind == .permanent)
             #expect(
-                error?.message.contains("none (this build's migrations: v1, v2, v3)") == true,
+                error?.message.contains("none (this build's migrations: v1, v2, v3, v4)") == true,
                 "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate --store postgres://") == true)
             #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
@@ -111,8 +111,8 @@ struct SchemaMigrationTests {
             #expect(schemas == 0)
 
             let (before, after) = try await WalletStores.migrate(.postgres(location))
-            #expect(before.applied == [] && before.pending == ["v1", "v2", "v3"])
-            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3"])
+            #expect(before.applied == [] && before.pending == ["v1", "v2", "v3", "v4"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4"])
 
             let store = try PostgresWalletStore(configuration: configuration)
             let decisions = try await store.process([Messages.ignored(id: "m1")], router: Self.router, now: Date())
@@ -130,6 +130,62 @@ struct SchemaMigrationTests {
             let refusedNewer = await #expect(throws: StoreError.self) { try await stillCurrent.prepare() }
             await stillCurrent.close()
             #expect(refusedNewer?.message.contains("run a newer worker") == true)
+        }
+    }
+
+    /// v4: the result bodies the server compresses (over about 2 kB) are compressed with lz4, on a database an
+    /// older build left as on a new one. Debian's PostgreSQL 15, which the tests run on, is built with lz4.
+    @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+    func postgresLongResultBodiesAreCompressedWithLZ4() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let logger = PostgresTestDatabase.logger
+            try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                try await PostgresSchema.migrate(
+                    on: connection, location: location, timeout: .seconds(30), logger: logger, through: 3)
+            }
+            #expect(try await Self.bodyCompression(location) == "", "v3 leaves the server's default")
+            let (_, after) = try await WalletStores.migrate(.postgres(location))
+            #expect(after.isCurrent)
+            #expect(try await Self.bodyCompression(location) == "l")
+
+            // Ten records make a TNS result of about 3 kB: the last one's body is stored compressed.
+            var configuration = PostgresWalletStore.Configuration(location: location)
+            configuration.poolSize = 1
+            let store = try PostgresWalletStore(configuration: configuration)
+            let messages =
+                [Messages.install("DC-1", id: "install")]
+                + (1...10).map { Messages.tns("DC-1", recordId: "R-\($0)", id: "tns-\($0)") }
+            _ = try await store.process(messages, router: Self.router, now: Date())
+            await store.close()
+            let stored = try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+                var stored: [(String?, Int)] = []
+                for try await row in try await connection.query(
+                    """
+                    SELECT pg_column_compression(body), octet_length(body) FROM processed_results
+                    WHERE message_id = 'tns-10'
+                    """, logger: logger)
+                {
+                    stored.append(try row.decode((String?, Int).self))
+                }
+                return stored
+            }
+            #expect(stored.count == 1 && stored[0].0 == "lz4" && stored[0].1 > 2_500, "\(stored)")
+        }
+    }
+
+    /// `pg_attribute.attcompression` of `processed_results.body`: "l" for lz4, "" for the server's default.
+    private static func bodyCompression(_ location: PostgresLocation) async throws -> String {
+        try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+            var compression = "?"
+            for try await row in try await connection.query(
+                """
+                SELECT attcompression::text FROM pg_attribute
+                WHERE attrelid = 'processed_results'::regclass AND attname = 'body'
+                """, logger: PostgresTestDatabase.logger)
+            {
+                compression = try row.decode(String.self)
+            }
+            return compression
         }
     }
 }

@@ -9,8 +9,8 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
     /// This build's migrations it runs without: index builds (reads are slower without them, results the same),
     /// which `wallet-worker migrate` applies and a worker's start does not.
     public var optional: [String]
-    /// Migrations of a newer build that declare this build's schema compatible (an index): this build runs on
-    /// the store as it is (a rollback, an old replica during a rolling update).
+    /// Migrations of a newer build that declare this build's schema compatible (an index, a storage setting): this
+    /// build runs on the store as it is (a rollback, an old replica during a rolling update).
     public var compatibleUnknown: [String]
 
     public init(applied: [String], known: [String], optional: [String] = [], compatibleUnknown: [String] = []) {
@@ -40,7 +40,7 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
         }
         if !unknown.isEmpty {
             return "newer than this build, compatible with it (applied: \(applied.joined(separator: ", ")); "
-                + "\(unknown.joined(separator: ", ")) only add indexes)"
+                + "\(unknown.joined(separator: ", ")) change nothing it reads or writes)"
         }
         if applied.isEmpty {
             return "none (this build's migrations: \(known.joined(separator: ", ")))"
