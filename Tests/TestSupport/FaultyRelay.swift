@@ -27,9 +27,16 @@ public final class FaultyRelay: Sendable {
         var frozenSockets: Set<Int32> = []
     }
 
-    public init(upstreamHost: String, upstreamPort: Int) throws {
+    /// Runs first on each new connection, in the client-to-server direction, before bytes are copied as they are:
+    /// reads what the client sends first and writes to the server what it should see instead; false closes the
+    /// connection (`PostgresStartupFilter`). The server's answers are copied meanwhile.
+    public typealias Handshake = @Sendable (_ client: Int32, _ server: Int32) -> Bool
+    private let handshake: Handshake?
+
+    public init(upstreamHost: String, upstreamPort: Int, handshake: Handshake? = nil) throws {
         self.upstreamHost = upstreamHost
         self.upstreamPort = upstreamPort
+        self.handshake = handshake
         (listener, port) = try listenOnLoopback()
         Thread { [self] in acceptUntilShutDown() }.start()
     }
@@ -97,7 +104,14 @@ public final class FaultyRelay: Sendable {
                 continue
             }
             state.withLock { $0.sockets += [client, upstream] }
-            Thread { [self] in relay(from: client, to: upstream) }.start()
+            Thread { [self] in
+                if let handshake, !handshake(client, upstream) {
+                    _ = shutdown(client, Int32(SHUT_RDWR))
+                    _ = shutdown(upstream, Int32(SHUT_RDWR))
+                    return
+                }
+                relay(from: client, to: upstream)
+            }.start()
             Thread { [self] in relay(from: upstream, to: client) }.start()
         }
     }

@@ -622,6 +622,62 @@ struct PostgresWalletStoreTests {
         }
     }
 
+    /// The session settings every connection is opened with (the timeouts, `enable_seqscan`, the schema's search
+    /// path) are sent as start-up parameters, which a pooler between the worker and the server may drop: PgBouncer
+    /// with `ignore_startup_parameters` does, silently. Through a relay that drops two of them, as such a pooler
+    /// would, the store refuses to start and says which and how to fix it; through the same relay passing them, it
+    /// starts. (Checked by hand against Debian's PgBouncer 1.18: the same message, and without
+    /// `ignore_startup_parameters` PgBouncer's own refusal, SQLSTATE 08P01, is permanent and says the same.)
+    @Test func sessionSettingsDroppedOnTheWayStopTheStoreAtStart() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            for dropped in [Set(["statement_timeout", "enable_seqscan"]), []] {
+                let relay = try FaultyRelay(
+                    upstreamHost: location.host, upstreamPort: location.port,
+                    handshake: PostgresStartupFilter.dropping(dropped))
+                defer { relay.close() }
+                var relayed = location
+                relayed.host = "127.0.0.1"
+                relayed.port = relay.port
+                relayed.tlsMode = .disable
+                let store = try PostgresTestDatabase.store(relayed, statementTimeout: .seconds(5))
+                if dropped.isEmpty {
+                    try await store.prepare()
+                    await store.close()
+                    continue
+                }
+                let error = await #expect(throws: StoreError.self) { try await store.prepare() }
+                await store.close()
+                #expect(error?.kind == .permanent)
+                let message = error?.message ?? ""
+                #expect(message.contains("statement_timeout is '0', not '5000'"), "\(message)")
+                #expect(message.contains("enable_seqscan is 'on', not 'off'"), "\(message)")
+                #expect(!message.contains("idle_in_transaction_session_timeout is"), "\(message)")
+                #expect(
+                    message.contains(#"ALTER ROLE "\#(location.user)" SET statement_timeout = '5000';"#), "\(message)")
+                // Refused before the migration: nothing was created in the schema.
+                let tables = try await PostgresTestDatabase.withAdminConnection { connection in
+                    var count = 0
+                    for try await _ in try await connection.query(
+                        "SELECT 1 FROM pg_tables WHERE schemaname = \(location.schema ?? "")", logger: PostgresTestDatabase.logger)
+                    {
+                        count += 1
+                    }
+                    return count
+                }
+                #expect(tables == 0)
+            }
+        }
+    }
+
+    /// `lostSettings`: a value the server reports otherwise, or not at all, is lost; the same value is not.
+    @Test func lostSettingsAreTheOnesReportedOtherwise() {
+        let lost = PostgresConnectionSettings.lostSettings(
+            required: [("statement_timeout", "5000"), ("enable_seqscan", "off"), ("search_path", "w1")],
+            reported: ["statement_timeout": "5000", "enable_seqscan": "on"])
+        #expect(lost.map(\.name) == ["enable_seqscan", "search_path"])
+        #expect(lost.map(\.reported) == ["on", nil])
+    }
+
     @Test func aWrongPasswordIsPermanentAndNeverShown() async throws {
         var location = try PostgresTestDatabase.location()
         location.password = "not-the-password-\(UUID().uuidString)"

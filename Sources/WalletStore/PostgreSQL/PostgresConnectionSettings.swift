@@ -39,6 +39,50 @@ struct PostgresConnectionSettings: Sendable {
         return parameters
     }
 
+    /// The start-up parameters the store depends on, so checks that the server has them (all but the name).
+    var requiredSettings: [(String, String)] { startupParameters.filter { $0.0 != "application_name" } }
+
+    /// Throws unless the session on `connection` has every `requiredSettings` value. Sent at start-up, they can
+    /// only be lost on the way: a pooler between the worker and the server that does not pass start-up parameters
+    /// on (PgBouncer drops them with `ignore_startup_parameters`, and refuses the connection without it). Without
+    /// them a batch waits for ever on a lock, a replica frozen in a transaction holds its locks, a prepared
+    /// statement can keep a whole-table scan, and the tables are looked for outside the configured schema.
+    func checkSessionSettings(on connection: PostgresConnection, logger: Logger) async throws {
+        let required = requiredSettings
+        var reported: [String: String] = [:]
+        for try await (name, setting) in try await connection.query(
+            "SELECT name, setting FROM pg_settings WHERE name = ANY(\(required.map(\.0)))", logger: logger
+        ).decode((String, String).self) {
+            reported[name] = setting
+        }
+        let lost = Self.lostSettings(required: required, reported: reported)
+        guard lost.isEmpty else {
+            let described = lost.map { "\($0.name) is \($0.reported.map { "'\($0)'" } ?? "unknown"), not '\($0.sent)'" }
+            // Never the read-only setting of `inspect`'s sessions: on the role it would stop the worker's writes.
+            let role = "\"" + location.user.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            let roleSettings = required.filter { $0.0 != "default_transaction_read_only" }
+                .map { "ALTER ROLE \(role) SET \($0.0) = '\($0.1)';" }.joined(separator: " ")
+            throw StoreError(
+                .permanent,
+                """
+                PostgreSQL session settings were lost on the way to the server (\(described.joined(separator: "; "))): \
+                a pooler that drops start-up parameters (PgBouncer's ignore_startup_parameters)? Connect to the server \
+                directly, or give the worker's role the same settings (\(roleSettings) docs/operations.md) \
+                (\(location.shortName))
+                """)
+        }
+    }
+
+    /// The required settings the server reports otherwise (`reported`: `pg_settings.setting` by name; a setting
+    /// the server does not know is absent).
+    static func lostSettings(required: [(String, String)], reported: [String: String])
+        -> [(name: String, sent: String, reported: String?)]
+    {
+        required.compactMap { name, sent in
+            reported[name] == sent ? nil : (name, sent, reported[name])
+        }
+    }
+
     var connectTimeout: Duration { max(statementTimeout, .seconds(1)) }
 
     /// Migrating may wait for another replica's migration (the advisory lock) and builds tables: it is not held to

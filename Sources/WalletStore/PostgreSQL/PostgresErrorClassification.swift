@@ -58,6 +58,17 @@ extension StoreError {
         case .server:
             let state = error.serverInfo?[.sqlState] ?? "?????"
             let message = error.serverInfo?[.message] ?? "no message"
+            // PgBouncer's answer to the session settings the worker sends at start-up (08P01, which would otherwise
+            // be retried for ever as an outage): the same every time until the deployment changes.
+            if message.hasPrefix("unsupported startup parameter") {
+                return StoreError(
+                    .permanent,
+                    """
+                    PostgreSQL connection refused the worker's session settings (SQLSTATE \(state)): \(message): a \
+                    pooler that does not pass start-up parameters on (PgBouncer)? Connect to the server directly \
+                    (docs/operations.md) \(place)
+                    """)
+            }
             let (kind, label) = PostgresSQLState.classify(state)
             return StoreError(
                 kind, "PostgreSQL \(label) (SQLSTATE \(state)): \(message) \(place)",

@@ -9,8 +9,8 @@ import WalletRouting
 /// The shared store for many replicas: PostgreSQL through a PostgresNIO connection pool, one transaction per
 /// batch, the same rules as the other stores (`BatchRouting`; CONTRACT.md §10).
 ///
-/// A batch: find the keys it reads (a routing pass over an empty snapshot records the cards, processed ids and
-/// history reads it asks for), fetch them in a few statements (cards first, row-locked in sorted order), route the
+/// A batch: find the keys it reads (foreseen from its messages: the cards, processed ids, records and histories,
+/// `BatchRouting.foreseenReads`), fetch them in a few statements (cards first, row-locked in sorted order), route the
 /// batch against that snapshot without a round trip, write its effects and processed ids in bulk, commit. A pass
 /// that reads something not fetched fetches it and routes again. Races with other replicas end in a conflict
 /// (deadlock, serialization failure, a unique violation on a processed id or a new card) that is retried in a
@@ -127,7 +127,9 @@ public final class PostgresWalletStore: WalletStore {
     }
 
     /// Runs `body` on a connection of its own, outside the pool, closed afterwards; the whole within `limit` (plus
-    /// the connect timeout), so a start-up against a server that hangs ends.
+    /// the connect timeout), so a start-up against a server that hangs ends. The connection's session settings are
+    /// checked first (`checkSessionSettings`): every start-up opens one, so a pooler that loses them stops the
+    /// worker at start, before the pool's connections, which take the same path, are used.
     private func withOwnConnection<Result: Sendable>(
         within limit: Duration, doing activity: String,
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result
@@ -144,6 +146,9 @@ public final class PostgresWalletStore: WalletStore {
                 opened.set(connection)
                 let result: Result
                 do {
+                    // Before anything else: a migration without the schema's search_path would create the tables
+                    // elsewhere.
+                    try await settings.checkSessionSettings(on: connection, logger: logger)
                     result = try await body(connection)
                 } catch {
                     // Closing rolls back a migration that failed half-way (no ROLLBACK sent: see
