@@ -227,6 +227,13 @@ import WalletStore
                 StoreFailure(
                     StoreError(.permanent, "PostgreSQL authentication failed (SQLSTATE 28P01): x (db)")))
                 == .unavailable)
+        // A pooler that drops the session settings, or refuses them (PostgresConnectionSettings, StoreError.psql).
+        #expect(
+            ExitStatus.of(StoreError(.permanent, "PostgreSQL session settings were lost on the way to the server (x)"))
+                == .unavailable)
+        #expect(
+            ExitStatus.of(StoreError(.permanent, "PostgreSQL connection refused the worker's session settings (x)"))
+                == .unavailable)
         #expect(ExitStatus.of(StoreError(.permanent, "SQLite corrupt: malformed (/x)")) == .failure)
         // The operations endpoint's port taken is a ConfigurationError thrown while running: a failure (`run` maps
         // the ones `WorkerApplication.build` throws, settings that do not go together, to usage).

@@ -17,7 +17,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// The broker or the store cannot be used with these settings: it refused the login or the vhost (403
     /// ACCESS_REFUSED, 530 NOT_ALLOWED), its TLS certificate did not verify, it cannot be reached (one-shot
     /// commands; `run` waits for an unreachable broker or store instead), the database or the SQLite file does not
-    /// exist or cannot be opened, or PostgreSQL refused the login.
+    /// exist or cannot be opened, PostgreSQL refused the login, or a pooler in front of it drops the session
+    /// settings the store needs.
     case unavailable = 2
     /// Usage: an unknown flag or subcommand, a value that does not parse or is out of range, a `_FILE` that cannot
     /// be read, an `OTEL_*` setting this build cannot honour (BSD's EX_USAGE, as swift-argument-parser exits for a
@@ -60,11 +61,13 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
 
 extension StoreError {
     /// A store that cannot be used with these settings at all (as opposed to one that can be reached and refuses
-    /// what is asked of it): unreachable, a refused login, no such database, a file that cannot be opened.
+    /// what is asked of it): unreachable, a refused login, no such database, a file that cannot be opened, a
+    /// pooler that drops the session settings.
     public var isUnavailable: Bool {
         if isTransient { return true }
         let reasons = [
             "authentication failed", "database does not exist", "does not exist", "cannot open", "unreachable",
+            "session settings",
         ]
         return kind == .permanent && reasons.contains { message.contains($0) }
     }
