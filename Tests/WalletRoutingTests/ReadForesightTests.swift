@@ -1,7 +1,6 @@
 import Foundation
 import PropertyBased
 import Testing
-
 import WalletRouting
 
 /// `NotificationRouter.foreseeReads` names every read routing makes: over the golden corpus (every step, from the
@@ -120,7 +119,8 @@ private final class ReadRecorder: WalletStateReading, @unchecked Sendable {
             switch self {
             case .card(let id): "card \(id)"
             case .record(let key): "record \(key.digitalCardId)/\(key.recordId)"
-            case .history(let key, let limit): "history \(key.digitalCardId) \(key.auxiliary.map(String.init) ?? "all") \(limit)"
+            case .history(let key, let limit):
+                "history \(key.digitalCardId) \(key.auxiliary.map(String.init) ?? "all") \(limit)"
             }
         }
     }

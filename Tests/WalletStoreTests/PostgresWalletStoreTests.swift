@@ -658,7 +658,8 @@ struct PostgresWalletStoreTests {
                 let tables = try await PostgresTestDatabase.withAdminConnection { connection in
                     var count = 0
                     for try await _ in try await connection.query(
-                        "SELECT 1 FROM pg_tables WHERE schemaname = \(location.schema ?? "")", logger: PostgresTestDatabase.logger)
+                        "SELECT 1 FROM pg_tables WHERE schemaname = \(location.schema ?? "")",
+                        logger: PostgresTestDatabase.logger)
                     {
                         count += 1
                     }

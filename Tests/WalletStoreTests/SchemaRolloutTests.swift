@@ -151,7 +151,8 @@ struct SchemaRolloutTests {
             await store.close()
             let status = try await WalletStores.schemaStatus(.postgres(location))
             #expect(
-                status.applied == ["v1"] && status.pending == ["v2", "v3", "v4"] && status.pendingRequired == ["v3", "v4"],
+                status.applied == ["v1"] && status.pending == ["v2", "v3", "v4"]
+                    && status.pendingRequired == ["v3", "v4"],
                 "\(status)")
         }
         try await PostgresTestDatabase.withSchema { location in
