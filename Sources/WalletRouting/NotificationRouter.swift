@@ -21,20 +21,7 @@ public struct NotificationRouter: Sendable {
     public func route(_ message: InboundMessage, state: some WalletStateReading, now: Date) throws -> Decision {
         var envelope = ResultEnvelope(inbound: message.properties, now: now)
 
-        // The envelope first: ids that cannot name results, then the size (a body over it may not even be here).
-        if message.properties.messageIDIsInvalidUTF8 {
-            return rejected(.messageIDNotUTF8, envelope: envelope)
-        }
-        if message.properties.correlationIDIsInvalidUTF8 {
-            return rejected(.correlationIDNotUTF8, envelope: envelope)
-        }
-        if let id = message.properties.messageID, id.utf8.count > RoutingSettings.maximumMessageIDBytes {
-            return rejected(
-                .messageIDTooLong(byteCount: id.utf8.count, limit: RoutingSettings.maximumMessageIDBytes),
-                envelope: envelope)
-        }
-        guard message.bodyByteCount <= UInt64(settings.maximumBodyBytes) else {
-            let rejection = Rejection.bodyTooLarge(byteCount: message.bodyByteCount, limit: settings.maximumBodyBytes)
+        if let rejection = rejectionBeforeTheBody(message) {
             return rejected(rejection, envelope: envelope)
         }
         let body: JSONValue
@@ -80,6 +67,23 @@ public struct NotificationRouter: Sendable {
             // Bad input is found before anything is published, so the rejection is the only result.
             return rejected(rejection, envelope: unpublished, digitalCardId: digitalCardId)
         }
+    }
+
+    /// The envelope first: ids that cannot name results, then the size (a body over it may not even be here).
+    func rejectionBeforeTheBody(_ message: InboundMessage) -> Rejection? {
+        if message.properties.messageIDIsInvalidUTF8 {
+            return .messageIDNotUTF8
+        }
+        if message.properties.correlationIDIsInvalidUTF8 {
+            return .correlationIDNotUTF8
+        }
+        if let id = message.properties.messageID, id.utf8.count > RoutingSettings.maximumMessageIDBytes {
+            return .messageIDTooLong(byteCount: id.utf8.count, limit: RoutingSettings.maximumMessageIDBytes)
+        }
+        guard message.bodyByteCount <= UInt64(settings.maximumBodyBytes) else {
+            return .bodyTooLarge(byteCount: message.bodyByteCount, limit: settings.maximumBodyBytes)
+        }
+        return nil
     }
 
     private func decision(_ handled: Handled, envelope: ResultEnvelope, digitalCardId: String?) -> Decision {

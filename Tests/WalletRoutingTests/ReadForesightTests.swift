@@ -42,26 +42,55 @@ struct ReadForesightTests {
         }
     }
 
-    @Test("a TNS foresees its card, its record and the history of its kind")
+    static let record =
+        #"{"id":"T-9","date":"2026-11-20T10:15:00Z","status":"approved","type":"purchase","currencyCode":"EUR","#
+        + #""amount":12.50,"isAuxiliaryTransaction":true}"#
+
+    @Test("a TNS foresees its card, its record and the history of its kind, as long as the settings say")
     func transactionNotification() {
+        var settings = RoutingSettings()
+        settings.transactionHistoryLimit = 3
         let reads = Self.foreseen(
-            #"{"sender":"tns","action":"TNS:PaymentTransactionNotification","digitalCardID":"DC-1","#
-                + #""transactionRecordType":"AUXILIARY","transaction":{"id":"T-9","amount":"not checked here"}}"#)
+            #"{"sender":"tns","action":"tns:paymenttransactionnotification","digitalCardID":"DC-1","#
+                + #""transactionRecordType":"AUXILIARY","transaction":\#(Self.record)}"#, settings: settings)
         #expect(reads.cards == ["DC-1"])
         #expect(reads.records == [ForeseenReads.Record(digitalCardId: "DC-1", recordId: "T-9")])
-        #expect(reads.histories == [ForeseenReads.History(digitalCardId: "DC-1", auxiliary: true): 10])
+        #expect(reads.histories == [ForeseenReads.History(digitalCardId: "DC-1", auxiliary: true): 3])
     }
 
-    @Test("a TNS whose record type is refused foresees no history")
-    func refusedRecordType() {
-        let reads = Self.foreseen(
-            #"{"sender":"TNS","digitalCardId":"DC-1","transactionRecordType":"both","transaction":{"id":"T-9"}}"#)
-        #expect(reads.histories.isEmpty)
+    /// What the route refuses before it reads the state foresees nothing, so bad input naming a real card neither
+    /// locks it nor reads its history.
+    @Test(
+        "messages refused before any read foresee nothing",
+        arguments: [
+            #"{"sender":"TNS","digitalCardId":"DC-1","transaction":\#(record)}"#,
+            #"{"sender":"TNS","action":"TNS:Other","digitalCardId":"DC-1"}"#,
+            #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1","#
+                + #""transactionRecordType":"both"}"#,
+            #"{"sender":"TNS","action":"TNS:PaymentTransactionNotification","digitalCardId":"DC-1","#
+                + #""transaction":{"id":"T-9"}}"#,
+            #"{"sender":"MG","digitalCardId":"DC-1"}"#,
+            #"{"sender":"CPS","digitalCardId":"DC-1","serverMessages":[]}"#,
+        ])
+    func refusedBeforeAnyRead(json: String) {
+        #expect(Self.foreseen(json) == ForeseenReads())
+    }
+
+    @Test("a message id the route refuses foresees nothing")
+    func refusedMessageID() {
+        let json = #"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-1"}"#
+        let long = String(repeating: "m", count: RoutingSettings.maximumMessageIDBytes + 1)
+        var reads = ForeseenReads()
+        NotificationRouter().foreseeReads(
+            of: InboundMessage(body: Array(json.utf8), properties: InboundProperties(messageID: long)), into: &reads)
+        #expect(reads == ForeseenReads())
+        #expect(Self.foreseen(json).cards == ["DC-1"])
     }
 
     @Test("CPS and MG foresee their card only")
     func cardOnly() {
         let cps = Self.foreseen(#"{"sender":"CPS","digitalCardId":"DC-2","serverMessage":{"code":"x"}}"#)
+        #expect(Self.foreseen(#"{"sender":"CPS","digitalCardId":"DC-2"}"#) == ForeseenReads())
         let mg = Self.foreseen(#"{"sender":"MG","action":"MG:ReplenishmentNeededNotification","digitalCardId":"DC-3"}"#)
         #expect(cps.cards == ["DC-2"] && cps.records.isEmpty && cps.histories.isEmpty)
         #expect(mg.cards == ["DC-3"] && mg.records.isEmpty && mg.histories.isEmpty)

@@ -20,6 +20,17 @@ import Testing
         #expect(PostgresSQLState.isOutage(state) == isOutage)
     }
 
+    /// PgBouncer refuses start-up parameters it does not know (the worker's session settings) with 08P01, a
+    /// connection exception: not an outage to wait out, the same answer until the deployment changes.
+    @Test func aPoolerRefusingTheSessionSettingsIsPermanent() {
+        let refused = StoreError.server(
+            state: "08P01", message: "unsupported startup parameter: statement_timeout", place: "(db)")
+        #expect(refused.kind == .permanent && !refused.isOutage, "\(refused)")
+        #expect(refused.message.contains("session settings") && refused.message.contains("statement_timeout"))
+        let other = StoreError.server(state: "08P01", message: "invalid frame length", place: "(db)")
+        #expect(other.isTransient && other.isOutage, "\(other)")
+    }
+
     @Test(arguments: [
         // Another process holds the write lock; the disk is full or failing; the file became read-only or
         // unreachable.

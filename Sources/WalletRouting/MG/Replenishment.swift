@@ -9,7 +9,7 @@ extension NotificationRouter {
     func routeReplenishment(
         fields: NotificationFields, state: some WalletStateReading, now: Date, envelope: inout ResultEnvelope
     ) throws -> Handled {
-        guard let action = fields.actionString, ASCIICase.equals(action, "MG:ReplenishmentNeededNotification") else {
+        guard fields.carriesRequiredAction(of: .mg) else {
             throw Rejection("action must be MG:ReplenishmentNeededNotification for sender MG")
         }
         guard let digitalCardId = fields.digitalCardIdString else {

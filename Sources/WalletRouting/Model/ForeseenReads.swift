@@ -37,32 +37,47 @@ public struct ForeseenReads: Sendable, Equatable {
 }
 
 extension NotificationRouter {
-    /// Adds the reads routing `message` can make to `reads`. Mirrors `route(_:state:now:)`: nothing for a message
-    /// it rejects before reading the state (too large, not a JSON object) or that reads none (installations,
-    /// action notifications); the card for CPS and MG; for TNS the card, the embedded record's id and the history.
+    /// Adds the reads routing `message` can make to `reads`. Mirrors `route(_:state:now:)` up to its first read:
+    /// nothing for a message it rejects before reading the state (its envelope or size, not a JSON object, a
+    /// missing or wrong `action`, an invalid embedded record) or that reads none (installations, action
+    /// notifications, a CPS payload with no server message); then the card for CPS and MG, and for TNS the card,
+    /// the embedded record's id and the history.
     public func foreseeReads(of message: InboundMessage, into reads: inout ForeseenReads) {
-        guard message.bodyByteCount <= UInt64(settings.maximumBodyBytes),
+        guard rejectionBeforeTheBody(message) == nil,
             message.properties.type != Self.deviceInstallationType,
             message.properties.type != Self.deviceInstallationDeletedType,
             case .object(let payload)? = try? JSONParser.parse(message.body)
         else { return }
         let fields = NotificationFields(payload)
-        guard let sender = fields.senderString.flatMap(SDKSender.init), let digitalCardId = fields.digitalCardIdString
+        guard let sender = fields.senderString.flatMap(SDKSender.init), fields.carriesRequiredAction(of: sender),
+            let digitalCardId = fields.digitalCardIdString
         else { return }
-        reads.cards.insert(digitalCardId)
-        guard sender == .tns else { return }
-        if let transaction = payload["transaction"], let recordId = TransactionRecord.foreseenID(in: transaction) {
-            reads.records.insert(ForeseenReads.Record(digitalCardId: digitalCardId, recordId: recordId))
+        switch sender {
+        case .cps:
+            guard ServerMessage.stack(of: payload) != nil else { return }
+            reads.cards.insert(digitalCardId)
+        case .mg:
+            reads.cards.insert(digitalCardId)
+        case .tns:
+            // The route refuses a bad record type or record before it reads anything.
+            let recordType: TransactionRecordType?
+            let record: TransactionRecord?
+            do {
+                recordType = try TransactionRecordType(fields.transactionRecordType)
+                switch payload["transaction"] {
+                case nil, .null?: record = nil
+                case let value?: record = try TransactionRecord(validating: value)
+                }
+            } catch {
+                return
+            }
+            reads.cards.insert(digitalCardId)
+            if let record {
+                reads.records.insert(ForeseenReads.Record(digitalCardId: digitalCardId, recordId: record.id))
+            }
+            guard settings.transactionHistoryLimit > 0 else { return }
+            let history = ForeseenReads.History(digitalCardId: digitalCardId, auxiliary: recordType?.isAuxiliary)
+            reads.histories[history] = max(reads.histories[history] ?? 0, settings.transactionHistoryLimit)
         }
-        // A record type the route refuses stops it before any read.
-        let recordType: TransactionRecordType?
-        do {
-            recordType = try TransactionRecordType(fields.transactionRecordType)
-        } catch {
-            return
-        }
-        guard settings.transactionHistoryLimit > 0 else { return }
-        let history = ForeseenReads.History(digitalCardId: digitalCardId, auxiliary: recordType?.isAuxiliary)
-        reads.histories[history] = max(reads.histories[history] ?? 0, settings.transactionHistoryLimit)
     }
 }

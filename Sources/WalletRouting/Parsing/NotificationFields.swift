@@ -79,6 +79,13 @@ struct NotificationFields {
 
     /// The `action` when it is a string (possibly empty).
     var actionString: String? { action?.stringValue }
+
+    /// Whether the `action` is the one `sender`'s notifications must carry (case-insensitive; CPS requires none).
+    func carriesRequiredAction(of sender: SDKSender) -> Bool {
+        guard let required = sender.requiredAction else { return true }
+        guard let action = actionString else { return false }
+        return ASCIICase.equals(action, required)
+    }
 }
 
 /// The SDK senders the worker routes (CONTRACT.md §2); anything else is a non-SDK notification (§6).
@@ -96,6 +103,15 @@ enum SDKSender {
             self = .mg
         } else {
             return nil
+        }
+    }
+
+    /// The `action` this sender's notifications must carry (CONTRACT.md §4, §5).
+    var requiredAction: StaticString? {
+        switch self {
+        case .cps: nil
+        case .tns: "TNS:PaymentTransactionNotification"
+        case .mg: "MG:ReplenishmentNeededNotification"
         }
     }
 }

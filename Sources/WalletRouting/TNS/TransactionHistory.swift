@@ -16,7 +16,7 @@ extension NotificationRouter {
         _ payload: JSONObject, fields: NotificationFields, state: some WalletStateReading,
         envelope: inout ResultEnvelope
     ) throws -> Handled {
-        guard let action = fields.actionString, ASCIICase.equals(action, "TNS:PaymentTransactionNotification") else {
+        guard fields.carriesRequiredAction(of: .tns) else {
             throw Rejection("action must be TNS:PaymentTransactionNotification for sender TNS")
         }
         guard let digitalCardId = fields.digitalCardIdString else {

@@ -178,16 +178,6 @@ extension TransactionRecord {
     }
 }
 
-extension TransactionRecord {
-    /// The id a valid record would have (`init(validating:)` reads it the same way), for `foreseeReads`.
-    static func foreseenID(in value: JSONValue) -> String? {
-        guard case .object(let object) = value, case .string(let id)? = RecordMembers(object).id, !id.isEmpty else {
-            return nil
-        }
-        return id
-    }
-}
-
 /// The known members of an embedded record, found in one pass (the first of each, as `JSONObject`'s subscript
 /// finds it) instead of one scan of the members per field.
 private struct RecordMembers {

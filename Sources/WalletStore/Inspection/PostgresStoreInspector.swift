@@ -26,6 +26,13 @@ final class PostgresStoreInspector: StoreInspector {
         let logger = PostgresWalletStore.silentLogger
         do {
             let connection = try await settings.connect(logger: logger)
+            do {
+                // Read-only and within the timeouts only if the settings reached the server (a pooler may drop them).
+                try await settings.checkSessionSettings(on: connection, logger: logger)
+            } catch {
+                try? await connection.close()
+                throw error
+            }
             return PostgresStoreInspector(connection: connection, location: location, logger: logger)
         } catch {
             throw StoreError.postgres(error, at: location)

@@ -56,23 +56,9 @@ extension StoreError {
     private static func psql(_ error: PSQLError, place: String) -> StoreError {
         switch error.code {
         case .server:
-            let state = error.serverInfo?[.sqlState] ?? "?????"
-            let message = error.serverInfo?[.message] ?? "no message"
-            // PgBouncer's answer to the session settings the worker sends at start-up (08P01, which would otherwise
-            // be retried for ever as an outage): the same every time until the deployment changes.
-            if message.hasPrefix("unsupported startup parameter") {
-                return StoreError(
-                    .permanent,
-                    """
-                    PostgreSQL connection refused the worker's session settings (SQLSTATE \(state)): \(message): a \
-                    pooler that does not pass start-up parameters on (PgBouncer)? Connect to the server directly \
-                    (docs/operations.md) \(place)
-                    """)
-            }
-            let (kind, label) = PostgresSQLState.classify(state)
-            return StoreError(
-                kind, "PostgreSQL \(label) (SQLSTATE \(state)): \(message) \(place)",
-                outage: PostgresSQLState.isOutage(state))
+            return server(
+                state: error.serverInfo?[.sqlState] ?? "?????", message: error.serverInfo?[.message] ?? "no message",
+                place: place)
         case .serverClosedConnection, .uncleanShutdown:
             return StoreError(.transient, "PostgreSQL connection lost \(place)", outage: true)
         case .clientClosedConnection:
@@ -91,6 +77,25 @@ extension StoreError {
         default:
             return StoreError(.transient, "PostgreSQL protocol error: \(error.code) \(place)")
         }
+    }
+
+    /// An error the server (or a pooler in front of it) answered with: its SQLSTATE and primary message.
+    static func server(state: String, message: String, place: String) -> StoreError {
+        // PgBouncer's answer to the session settings the worker sends at start-up (08P01, which would otherwise be
+        // retried for ever as an outage): the same every time until the deployment changes.
+        if message.hasPrefix("unsupported startup parameter") {
+            return StoreError(
+                .permanent,
+                """
+                PostgreSQL connection refused the worker's session settings (SQLSTATE \(state)): \(message): a \
+                pooler that does not pass start-up parameters on (PgBouncer)? Connect to the server directly \
+                (docs/operations.md) \(place)
+                """)
+        }
+        let (kind, label) = PostgresSQLState.classify(state)
+        return StoreError(
+            kind, "PostgreSQL \(label) (SQLSTATE \(state)): \(message) \(place)",
+            outage: PostgresSQLState.isOutage(state))
     }
 
     /// The transport's own words (NIO's connect, DNS and socket errors name the address and errno, nothing secret).

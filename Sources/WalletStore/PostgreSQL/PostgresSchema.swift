@@ -29,6 +29,11 @@ enum PostgresSchema {
         var concurrentStatements: [String]? = nil
         /// The index a concurrent build creates: an invalid one left by an interrupted build is dropped first.
         var builtIndex: String? = nil
+        /// Whether this build needs it to run: `run --no-migrate` and `inspect` refuse a database without it. An
+        /// index build is never needed (reads are slower without it, results the same), nor is a storage setting.
+        var isRequired: Bool { concurrentStatements == nil && !isStorageSetting }
+        /// A change of how the server stores values, which this build reads and writes the same either way.
+        var isStorageSetting = false
     }
 
     static let migrations: [Migration] = [
@@ -153,9 +158,12 @@ enum PostgresSchema {
         // Result bodies over about 2 kB (a TNS history of ten records) are compressed by the server as they are
         // stored (TOAST). lz4 compresses them in half pglz's time and reads them back in half (measured on the
         // benchmark's results: 11 µs less per compressed body, 726 bytes stored against 685). Only where the
-        // server was built with lz4 (PostgreSQL 14 and later as packaged); elsewhere nothing changes. A catalog
-        // change, so a brief exclusive lock on the table: bodies stored before keep pglz, and every build reads
-        // both, so it is compatible with the builds before it.
+        // server was built with lz4 (PostgreSQL 14 and later as packaged); elsewhere nothing changes (the ALTER is
+        // an EXECUTE, so PostgreSQL 13 never parses syntax it lacks). Bodies stored before keep pglz, and every
+        // build reads both: compatible with the builds before it, and not needed by this one.
+        // The ALTER takes an exclusive lock on the table, and every batch's statement on it queues behind the
+        // lock while it waits: it waits at most 2 s (lock_timeout, for the rest of the migration's transaction),
+        // then the migration fails as transient (SQLSTATE 55P03) and a worker's start tries again later.
         Migration(
             version: 4, name: "result bodies compressed with lz4",
             statements: [
@@ -164,13 +172,14 @@ enum PostgresSchema {
                 BEGIN
                     IF EXISTS (SELECT FROM pg_settings
                                WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)) THEN
-                        ALTER TABLE processed_results ALTER COLUMN body SET COMPRESSION lz4;
+                        PERFORM set_config('lock_timeout', '2000', true);
+                        EXECUTE 'ALTER TABLE processed_results ALTER COLUMN body SET COMPRESSION lz4';
                     END IF;
                 END
                 $$
                 """
             ],
-            compatibleWith: 1),
+            compatibleWith: 1, isStorageSetting: true),
     ]
 
     /// This build's newest schema version.
@@ -400,7 +409,7 @@ enum PostgresSchema {
         return SchemaStatus(
             applied: recorded.map { versionName($0.version) },
             known: migrations.map { versionName($0.version) },
-            optional: migrations.filter { $0.concurrentStatements != nil }.map { versionName($0.version) },
+            optional: migrations.filter { !$0.isRequired }.map { versionName($0.version) },
             compatibleUnknown: recorded.filter { !known.contains($0.version) && $0.compatibleWith <= newestVersion }
                 .map { versionName($0.version) })
     }

@@ -7,7 +7,8 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
     /// The migrations this build knows, in order.
     public var known: [String]
     /// This build's migrations it runs without: index builds (reads are slower without them, results the same),
-    /// which `wallet-worker migrate` applies and a worker's start does not.
+    /// which `wallet-worker migrate` applies and a worker's start does not, and storage settings (PostgreSQL's v4),
+    /// which both apply.
     public var optional: [String]
     /// Migrations of a newer build that declare this build's schema compatible (an index, a storage setting): this
     /// build runs on the store as it is (a rollback, an old replica during a rolling update).
@@ -50,7 +51,7 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
                 + "missing: \(pending.joined(separator: ", ")))"
         }
         if !pending.isEmpty {
-            return "usable, index builds pending (applied: \(applied.joined(separator: ", ")); "
+            return "usable, optional migrations pending (applied: \(applied.joined(separator: ", ")); "
                 + "missing: \(pending.joined(separator: ", ")): run `wallet-worker migrate`)"
         }
         return "current (\(applied.joined(separator: ", ")))"
