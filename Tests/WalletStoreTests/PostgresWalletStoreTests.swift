@@ -622,6 +622,43 @@ struct PostgresWalletStoreTests {
         }
     }
 
+    /// Every read of a batch is fetched before it is routed (`NotificationRouter.foreseeReads`), so a batch costs
+    /// one round of fetches: a batch of every kind of message, on cards new, existing, suspended and unknown, with
+    /// repeated and replayed ids and bad input, is routed once, and so is its replay.
+    @Test func everyKindOfBatchIsRoutedOnceOverWhatWasFetched() async throws {
+        try await PostgresTestDatabase.withSchema { location in
+            let store = try PostgresTestDatabase.store(location)
+            let router = NotificationRouter()
+            _ = try await store.process(
+                [Messages.install("DC-1", id: "i1"), Messages.install("DC-2", id: "i2")]
+                    + (1...12).map { Messages.tns("DC-1", recordId: "R-\($0)", id: "t\($0)") },
+                router: router, now: Date())
+            let mixed: [InboundMessage] = [
+                Messages.tns("DC-1", recordId: "R-3", id: "dup-record"),
+                Messages.tns("DC-1", recordId: "R-A", auxiliary: true, id: "aux"),
+                Messages.tns("DC-2", recordId: "R-1", id: "other-card"),
+                Messages.tns("DC-9", recordId: "R-1", id: "unknown-card"),
+                Messages.mg("DC-1", id: "mg"),
+                Messages.mg("DC-9", id: "mg-unknown"),
+                Messages.suspend("DC-2", id: "suspend"),
+                Messages.tns("DC-2", recordId: "R-2", id: "after-suspend"),
+                Messages.install("DC-3", id: "new-card"),
+                Messages.tns("DC-3", recordId: "R-1", id: "new-card-tns"),
+                Messages.registerInstallation("inst-1", tags: ["a"], id: "inst"),
+                Messages.deleteInstallation("inst-1", id: "inst-deleted"),
+                Messages.ignored(id: "ignored"),
+                Messages.notJSON(id: "not-json"),
+                Messages.tns("DC-1", recordId: "R-4", id: "t4"),
+                Messages.mg("DC-1", id: "mg"),
+            ]
+            let decisions = try await store.process(mixed, router: router, now: Date())
+            #expect(decisions.filter(\.isReplay).count == 2, "t4 from the batch before, mg from this one")
+            _ = try await store.process(mixed, router: router, now: Date())
+            #expect(store.unforeseenPasses.withLock { $0 } == 0)
+            await store.close()
+        }
+    }
+
     /// The session settings every connection is opened with (the timeouts, `enable_seqscan`, the schema's search
     /// path) are sent as start-up parameters, which a pooler between the worker and the server may drop: PgBouncer
     /// with `ignore_startup_parameters` does, silently. Through a relay that drops two of them, as such a pooler

@@ -44,6 +44,9 @@ public final class PostgresWalletStore: WalletStore {
     /// The client's `run()`; nil once closed.
     private let runner: Mutex<Task<Void, Never>?>
     private let schemaReady = Mutex(false)
+    /// Routing passes that read keys the foresight had not named, over the store's life (`PostgresKeyMemory`): a
+    /// measure, for tests, of how well `NotificationRouter.foreseeReads` keeps up with the rules.
+    let unforeseenPasses = Mutex(0)
     /// PostgresNIO logs queries with their arguments at debug level (a push token among them): never to our logs.
     private let logger = PostgresWalletStore.silentLogger
     static let silentLogger = Logger(label: "wallet-store.postgres", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -185,6 +188,7 @@ public final class PostgresWalletStore: WalletStore {
     {
         try await prepare()
         let keys = PostgresKeyMemory()
+        defer { unforeseenPasses.withLock { $0 += keys.unforeseenPasses } }
         let logger = logger
         var attempt = 1
         while true {
@@ -287,7 +291,7 @@ public final class PostgresWalletStore: WalletStore {
                 }
                 // The real state led the router to reads that were not foreseen: fetch them, route again.
                 wanted.formUnion(pass.missing)
-                keys.remember(wanted)
+                keys.rememberAfterUnforeseenPass(wanted)
             }
             throw StoreError(.transient, "PostgreSQL store: the batch kept reading keys it had not fetched")
         } catch {
@@ -433,11 +437,17 @@ private final class OpenedConnection: Sendable {
 
 /// The keys every attempt of one batch has found so far (shared by its attempts, one after another).
 final class PostgresKeyMemory: Sendable {
-    private let keys = Mutex(PostgresBatchKeys())
+    private let keys = Mutex((found: PostgresBatchKeys(), unforeseenPasses: 0))
 
-    var remembered: PostgresBatchKeys { keys.withLock { $0 } }
+    var remembered: PostgresBatchKeys { keys.withLock { $0.found } }
+    /// Routing passes that read keys the foresight had not named, each followed by one more fetch.
+    var unforeseenPasses: Int { keys.withLock { $0.unforeseenPasses } }
 
-    func remember(_ wanted: PostgresBatchKeys) {
-        keys.withLock { $0.formUnion(wanted) }
+    /// After a pass that read keys not fetched: `wanted` holds them now.
+    func rememberAfterUnforeseenPass(_ wanted: PostgresBatchKeys) {
+        keys.withLock {
+            $0.found.formUnion(wanted)
+            $0.unforeseenPasses += 1
+        }
     }
 }
