@@ -54,6 +54,15 @@ enum PostgresTestDatabase {
     {
         try await PostgresTestServer.withAdminConnection(schema: schema, body)
     }
+
+    /// The rows `query` returns, on a connection of the test's own.
+    static func rowCount(_ query: PostgresQuery, schema: String? = nil) async throws -> Int {
+        try await withAdminConnection(schema: schema) { connection in
+            var count = 0
+            for try await _ in try await connection.query(query, logger: logger) { count += 1 }
+            return count
+        }
+    }
 }
 
 struct PostgresTestError: Error, CustomStringConvertible {

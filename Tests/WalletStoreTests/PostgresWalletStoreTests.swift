@@ -692,16 +692,8 @@ struct PostgresWalletStoreTests {
                 #expect(
                     message.contains(#"ALTER ROLE "\#(location.user)" SET statement_timeout = '5000';"#), "\(message)")
                 // Refused before the migration: nothing was created in the schema.
-                let tables = try await PostgresTestDatabase.withAdminConnection { connection in
-                    var count = 0
-                    for try await _ in try await connection.query(
-                        "SELECT 1 FROM pg_tables WHERE schemaname = \(location.schema ?? "")",
-                        logger: PostgresTestDatabase.logger)
-                    {
-                        count += 1
-                    }
-                    return count
-                }
+                let tables = try await PostgresTestDatabase.rowCount(
+                    "SELECT 1 FROM pg_tables WHERE schemaname = \(location.schema ?? "")")
                 #expect(tables == 0)
             }
         }

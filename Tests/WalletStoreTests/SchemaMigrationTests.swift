@@ -98,16 +98,8 @@ struct SchemaMigrationTests {
             #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
             #expect(error?.message.contains(":***@") == true)
             // Not even the schema was created.
-            let schemas = try await PostgresTestDatabase.withAdminConnection { connection in
-                var count = 0
-                for try await _ in try await connection.query(
-                    "SELECT 1 FROM pg_namespace WHERE nspname = \(location.schema ?? "")",
-                    logger: PostgresTestDatabase.logger)
-                {
-                    count += 1
-                }
-                return count
-            }
+            let schemas = try await PostgresTestDatabase.rowCount(
+                "SELECT 1 FROM pg_namespace WHERE nspname = \(location.schema ?? "")")
             #expect(schemas == 0)
 
             let (before, after) = try await WalletStores.migrate(.postgres(location))
@@ -140,16 +132,9 @@ struct SchemaMigrationTests {
     func postgresLongResultBodiesAreCompressedWithLZ4() async throws {
         try await PostgresTestDatabase.withSchema { location in
             let logger = PostgresTestDatabase.logger
-            let hasLZ4 = try await PostgresTestDatabase.withAdminConnection { connection in
-                var found = false
-                for try await _ in try await connection.query(
-                    "SELECT FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)",
-                    logger: logger)
-                {
-                    found = true
-                }
-                return found
-            }
+            let hasLZ4 =
+                try await PostgresTestDatabase.rowCount(
+                    "SELECT FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)") == 1
             try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
                 try await PostgresSchema.migrate(
                     on: connection, location: location, timeout: .seconds(30), logger: logger, through: 3)

@@ -39,7 +39,7 @@ struct PostgresConnectionSettings: Sendable {
         return parameters
     }
 
-    /// The start-up parameters the store depends on, so checks that the server has them (all but the name).
+    /// The start-up parameters the store depends on: all but the application name, which only labels the session.
     var requiredSettings: [(String, String)] { startupParameters.filter { $0.0 != "application_name" } }
 
     /// Throws unless the session on `connection` has every `requiredSettings` value. Sent at start-up, they can
