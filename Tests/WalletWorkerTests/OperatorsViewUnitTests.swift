@@ -97,34 +97,6 @@ import WalletStore
         #expect(lines.joined().contains("***"))
     }
 
-    @Test func swiftOTelsConfigurationLinesNeverShowAHeaderValueAndItsDropWarningsAreCounted() throws {
-        let captured = CapturedLog()
-        let metrics = WorkerMetrics()
-        var output = CapturedLog.Handler(captured)
-        output.logLevel = .info
-        var logger = Logger(label: "otel") { _ in OTelDiagnostics(output: output, metrics: metrics) }
-        // swift-otel sets its own level (OTEL_LOG_LEVEL); the worker's decides.
-        logger.logLevel = .trace
-        logger[metadataKey: "environment_key"] = "OTEL_EXPORTER_OTLP_HEADERS"
-        logger[metadataKey: "environment_value"] = "authorization=Bearer x"
-        logger[metadataKey: "new_value"] = "authorization=Bearer x"
-        logger.info("Configuration updated from environment")
-        logger.debug("not at the worker's level")
-
-        var processor = Logger(label: "otel") { _ in OTelDiagnostics(output: output, metrics: metrics) }
-        processor[metadataKey: "component"] = "OTelBatchSpanProcessor"
-        processor.warning("Spans were dropped this iteration because queue was full", metadata: ["dropped_count": "40"])
-        processor[metadataKey: "batch_size"] = "25"
-        processor.warning("Failed to export batch.")
-
-        let lines = captured.texts
-        #expect(lines.count == 3, "\(lines)")
-        #expect(!lines.joined().contains("Bearer x"), "\(lines)")
-        let exposition = String(decoding: metrics.exposition(), as: UTF8.self)
-        #expect(exposition.contains(#"wallet_spans_dropped_total{reason="queue_full"} 40"#), "\(exposition)")
-        #expect(exposition.contains(#"wallet_spans_dropped_total{reason="export_failed"} 25"#), "\(exposition)")
-    }
-
     // MARK: - Metrics
 
     @Test func theLastProcessedTimestampMovesOnlyForProcessedMessages() throws {

@@ -83,6 +83,61 @@ struct TracingSettingsTests {
         }
     }
 
+    @Test("the exporter's settings: the specification's variables over the worker's defaults")
+    func exportSettings() throws {
+        let defaults = try TracingSettings(environment: ["OTEL_TRACES_EXPORTER": "otlp"]).export
+        #expect(defaults == .defaults)
+        #expect(defaults.endpoint == "http://localhost:4318/v1/traces")
+        #expect(defaults.sampler == .parentBased(root: .alwaysOn))
+
+        let set = try TracingSettings(environment: [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector:4318/",
+            "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20abc%3D, x-tenant = wallet ",
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500", "OTEL_EXPORTER_OTLP_TIMEOUT": "9000",
+            "OTEL_BSP_EXPORT_TIMEOUT": "7000", "OTEL_BSP_SCHEDULE_DELAY": "250",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "1000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "5000",
+            "OTEL_SERVICE_NAME": "wallet-eu", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,region=eu%2Dwest",
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE": "/etc/otel/ca.pem",
+        ]).export
+        #expect(set.endpoint == "https://collector:4318/v1/traces", "the signal's path appended to the base URL")
+        #expect(set.headers == [.init("authorization", "Bearer abc="), .init("x-tenant", "wallet")])
+        #expect(set.requestTimeout == .milliseconds(2_500), "the traces-specific variable wins")
+        #expect(set.exportTimeout == .milliseconds(7_000))
+        #expect(set.scheduleDelay == .milliseconds(250))
+        #expect(set.maxQueueSize == 1_000 && set.maxExportBatchSize == 1_000, "a batch is at most the queue")
+        #expect(set.serviceName == "wallet-eu")
+        #expect(set.resourceAttributes == [.init("deployment.environment", "prod"), .init("region", "eu-west")])
+        #expect(set.sampler == .parentBased(root: .traceIDRatio(0.25)))
+        #expect(set.certificate == "/etc/otel/ca.pem")
+
+        let specific = try TracingSettings(environment: [
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/custom",
+        ]).export
+        #expect(specific.endpoint == "http://b:4318/custom", "the traces endpoint is used as it is")
+    }
+
+    @Test(
+        "an exporter setting that does not parse is an error naming its variable, never echoing a header",
+        arguments: [
+            (["OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"], "OTEL_EXPORTER_OTLP_ENDPOINT"),
+            (["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://c/v1/traces"], "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            (["OTEL_EXPORTER_OTLP_HEADERS": "secret-token-without-a-name"], "OTEL_EXPORTER_OTLP_HEADERS"),
+            (["OTEL_EXPORTER_OTLP_HEADERS": "a=%zz"], "OTEL_EXPORTER_OTLP_HEADERS"),
+            (["OTEL_EXPORTER_OTLP_TIMEOUT": "5s"], "OTEL_EXPORTER_OTLP_TIMEOUT"),
+            (["OTEL_BSP_MAX_QUEUE_SIZE": "0"], "OTEL_BSP_MAX_QUEUE_SIZE"),
+            (["OTEL_TRACES_SAMPLER": "jaeger_remote"], "OTEL_TRACES_SAMPLER"),
+            (["OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"], "OTEL_TRACES_SAMPLER_ARG"),
+            (["OTEL_EXPORTER_OTLP_CLIENT_KEY": "/k.pem"], "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
+        ])
+    func badExportSetting(environment: [String: String], variable: String) {
+        #expect {
+            try TracingSettings(environment: environment.merging(["OTEL_TRACES_EXPORTER": "otlp"]) { $1 })
+        } throws: { error in
+            "\(error)".contains(variable) && !"\(error)".contains("secret-token")
+        }
+    }
+
     @Test("a protocol nobody uses does not matter while tracing is off")
     func protocolIgnoredWhenOff() throws {
         #expect(try TracingSettings(environment: ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"]) == .off)

@@ -80,7 +80,7 @@ public struct SecretRedaction: Sendable, Hashable {
             values.append(password.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? password)
         }
         for (name, value) in environment where name.hasPrefix("OTEL_EXPORTER_OTLP") {
-            if OTelDiagnostics.isSecretVariable(name) { values += headerValues(value) }
+            if name.hasSuffix("HEADERS") { values += headerValues(value) }
             if name.hasSuffix("ENDPOINT") { values += passwords(inURL: value) }
         }
         return SecretRedaction(values)

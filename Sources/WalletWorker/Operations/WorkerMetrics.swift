@@ -37,7 +37,7 @@ public final class WorkerMetrics: Sendable {
     let lastProcessed: Gauge
     /// Broker logins refused (403 ACCESS_REFUSED, 530 NOT_ALLOWED) after the first: a rotated password, a vhost gone.
     let brokerLoginRefusals: Counter
-    /// Spans swift-otel did not export, by why (counted by `OTelDiagnostics`).
+    /// Spans the tracer did not export, by why (`FinishedSpanQueue`, `SpanExporter`).
     private let spansDropped: [SpanDropReason: Counter]
     /// Deliveries taken into a batch and not yet acknowledged, summed over the sessions' in-flight batches.
     private let inFlight: InFlightDeliveries
@@ -305,7 +305,7 @@ public final class WorkerMetrics: Sendable {
         if BrokerLogin.isRefusal(error) { brokerLoginRefusals.increment() }
     }
 
-    /// Spans swift-otel reported it did not export.
+    /// Spans not exported: the queue was full, or the collector did not take their batch.
     func countDroppedSpans(_ count: Int, reason: SpanDropReason) {
         guard count > 0 else { return }
         spansDropped[reason]!.increment(by: Int64(count))

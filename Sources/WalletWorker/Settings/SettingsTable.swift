@@ -446,8 +446,8 @@ extension Setting {
 
     // MARK: - Tracing: the OpenTelemetry SDK's variables (no flag, no _FILE form)
 
-    /// Read by `TracingSettings(environment:)` and by swift-otel itself; the defaults of the batch span processor
-    /// and the export timeout are the worker's (`TracingBackend`).
+    /// Read by `TracingSettings(environment:)` and `OTLPExportSettings(environment:)`; the defaults of the batch span
+    /// processor and the export timeout are the worker's (`OTLPExportSettings.defaults`).
     static let tracing: [Setting] = [
         .environment(
             "OTEL_TRACES_EXPORTER", shown: "unset (off)",
@@ -473,7 +473,7 @@ extension Setting {
         .environment(
             "OTEL_SDK_DISABLED", default: "false", meaning: "`true` turns tracing off whatever else is set"),
         .environment(
-            "OTEL_SERVICE_NAME", default: TracingBackend.serviceName,
+            "OTEL_SERVICE_NAME", default: OTLPExportSettings.defaults.serviceName,
             meaning: "the spans' `service.name`; `OTEL_RESOURCE_ATTRIBUTES` adds resource attributes"),
         .environment(
             TracingSettings.detailVariable, default: TraceDetail.message.rawValue,
@@ -494,27 +494,27 @@ extension Setting {
             "OTEL_EXPORTER_OTLP_HEADERS",
             meaning: "headers of every export, `k=v,k2=v2` (e.g. a collector's token); never logged (see *Logs*)"),
         .environment(
-            "OTEL_EXPORTER_OTLP_TIMEOUT", default: milliseconds(TracingBackend.exportTimeout), note: "ms",
+            "OTEL_EXPORTER_OTLP_TIMEOUT", default: milliseconds(OTLPExportSettings.defaults.exportTimeout), note: "ms",
             meaning: """
                 the longest an export may take; its spans are then dropped and counted \
                 (`wallet_spans_dropped_total{reason="export_failed"}`)
                 """,
             group: "export timeout"),
         .environment(
-            "OTEL_BSP_EXPORT_TIMEOUT", default: milliseconds(TracingBackend.exportTimeout), note: "ms",
+            "OTEL_BSP_EXPORT_TIMEOUT", default: milliseconds(OTLPExportSettings.defaults.exportTimeout), note: "ms",
             group: "export timeout"),
         .environment(
-            "OTEL_BSP_SCHEDULE_DELAY", default: milliseconds(TracingBackend.scheduleDelay), note: "ms",
+            "OTEL_BSP_SCHEDULE_DELAY", default: milliseconds(OTLPExportSettings.defaults.scheduleDelay), note: "ms",
             meaning: """
                 the batch span processor, sized for the worker's full speed (the specification's 5 s, 512 and 2,048 \
                 dropped spans above about 400 messages per second; see [Tracing](docs/operations.md#tracing))
                 """,
             group: "batch span processor"),
         .environment(
-            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", default: String(TracingBackend.maxExportBatchSize),
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", default: String(OTLPExportSettings.defaults.maxExportBatchSize),
             group: "batch span processor"),
         .environment(
-            "OTEL_BSP_MAX_QUEUE_SIZE", default: String(TracingBackend.maxQueueSize), group: "batch span processor"),
+            "OTEL_BSP_MAX_QUEUE_SIZE", default: String(OTLPExportSettings.defaults.maxQueueSize), group: "batch span processor"),
     ]
 
     private static func milliseconds(_ duration: Duration) -> String {

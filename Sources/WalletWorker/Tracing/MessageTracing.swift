@@ -5,10 +5,6 @@ import Tracing
 import WalletMessages
 import WalletStore
 
-#if OpenTelemetry
-    import OTel
-#endif
-
 /// The spans of the messages the worker processes, following the OpenTelemetry messaging conventions: a CONSUMER
 /// span `process <queue>` per delivery, continuing the inbound `traceparent` when it is valid; with the `full`
 /// detail, under it a CLIENT span for the batch's store transaction and a PRODUCER span `publish <exchange>` per
@@ -58,12 +54,14 @@ final class MessageTracing: Sendable {
         let spans = deliveries.map { delivery -> (SpanKey, any Span) in
             let properties = delivery.original.properties
             var parent = InstrumentationContext.topLevel
-            if let header = properties.headers?[WorkerHeaders.traceparent]?.textValue, TraceParent.isValid(header) {
+            if let header = properties.headers?[WorkerHeaders.traceparent]?.textValue {
                 tracer.extract(header, into: &parent, using: TraceParentExtractor())
             }
             let span = tracer.startSpan(name, context: parent, ofKind: .consumer)
             if span.isRecording {
-                span.updateAttributes { attributes in
+                Self.update(span) { attributes in
+                    // Room for these and the ones `finished` adds, so the dictionary is not grown three times.
+                    attributes.reserveCapacity(20)
                     attributes["messaging.system"] = "rabbitmq"
                     attributes["messaging.operation.type"] = "process"
                     attributes["messaging.operation.name"] = "process"
@@ -103,7 +101,7 @@ final class MessageTracing: Sendable {
         return parents(session, deliveries.map(\.tag)).map { parent in
             let span = tracer.startSpan("store transaction", context: parent.context, ofKind: .client)
             if span.isRecording {
-                span.updateAttributes { attributes in
+                Self.update(span) { attributes in
                     if let databaseSystem {
                         attributes["db.system"] = databaseSystem
                         attributes["db.system.name"] = databaseSystem
@@ -139,7 +137,7 @@ final class MessageTracing: Sendable {
                 let exchange = message.exchange.isEmpty ? "amq.default" : message.exchange
                 let span = tracer.startSpan("publish \(exchange)", context: parent.context, ofKind: .producer)
                 if span.isRecording {
-                    span.updateAttributes { attributes in
+                    Self.update(span) { attributes in
                         attributes["messaging.system"] = "rabbitmq"
                         attributes["messaging.operation.type"] = "send"
                         attributes["messaging.operation.name"] = "publish"
@@ -205,7 +203,7 @@ final class MessageTracing: Sendable {
         else { return }
         defer { span.end() }
         guard span.isRecording else { return }
-        span.updateAttributes { attributes in
+        Self.update(span) { attributes in
             attributes["wallet.fate"] = end.fate.name
             if let stored = end.stored {
                 attributes["wallet.outcome"] = stored.decision.outcome.rawValue
@@ -234,19 +232,21 @@ final class MessageTracing: Sendable {
 
     /// `trace_id`, `span_id` and `trace_flags` of a span, for the log lines about its message.
     static func logMetadata(of span: any Span) -> Logger.Metadata {
-        #if OpenTelemetry
-            InstrumentationContext.withValue(span.context) { metadataProvider.get() }
-        #else
-            [:]  // no span of this build carries OpenTelemetry's context
-        #endif
+        span.context.spanIdentity?.logMetadata.mapValues { .string($0) } ?? [:]
     }
 
-    #if OpenTelemetry
-        private static let metadataProvider = OTel.makeLoggingMetadataProvider()
-    #endif
+    /// Applies `update` to a span's attributes: in place on the worker's own spans (through `any Span`, the
+    /// protocol's `updateAttributes` copies them out and back), as the protocol says on any other tracer's.
+    private static func update(_ span: any Span, _ update: (inout SpanAttributes) -> Void) {
+        if let span = span as? RecordedSpan {
+            span.updateAttributes(update)
+        } else {
+            span.updateAttributes(update)
+        }
+    }
 }
 
-/// Hands the tracer the one header it reads, already checked by `TraceParent.isValid`.
+/// Hands the tracer the one header it reads; the tracer parses it (`TraceParent.parse`).
 private struct TraceParentExtractor: Extractor {
     func extract(key: String, from traceparent: String) -> String? {
         key == WorkerHeaders.traceparent ? traceparent : nil

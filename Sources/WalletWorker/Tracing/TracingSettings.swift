@@ -3,8 +3,8 @@
 /// Off unless the environment asks for it: `OTEL_TRACES_EXPORTER=otlp`, or an OTLP endpoint
 /// (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) without an exporter named. `OTEL_SDK_DISABLED=true`
 /// and `OTEL_TRACES_EXPORTER=none` turn it off whatever else is set. The exporter's own settings (endpoint, headers,
-/// sampler, batch sizes, `OTEL_SERVICE_NAME`) are read by swift-otel itself when the tracer is built. The worker's
-/// own variable, `WALLET_TRACE_DETAIL`, says which spans a message makes.
+/// sampler, batch sizes, `OTEL_SERVICE_NAME`) are in `export`. The worker's own variable, `WALLET_TRACE_DETAIL`, says
+/// which spans a message makes.
 public struct TracingSettings: Sendable, Hashable {
     /// Export spans over OTLP/HTTP. Default: `false`.
     public var isEnabled: Bool
@@ -12,22 +12,28 @@ public struct TracingSettings: Sendable, Hashable {
     public var otlpProtocol: String
     /// Which spans a message makes. Default: `.message`.
     public var detail: TraceDetail
+    /// Where and how spans are exported.
+    public var export: OTLPExportSettings
 
     public static let off = TracingSettings(isEnabled: false, otlpProtocol: "http/protobuf")
     /// The variable `detail` is read from.
     static let detailVariable = "WALLET_TRACE_DETAIL"
 
-    public init(isEnabled: Bool, otlpProtocol: String, detail: TraceDetail = .message) {
+    public init(
+        isEnabled: Bool, otlpProtocol: String, detail: TraceDetail = .message, export: OTLPExportSettings = .defaults
+    ) {
         self.isEnabled = isEnabled
         self.otlpProtocol = otlpProtocol
         self.detail = detail
+        self.export = export
+        self.export.otlpProtocol = otlpProtocol
     }
 
     /// Reads the OpenTelemetry variables of `environment`; a value this build cannot honour (an exporter other than
     /// `otlp`, the gRPC protocol: the worker is built with OTLP/HTTP only) is an error naming the variable.
     public init(environment: [String: String]) throws(ConfigurationError) {
         func value(_ name: String) -> String? {
-            guard let text = environment[name]?.trimmingWhitespace, !text.isEmpty else { return nil }
+            guard let text = environment[name]?.trimmingOuterWhitespace, !text.isEmpty else { return nil }
             return text
         }
         // The specification's boolean: only `true` (any case) is true.
@@ -36,7 +42,7 @@ public struct TracingSettings: Sendable, Hashable {
             return
         }
         let exporters = value("OTEL_TRACES_EXPORTER").map {
-            $0.split(separator: ",").map { $0.trimmingWhitespace.lowercased() }
+            $0.split(separator: ",").map { $0.trimmingOuterWhitespace.lowercased() }
         }
         let enabled: Bool
         switch exporters {
@@ -71,23 +77,18 @@ public struct TracingSettings: Sendable, Hashable {
                 "\(Self.detailVariable) \"\(detailText)\": expected \(TraceDetail.allCases.map(\.rawValue).joined(separator: " or "))"
             )
         }
-        self.init(isEnabled: true, otlpProtocol: otlpProtocol, detail: detail)
+        self.init(
+            isEnabled: true, otlpProtocol: otlpProtocol, detail: detail,
+            export: try OTLPExportSettings(environment: environment, otlpProtocol: otlpProtocol))
     }
 }
 
-/// Which spans a traced message makes. A span costs about 19 µs of CPU in swift-otel 1.6 before it carries
-/// anything, and a message made 3.2 of them with every span on (Benchmarks/README.md, "Issue 38"): the detail is
-/// opt-in.
+/// Which spans a traced message makes. A message made 3.2 spans with every span on, and each span costs CPU and
+/// collector storage (Benchmarks/README.md, "Issue 38"): the detail is opt-in.
 public enum TraceDetail: String, Sendable, CaseIterable {
     /// One CONSUMER span per delivery, `process <queue>`, from its receipt to its acknowledgement.
     case message
     /// Also, under it, a CLIENT span for the batch's store transaction and a PRODUCER span per published message,
     /// from the publish to its confirm.
     case full
-}
-
-extension StringProtocol {
-    fileprivate var trimmingWhitespace: String {
-        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
-    }
 }

@@ -1,0 +1,111 @@
+#if OpenTelemetry
+    import AsyncHTTPClient
+    import NIOCore
+    import NIOSSL
+    import Synchronization
+
+    /// OTLP/HTTP to the collector (https://opentelemetry.io/docs/specs/otlp/#otlphttp) over AsyncHTTPClient: a POST
+    /// per batch on a kept-alive connection, TLS from the `OTEL_EXPORTER_OTLP_*CERTIFICATE`/`CLIENT_KEY` files, and
+    /// the specification's retries: 429, 502, 503 and 504 are retried after `Retry-After` or an exponential backoff,
+    /// until the export's deadline; any other answer but 2xx fails the export.
+    ///
+    /// The HTTP client is made at the first export and shut down by `shutdown()`: a worker that fails to start after
+    /// its tracing was set up leaves no client behind (AsyncHTTPClient requires each to be shut down).
+    final class OTLPHTTPTransport: SpanExportTransport {
+        private let configuration: HTTPClient.Configuration
+        private let client = Mutex<HTTPClient?>(nil)
+        private let endpoint: String
+        private let headers: [OTLPExportSettings.Field]
+        private let requestTimeout: Duration
+
+        /// Throws a `ConfigurationError` naming the file when a certificate or key cannot be read.
+        init(settings: OTLPExportSettings) throws(ConfigurationError) {
+            var configuration = HTTPClient.Configuration()
+            if settings.endpoint.lowercased().hasPrefix("https://") {
+                configuration.tlsConfiguration = try Self.tls(settings)
+            }
+            configuration.redirectConfiguration = .disallow
+            self.configuration = configuration
+            endpoint = settings.endpoint
+            headers = settings.headers
+            requestTimeout = settings.requestTimeout
+        }
+
+        private static func tls(_ settings: OTLPExportSettings) throws(ConfigurationError) -> TLSConfiguration {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            do {
+                if let path = settings.certificate {
+                    tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(path))
+                }
+                if let certificate = settings.clientCertificate, let key = settings.clientKey {
+                    tls.certificateChain = try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) }
+                    tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+                }
+            } catch {
+                throw ConfigurationError(
+                    "OTEL_EXPORTER_OTLP_CERTIFICATE, _CLIENT_CERTIFICATE or _CLIENT_KEY: a PEM file could not be read: \(error)"
+                )
+            }
+            return tls
+        }
+
+        func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws {
+            var request = HTTPClientRequest(url: endpoint)
+            request.method = .POST
+            for header in headers { request.headers.add(name: header.name, value: header.value) }
+            request.headers.replaceOrAdd(name: "Content-Type", value: contentType)
+            request.headers.replaceOrAdd(name: "User-Agent", value: "wallet-worker/\(WorkerVersion.current)")
+            request.body = .bytes(ByteBuffer(bytes: body))
+            var attempt = 0
+            while true {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                guard remaining > .zero else { throw OTLPExportError.deadlineExceeded }
+                let timeout = min(remaining, requestTimeout)
+                let response = try await startedClient().execute(request, timeout: .nanoseconds(timeout.nanoseconds))
+                _ = try? await response.body.collect(upTo: 1 << 20)  // read, so the connection is kept
+                let code = Int(response.status.code)
+                if (200..<300).contains(code) { return }
+                guard [429, 502, 503, 504].contains(code) else { throw OTLPExportError.refused(code) }
+                attempt += 1
+                let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map {
+                    Duration.seconds($0)
+                }
+                let wait = retryAfter ?? .milliseconds(100 * (1 << min(attempt, 6)))
+                guard ContinuousClock.now.advanced(by: wait) < deadline else { throw OTLPExportError.refused(code) }
+                try await Task.sleep(for: wait)
+            }
+        }
+
+        private func startedClient() -> HTTPClient {
+            client.withLock { client in
+                if let client { return client }
+                let started = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+                client = started
+                return started
+            }
+        }
+
+        func shutdown() async {
+            try? await client.withLock { $0.take() }?.shutdown()
+        }
+    }
+
+    /// Why an export failed, when the collector answered.
+    enum OTLPExportError: Error, CustomStringConvertible {
+        case refused(Int)
+        case deadlineExceeded
+
+        var description: String {
+            switch self {
+            case .refused(let code): "the collector answered HTTP \(code)"
+            case .deadlineExceeded: "the export timeout passed"
+            }
+        }
+    }
+
+    extension Duration {
+        fileprivate var nanoseconds: Int64 {
+            components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+        }
+    }
+#endif

@@ -1,0 +1,114 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+import Tracing
+
+@testable import WalletWorker
+
+/// The batch span processor on a scripted collector: when batches go, what a failed export costs, the flush at
+/// shutdown. The schedule is an hour, so only the events under test export anything: no test waits on a timer.
+@Suite("The span exporter", .timeLimit(.minutes(1)))
+struct SpanExporterTests {
+    /// A collector at the exporter's seam: keeps each request's spans, or fails it while `failing` is set.
+    final class ScriptedCollector: SpanExportTransport {
+        private let state = Mutex<(batches: [[String]], failing: Bool, shutDown: Bool)>(([], false, false))
+        let arrivals: AsyncStream<Int>
+        private let arrived: AsyncStream<Int>.Continuation
+
+        init() { (arrivals, arrived) = AsyncStream.makeStream(of: Int.self) }
+
+        func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws {
+            #expect(contentType == "application/x-protobuf")
+            let names = try ProtobufReader.spans(ofRequest: body).spans.map { try ProtobufReader.string(5, in: $0) ?? "" }
+            let failing = state.withLock { state in
+                if !state.failing { state.batches.append(names) }
+                return state.failing
+            }
+            arrived.yield(names.count)
+            if failing { throw ScriptedFailure() }
+        }
+
+        func shutdown() async { state.withLock { $0.shutDown = true } }
+
+        func fail(_ failing: Bool) { state.withLock { $0.failing = failing } }
+        var batches: [[String]] { state.withLock { $0.batches } }
+        var isShutDown: Bool { state.withLock { $0.shutDown } }
+
+        struct ScriptedFailure: Error {}
+    }
+
+    private struct Running {
+        let tracer: WorkerTracer
+        let collector: ScriptedCollector
+        let metrics: WorkerMetrics
+        let group: ServiceGroup
+        let done: Task<Void, any Error>
+
+        func end(_ names: [String]) {
+            for name in names { tracer.startSpan(name, context: .topLevel, ofKind: .consumer).end() }
+        }
+
+        func stop() async throws {
+            await group.triggerGracefulShutdown()
+            try await done.value
+        }
+
+        var exposition: String { String(decoding: metrics.exposition(), as: UTF8.self) }
+    }
+
+    private func start(batchSize: Int, capacity: Int = 100) -> Running {
+        var settings = OTLPExportSettings.defaults
+        settings.scheduleDelay = .seconds(3_600)
+        settings.maxExportBatchSize = batchSize
+        settings.maxQueueSize = capacity
+        settings.sampler = .alwaysOn
+        let collector = ScriptedCollector()
+        let metrics = WorkerMetrics()
+        let logger = Logger(label: "span-exporter-test")
+        let backend = TracingBackend.make(settings, transport: collector, metrics: metrics, logger: logger)
+        let group = ServiceGroup(services: [backend.service], logger: logger)
+        let tracer = backend.tracer as! WorkerTracer
+        return Running(
+            tracer: tracer, collector: collector, metrics: metrics, group: group, done: Task { try await group.run() })
+    }
+
+    @Test func aFullBatchGoesWithoutWaitingForTheSchedule() async throws {
+        let running = start(batchSize: 3)
+        var arrivals = running.collector.arrivals.makeAsyncIterator()
+        running.end(["a", "b", "c"])
+        #expect(await arrivals.next() == 3)
+        #expect(running.collector.batches == [["a", "b", "c"]])
+        try await running.stop()
+    }
+
+    @Test func gracefulShutdownExportsWhatIsLeftInBatchesThenStops() async throws {
+        let running = start(batchSize: 4)
+        running.end(["a", "b"])
+        try await running.stop()
+        #expect(running.collector.batches == [["a", "b"]])
+        #expect(running.collector.isShutDown)
+    }
+
+    @Test func aBatchTheCollectorRefusesIsDroppedAndCountedAndTheNextOneGoes() async throws {
+        let running = start(batchSize: 2)
+        var arrivals = running.collector.arrivals.makeAsyncIterator()
+        running.collector.fail(true)
+        running.end(["a", "b"])
+        #expect(await arrivals.next() == 2)
+        running.collector.fail(false)
+        running.end(["c", "d"])
+        #expect(await arrivals.next() == 2)
+        #expect(running.collector.batches == [["c", "d"]])
+        #expect(running.exposition.contains(#"wallet_spans_dropped_total{reason="export_failed"} 2"#), "\(running.exposition)")
+        try await running.stop()
+    }
+
+    @Test func spansBeyondTheQueueAreDroppedAndCounted() async throws {
+        let running = start(batchSize: 10, capacity: 3)
+        running.end(["a", "b", "c", "d", "e"])
+        try await running.stop()
+        #expect(running.collector.batches == [["a", "b", "c"]])
+        #expect(running.exposition.contains(#"wallet_spans_dropped_total{reason="queue_full"} 2"#), "\(running.exposition)")
+    }
+}
