@@ -192,7 +192,9 @@ let package = Package(
                 // The operations endpoint's deadlines on an EmbeddedChannel, its clock turned by hand.
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-            ]
+            ],
+            // The OTLP/HTTP transport's tests exist only where the transport does.
+            swiftSettings: [.define("OpenTelemetry", .when(traits: ["OpenTelemetry"]))]
         ),
         // The `wallet-worker` command's options against the settings table (the executable's module, @testable).
         .testTarget(

@@ -18,7 +18,7 @@
 # and prints, per thread, the allocations per measured message and the functions of the worker that asked for
 # them (scripts/lib/allocation-callers.py: the first frame outside the allocators and Swift's runtime).
 # With --tracing the worker exports every span, OTLP/HTTP protobuf, to scripts/lib/otlp-receiver.py on loopback
-# (as scripts/benchmark-tracing.sh does), and the report adds the functions of the tracing library and of its
+# (as scripts/benchmark-tracing.sh does), and the report adds the functions of the tracer, its encoders and its
 # exporter over all threads.
 # With --store postgres the worker runs on a private PostgreSQL (scripts/postgres-local.sh, port POSTGRES_PORT,
 # default 5782) with pg_stat_statements loaded: the report adds the server's CPU per message (its processes, from
@@ -179,11 +179,11 @@ if $tracing; then
     echo "== tracing: the spans the receiver counted =="
     sleep 1  # the receiver answers the last export before its counts are read
     python3 -c "import json; c=json.load(open('$work/counts.json')); print('  spans', c['spans'], 'by kind', c['by_kind'], 'requests', c['requests'])"
-    echo "== tracing: share of all samples by library (OTel, protobuf, HTTP client, NIO) =="
+    echo "== tracing: share of all samples by library (the worker, Swift's runtime, the HTTP client, NIO) =="
     perf report -i "$work/perf.data" --no-children --sort dso -g none --stdio 2>/dev/null | grep '%' | head -n 8
-    echo "== tracing: the top functions of the tracing library, its exporter and protobuf, all threads =="
+    echo "== tracing: the top functions of the tracer, its encoders and exporter, all threads =="
     perf report -i "$work/perf.data" --no-children --sort sym -g none --stdio 2>/dev/null | grep '%' |
-        grep -Ei 'otel|protobuf|span|tracing|httpclient|http1|instrumentation' | head -n 25 | cut -c1-160
+        grep -Ei 'otlp|protobuf|span|tracer|tracing|traceparent|sampler|httpclient|http1|instrumentation' | head -n 25 | cut -c1-160
 fi
 echo "== top functions of the three busiest threads =="
 head -n 3 "$work/threads.txt" | while read -r share tid_comm; do

@@ -115,6 +115,22 @@ struct TracingSettingsTests {
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/custom",
         ]).export
         #expect(specific.endpoint == "http://b:4318/custom", "the traces endpoint is used as it is")
+
+        let named = try TracingSettings(environment: [
+            "OTEL_TRACES_EXPORTER": "otlp", "OTEL_RESOURCE_ATTRIBUTES": "service.name=a,region=eu,service.name=b",
+        ]).export
+        #expect(named.serviceName == "b", "without OTEL_SERVICE_NAME, the resource's last service.name")
+        let resource = OTLPTraceRequest.resource(
+            serviceName: named.serviceName,
+            attributes: named.resourceAttributes.map { ($0.name, $0.value) } + [("region", "us")])
+        #expect(resource.filter { $0.key == "service.name" }.map(\.value) == ["b"])
+        #expect(resource.filter { $0.key == "region" }.map(\.value) == ["us"], "the last of a repeated key wins")
+
+        let headers = try TracingSettings(environment: [
+            "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": "a=1",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "b=2",
+        ]).export
+        #expect(headers.headers == [.init("b", "2")], "the traces-specific headers replace the general ones")
     }
 
     @Test(
@@ -126,6 +142,9 @@ struct TracingSettingsTests {
             (["OTEL_EXPORTER_OTLP_HEADERS": "a=%zz"], "OTEL_EXPORTER_OTLP_HEADERS"),
             (["OTEL_EXPORTER_OTLP_TIMEOUT": "5s"], "OTEL_EXPORTER_OTLP_TIMEOUT"),
             (["OTEL_BSP_MAX_QUEUE_SIZE": "0"], "OTEL_BSP_MAX_QUEUE_SIZE"),
+            (["OTEL_BSP_SCHEDULE_DELAY": "0"], "OTEL_BSP_SCHEDULE_DELAY"),
+            (["OTEL_BSP_EXPORT_TIMEOUT": "0"], "OTEL_BSP_EXPORT_TIMEOUT"),
+            (["OTEL_EXPORTER_OTLP_TIMEOUT": "99999999999999999"], "OTEL_EXPORTER_OTLP_TIMEOUT"),
             (["OTEL_TRACES_SAMPLER": "jaeger_remote"], "OTEL_TRACES_SAMPLER"),
             (["OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"], "OTEL_TRACES_SAMPLER_ARG"),
             (["OTEL_EXPORTER_OTLP_CLIENT_KEY": "/k.pem"], "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),

@@ -474,12 +474,15 @@ extension Setting {
             "OTEL_SDK_DISABLED", default: "false", meaning: "`true` turns tracing off whatever else is set"),
         .environment(
             "OTEL_SERVICE_NAME", default: OTLPExportSettings.defaults.serviceName,
-            meaning: "the spans' `service.name`; `OTEL_RESOURCE_ATTRIBUTES` adds resource attributes"),
+            meaning: """
+                the spans' `service.name` (else a `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, which adds resource \
+                attributes)
+                """),
         .environment(
             TracingSettings.detailVariable, default: TraceDetail.message.rawValue,
             meaning: """
                 the spans of a traced message: `message`, one `process` span per message; `full` adds a span for the \
-                batch's store transaction and one per published message (about 2.3 times the tracing CPU; see \
+                batch's store transaction and one per published message (3.2 spans per message instead of one; see \
                 [Tracing](docs/operations.md#tracing))
                 """),
         .environment(
@@ -492,11 +495,12 @@ extension Setting {
         .environment("OTEL_TRACES_SAMPLER_ARG", group: "sampler"),
         .environment(
             "OTEL_EXPORTER_OTLP_HEADERS",
-            meaning: "headers of every export, `k=v,k2=v2` (e.g. a collector's token); never logged (see *Logs*)"),
+            meaning: "headers of every export, `k=v,k2=v2`, values percent-decoded (e.g. a collector's token); never logged (see *Logs*)"),
         .environment(
-            "OTEL_EXPORTER_OTLP_TIMEOUT", default: milliseconds(OTLPExportSettings.defaults.exportTimeout), note: "ms",
+            "OTEL_EXPORTER_OTLP_TIMEOUT", default: milliseconds(OTLPExportSettings.defaults.requestTimeout), note: "ms",
             meaning: """
-                the longest an export may take; its spans are then dropped and counted \
+                the longest one export request may take, and an export with its retries of a busy collector \
+                (`OTEL_BSP_EXPORT_TIMEOUT`); its spans are then dropped and counted \
                 (`wallet_spans_dropped_total{reason="export_failed"}`)
                 """,
             group: "export timeout"),

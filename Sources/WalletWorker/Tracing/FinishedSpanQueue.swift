@@ -1,7 +1,7 @@
 import Synchronization
 
 /// The spans that ended and wait for export: a bounded queue under a lock, appended to by whichever thread ends a
-/// span, emptied by the exporter. A span that finds it full is dropped and counted; the exporter is woken as soon
+/// span, emptied at once by the exporter. A span that finds it full is dropped and counted; the exporter is woken as soon
 /// as a batch is waiting, else it comes at its schedule.
 final class FinishedSpanQueue: Sendable {
     let capacity: Int
@@ -25,7 +25,6 @@ final class FinishedSpanQueue: Sendable {
         let batchSize = batchSize
         let (accepted, count) = spans.withLock { spans -> (Bool, Int) in
             guard spans.count < capacity else { return (false, spans.count) }
-            if spans.capacity == 0 { spans.reserveCapacity(batchSize) }
             spans.append(span)
             return (true, spans.count)
         }
@@ -36,17 +35,12 @@ final class FinishedSpanQueue: Sendable {
         }
     }
 
-    /// Up to `batchSize` of the oldest spans, taken out of the queue.
-    func takeBatch() -> [FinishedSpan] {
-        let batchSize = batchSize
-        return spans.withLock { spans in
-            guard spans.count > batchSize else {
-                defer { spans = [] }
-                return spans
-            }
-            let batch = Array(spans[..<batchSize])
-            spans.removeFirst(batchSize)
-            return batch
+    /// Every span waiting, oldest first, taken out of the queue at once: the lock the message path takes to end a
+    /// span is held for a swap, never for a copy (the exporter splits them into batches).
+    func takeAll() -> [FinishedSpan] {
+        spans.withLock { spans in
+            defer { spans = [] }
+            return spans
         }
     }
 

@@ -84,9 +84,11 @@ public struct OTLPExportSettings: Sendable, Hashable {
             }
             return nil
         }
+        /// A delay or timeout: 0 would spin the exporter or fail every export, and a day is past any use.
         func milliseconds(_ name: String, _ text: String) throws(ConfigurationError) -> Duration {
-            guard let count = Int(text), count >= 0 else {
-                throw ConfigurationError("\(name) \"\(text)\": expected a whole number of milliseconds")
+            guard let count = Int(text), (1...86_400_000).contains(count) else {
+                throw ConfigurationError(
+                    "\(name) \"\(text)\": expected a whole number of milliseconds from 1 to 86400000")
             }
             return .milliseconds(count)
         }
@@ -121,9 +123,12 @@ public struct OTLPExportSettings: Sendable, Hashable {
             throw ConfigurationError(
                 "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both for mutual TLS, or neither")
         }
-        if let name = value("OTEL_SERVICE_NAME") { settings.serviceName = name }
         if let text = value("OTEL_RESOURCE_ATTRIBUTES") {
             settings.resourceAttributes = try Self.fields(text, variable: "OTEL_RESOURCE_ATTRIBUTES")
+        }
+        // The specification: OTEL_SERVICE_NAME, else a service.name among the resource attributes (the last one).
+        if let name = value("OTEL_SERVICE_NAME") ?? settings.resourceAttributes.last(where: { $0.name == "service.name" })?.value {
+            settings.serviceName = name
         }
         settings.sampler = try TraceSampler(name: value("OTEL_TRACES_SAMPLER"), argument: value("OTEL_TRACES_SAMPLER_ARG"))
         if let text = value("OTEL_BSP_SCHEDULE_DELAY") {

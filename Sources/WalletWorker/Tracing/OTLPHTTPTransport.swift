@@ -50,29 +50,57 @@
         }
 
         func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws {
+            let request = request(body, contentType: contentType)
+            let client = startedClient()
+            var attempt = 0
+            while true {
+                let attemptDeadline = min(deadline, ContinuousClock.now.advanced(by: requestTimeout))
+                let answer = try await Self.within(attemptDeadline) {
+                    let response = try await client.execute(request, deadline: .distantFuture)
+                    // The body too: a collector that sends its head and then stalls is cut off at the deadline.
+                    _ = try await response.body.collect(upTo: 1 << 20)
+                    return (
+                        code: Int(response.status.code),
+                        retryAfter: response.headers.first(name: "Retry-After").flatMap(Int.init)
+                    )
+                }
+                if (200..<300).contains(answer.code) { return }
+                guard [429, 502, 503, 504].contains(answer.code) else { throw OTLPExportError.refused(answer.code) }
+                attempt += 1
+                let wait = answer.retryAfter.map { Duration.seconds($0) } ?? .milliseconds(100 * (1 << min(attempt, 6)))
+                guard ContinuousClock.now.advanced(by: wait) < deadline else {
+                    throw OTLPExportError.refused(answer.code)
+                }
+                try await Task.sleep(for: wait)
+            }
+        }
+
+        private func request(_ body: [UInt8], contentType: String) -> HTTPClientRequest {
             var request = HTTPClientRequest(url: endpoint)
             request.method = .POST
             for header in headers { request.headers.add(name: header.name, value: header.value) }
             request.headers.replaceOrAdd(name: "Content-Type", value: contentType)
             request.headers.replaceOrAdd(name: "User-Agent", value: "wallet-worker/\(WorkerVersion.current)")
             request.body = .bytes(ByteBuffer(bytes: body))
-            var attempt = 0
-            while true {
-                let remaining = ContinuousClock.now.duration(to: deadline)
-                guard remaining > .zero else { throw OTLPExportError.deadlineExceeded }
-                let timeout = min(remaining, requestTimeout)
-                let response = try await startedClient().execute(request, timeout: .nanoseconds(timeout.nanoseconds))
-                _ = try? await response.body.collect(upTo: 1 << 20)  // read, so the connection is kept
-                let code = Int(response.status.code)
-                if (200..<300).contains(code) { return }
-                guard [429, 502, 503, 504].contains(code) else { throw OTLPExportError.refused(code) }
-                attempt += 1
-                let retryAfter = response.headers.first(name: "Retry-After").flatMap(Int.init).map {
-                    Duration.seconds($0)
+            return request
+        }
+
+        /// `body`'s result, or `deadlineExceeded` once `deadline` passes (`body` is then cancelled: AsyncHTTPClient
+        /// drops the request).
+        private static func within<T: Sendable>(
+            _ deadline: ContinuousClock.Instant, _ body: @escaping @Sendable () async throws -> T
+        ) async throws -> T {
+            try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body() }
+                group.addTask {
+                    try await Task.sleep(until: deadline, clock: .continuous)
+                    return nil
                 }
-                let wait = retryAfter ?? .milliseconds(100 * (1 << min(attempt, 6)))
-                guard ContinuousClock.now.advanced(by: wait) < deadline else { throw OTLPExportError.refused(code) }
-                try await Task.sleep(for: wait)
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let value = first else {
+                    throw OTLPExportError.deadlineExceeded
+                }
+                return value
             }
         }
 
@@ -91,21 +119,15 @@
     }
 
     /// Why an export failed, when the collector answered.
-    enum OTLPExportError: Error, CustomStringConvertible {
+    enum OTLPExportError: Error, Equatable, CustomStringConvertible {
         case refused(Int)
         case deadlineExceeded
 
         var description: String {
             switch self {
             case .refused(let code): "the collector answered HTTP \(code)"
-            case .deadlineExceeded: "the export timeout passed"
+            case .deadlineExceeded: "no answer within the export timeout"
             }
-        }
-    }
-
-    extension Duration {
-        fileprivate var nanoseconds: Int64 {
-            components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
         }
     }
 #endif

@@ -162,7 +162,7 @@ private struct JSONOutput {
         if let status = span.status {
             raw(#","status":{"code":"#)
             decimal(status.code.otlpValue)
-            if let message = status.message, !message.isEmpty {
+            if status.code == .error, let message = status.message, !message.isEmpty {
                 raw(#","message":"#)
                 string(message)
             }

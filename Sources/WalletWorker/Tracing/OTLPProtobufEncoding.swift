@@ -68,8 +68,9 @@ struct ProtobufWriter {
         value == 0 ? 1 : (64 - value.leadingZeroBitCount + 6) / 7
     }
 
-    /// A length-delimited field of a payload of `size` bytes, tag included (every field number OTLP's span uses below
-    /// 16 fits a one-byte tag).
+    /// A length-delimited field of a payload of `size` bytes, tag included, for field numbers below 16 (a one-byte
+    /// tag): every length-delimited field OTLP's traces use. The one field above (`Span.flags`, 16) is a fixed32
+    /// written into a span's body, whose length is measured, not computed.
     static func fieldSize(_ size: Int) -> Int { 1 + varintSize(UInt64(size)) + size }
 
     static func valueSize(_ value: OTLPValue) -> Int {
@@ -159,10 +160,21 @@ struct ProtobufWriter {
         attributes.forEach { key, attribute in keyValue(field, key, OTLPValue(attribute)) }
     }
 
-    static func attributesSize(_ attributes: SpanAttributes) -> Int {
-        var size = 0
-        attributes.forEach { key, attribute in size += fieldSize(keyValueSize(key, OTLPValue(attribute))) }
-        return size
+    /// An event's or a link's attributes, converted once: sized, then written from the same values (a
+    /// `stringConvertible` describes itself once, so its length cannot change between the two).
+    static func converted(_ attributes: SpanAttributes) -> [(key: String, value: OTLPValue)] {
+        var converted: [(key: String, value: OTLPValue)] = []
+        converted.reserveCapacity(attributes.count)
+        attributes.forEach { key, attribute in converted.append((key, OTLPValue(attribute))) }
+        return converted
+    }
+
+    static func attributesSize(_ attributes: [(key: String, value: OTLPValue)]) -> Int {
+        attributes.reduce(0) { $0 + fieldSize(keyValueSize($1.key, $1.value)) }
+    }
+
+    mutating func attributes(_ field: UInt64, _ attributes: [(key: String, value: OTLPValue)]) {
+        for attribute in attributes { keyValue(field, attribute.key, attribute.value) }
     }
 
     // MARK: - A span
@@ -178,23 +190,25 @@ struct ProtobufWriter {
         fixed64(8, span.endNanoseconds)
         attributes(9, span.attributes)
         for event in span.events {
+            let eventAttributes = Self.converted(event.attributes)
             lengthDelimited(
-                11,
-                size: 9 + Self.fieldSize(event.name.utf8.count) + Self.attributesSize(event.attributes))
+                11, size: 9 + Self.fieldSize(event.name.utf8.count) + Self.attributesSize(eventAttributes))
             fixed64(1, event.nanosecondsSinceEpoch)
             string(2, event.name)
-            attributes(3, event.attributes)
+            attributes(3, eventAttributes)
         }
         for link in span.links {
             guard let linked = link.context.spanIdentity else { continue }
-            lengthDelimited(13, size: Self.fieldSize(16) + Self.fieldSize(8) + Self.attributesSize(link.attributes) + 5)
+            let linkAttributes = Self.converted(link.attributes)
+            lengthDelimited(13, size: Self.fieldSize(16) + Self.fieldSize(8) + Self.attributesSize(linkAttributes) + 5)
             ids(1, linked.traceID.high, linked.traceID.low)
             ids(2, linked.spanID)
-            attributes(4, link.attributes)
+            attributes(4, linkAttributes)
             fixed32(6, UInt32(linked.flags))
         }
         if let status = span.status {
-            let message = status.message ?? ""
+            // The specification: a description goes with an error status only.
+            let message = status.code == .error ? status.message ?? "" : ""
             let code = status.code.otlpValue
             lengthDelimited(
                 15, size: (message.isEmpty ? 0 : Self.fieldSize(message.utf8.count)) + 1 + Self.varintSize(code))

@@ -15,8 +15,8 @@ struct OTLPTraceRequest: Sendable {
         self.scopeVersion = scopeVersion
     }
 
-    /// The resource of a process: `service.name`, the SDK's attributes, then `OTEL_RESOURCE_ATTRIBUTES`' (which do not
-    /// replace `service.name`: `OTEL_SERVICE_NAME` or the default does, as the specification says).
+    /// The resource of a process: `service.name` (resolved by `OTLPExportSettings`), the SDK's attributes, then
+    /// `OTEL_RESOURCE_ATTRIBUTES`', the last of a repeated key winning; none of them replaces `service.name`.
     static func resource(serviceName: String, attributes: [(key: String, value: String)]) -> [(
         key: String, value: String
     )] {
@@ -24,8 +24,12 @@ struct OTLPTraceRequest: Sendable {
             ("service.name", serviceName), ("telemetry.sdk.name", "wallet-notification-worker"),
             ("telemetry.sdk.language", "swift"), ("telemetry.sdk.version", WorkerVersion.current),
         ]
-        for attribute in attributes where !resource.contains(where: { $0.key == attribute.key }) {
-            resource.append(attribute)
+        for attribute in attributes where attribute.key != "service.name" {
+            if let index = resource.firstIndex(where: { $0.key == attribute.key }) {
+                resource[index].value = attribute.value
+            } else {
+                resource.append(attribute)
+            }
         }
         return resource
     }

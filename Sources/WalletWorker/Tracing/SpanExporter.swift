@@ -57,12 +57,22 @@ struct SpanExporter: Service {
         await transport.shutdown()
     }
 
-    /// Exports every span waiting, a batch at a time.
+    /// Exports every span waiting, a batch at a time. Once cancelled (the shutdown limit passed), what is left is
+    /// counted as not exported rather than encoded for a request that cannot be sent.
     func exportWaiting() async {
         while true {
-            let batch = queue.takeBatch()
-            guard !batch.isEmpty else { return }
-            await export(batch)
+            let waiting = queue.takeAll()
+            guard !waiting.isEmpty else { return }
+            var start = 0
+            while start < waiting.count {
+                let end = min(start + queue.batchSize, waiting.count)
+                if Task.isCancelled {
+                    metrics.countDroppedSpans(waiting.count - start, reason: .exportFailed)
+                    break
+                }
+                await export(Array(waiting[start..<end]))
+                start = end
+            }
         }
     }
 

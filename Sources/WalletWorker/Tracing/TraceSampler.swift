@@ -16,11 +16,13 @@ indirect enum TraceSampler: Hashable, Sendable {
         case .alwaysOn: return true
         case .alwaysOff: return false
         case .traceIDRatio(let ratio):
-            // The trace id's lower 63 bits against the ratio's share of them (the specification's own algorithm).
+            // The OpenTelemetry Go SDK's rule (its `TraceIDRatioBased`): the trace id's last 8 bytes, read big-endian
+            // and shifted right once, against the ratio's share of 2^63. A trace sampled at one ratio is sampled at
+            // any higher one.
             guard ratio < 1 else { return true }
             guard ratio > 0 else { return false }
             let bound = UInt64(ratio * Double(UInt64(1) << 63))
-            return traceID.low & (UInt64.max >> 1) < bound
+            return traceID.low >> 1 < bound
         case .parentBased(let root):
             if let parent { return parent.isSampled }
             return root.shouldSample(traceID: traceID, parent: nil)

@@ -35,7 +35,9 @@ final class WorkerTracer: Tracer {
         }
         let traceID = parent?.traceID ?? newTraceID!
         let sampled = sampler.shouldSample(traceID: traceID, parent: parent)
-        let identity = SpanIdentity(traceID: traceID, spanID: spanID, flags: sampled ? 0x01 : 0x00, isRemote: false)
+        // The parent's other flags (W3C level 2's random-trace-id bit) carry on; the sampled bit is this decision.
+        let flags = (parent?.flags ?? 0) & ~0x01 | (sampled ? 0x01 : 0x00)
+        let identity = SpanIdentity(traceID: traceID, spanID: spanID, flags: flags, isRemote: false)
         context.spanIdentity = identity
         return RecordedSpan(
             name: operationName, kind: kind, identity: identity, parentSpanID: parent?.spanID, context: context,

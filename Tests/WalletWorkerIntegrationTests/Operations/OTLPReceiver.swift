@@ -202,12 +202,13 @@ struct ReceivedSpan: Sendable, CustomStringConvertible {
         return spans
     }
 
-    /// OTLP/JSON says ids are hex; swift-otel 1.6.0 writes protobuf's JSON mapping (base64). Either is read.
+    /// OTLP/JSON says ids are lower-case hex (not protobuf's base64 mapping); anything else reads as nil, so the
+    /// tests that look for an id fail.
     private static func hexID(_ value: Any?) -> String? {
-        guard let text = value as? String, !text.isEmpty else { return nil }
-        if text.count == 32 || text.count == 16, text.allSatisfy(\.isHexDigit) { return text.lowercased() }
-        guard let bytes = Data(base64Encoded: text) else { return text }
-        return bytes.map { String(format: "%02x", $0) }.joined()
+        guard let text = value as? String, text.count == 32 || text.count == 16,
+            text.allSatisfy({ $0.isHexDigit && !$0.isUppercase })
+        else { return nil }
+        return text
     }
 
     private static func integer(_ value: Any?) -> Int? {

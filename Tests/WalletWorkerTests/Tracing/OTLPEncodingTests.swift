@@ -110,6 +110,16 @@ struct OTLPEncodingTests {
         #expect(fields == [1, 2, 5, 6, 7, 8, 16])
     }
 
+    @Test func anOKStatusCarriesNoMessage() throws {
+        var span = Self.span()
+        span.status = SpanStatus(code: .ok, message: "ignored")
+        let (_, decoded) = try ProtobufReader.spans(ofRequest: Self.request.protobuf([span]))
+        let encoded = try #require(decoded.first)
+        let status = try #require(try ProtobufReader.messages(15, in: encoded).first)
+        #expect(try ProtobufReader.fields(status).map(\.number) == [3])
+        #expect(try ProtobufReader.field(3, in: status) == .varint(1))
+    }
+
     @Test func anEmptyBatchIsAValidRequest() throws {
         let (resource, spans) = try ProtobufReader.spans(ofRequest: Self.request.protobuf([]))
         #expect(spans.isEmpty && resource["service.name"] != nil)

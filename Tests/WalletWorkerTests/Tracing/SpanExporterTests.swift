@@ -38,26 +38,41 @@ struct SpanExporterTests {
         struct ScriptedFailure: Error {}
     }
 
-    private struct Running {
+    private final class Running: Sendable {
         let tracer: WorkerTracer
         let collector: ScriptedCollector
         let metrics: WorkerMetrics
         let group: ServiceGroup
-        let done: Task<Void, any Error>
+        let done = Mutex<Task<Void, any Error>?>(nil)
+
+        init(tracer: WorkerTracer, collector: ScriptedCollector, metrics: WorkerMetrics, group: ServiceGroup) {
+            self.tracer = tracer
+            self.collector = collector
+            self.metrics = metrics
+            self.group = group
+        }
 
         func end(_ names: [String]) {
             for name in names { tracer.startSpan(name, context: .topLevel, ofKind: .consumer).end() }
         }
 
+        /// Starts the exporter (when `start` was told not to).
+        func run() {
+            let group = group
+            done.withLock { $0 = Task { try await group.run() } }
+        }
+
         func stop() async throws {
             await group.triggerGracefulShutdown()
-            try await done.value
+            try await done.withLock { $0 }?.value
         }
 
         var exposition: String { String(decoding: metrics.exposition(), as: UTF8.self) }
     }
 
-    private func start(batchSize: Int, capacity: Int = 100) -> Running {
+    /// The exporter over a scripted collector; with `running` false, spans can be ended before it starts, so what it
+    /// finds waiting does not depend on a race with its thread.
+    private func start(batchSize: Int, capacity: Int = 100, running: Bool = true) -> Running {
         var settings = OTLPExportSettings.defaults
         settings.scheduleDelay = .seconds(3_600)
         settings.maxExportBatchSize = batchSize
@@ -69,8 +84,9 @@ struct SpanExporterTests {
         let backend = TracingBackend.make(settings, transport: collector, metrics: metrics, logger: logger)
         let group = ServiceGroup(services: [backend.service], logger: logger)
         let tracer = backend.tracer as! WorkerTracer
-        return Running(
-            tracer: tracer, collector: collector, metrics: metrics, group: group, done: Task { try await group.run() })
+        let started = Running(tracer: tracer, collector: collector, metrics: metrics, group: group)
+        if running { started.run() }
+        return started
     }
 
     @Test func aFullBatchGoesWithoutWaitingForTheSchedule() async throws {
@@ -104,9 +120,19 @@ struct SpanExporterTests {
         try await running.stop()
     }
 
+    @Test func whatWaitsGoesInBatchesOfTheBatchSizeInOrder() async throws {
+        let running = start(batchSize: 3, running: false)
+        running.end((0..<10).map { "s\($0)" })
+        running.run()
+        try await running.stop()
+        #expect(running.collector.batches.map(\.count) == [3, 3, 3, 1])
+        #expect(running.collector.batches.flatMap { $0 } == (0..<10).map { "s\($0)" })
+    }
+
     @Test func spansBeyondTheQueueAreDroppedAndCounted() async throws {
-        let running = start(batchSize: 10, capacity: 3)
+        let running = start(batchSize: 10, capacity: 3, running: false)
         running.end(["a", "b", "c", "d", "e"])
+        running.run()
         try await running.stop()
         #expect(running.collector.batches == [["a", "b", "c"]])
         #expect(running.exposition.contains(#"wallet_spans_dropped_total{reason="queue_full"} 2"#), "\(running.exposition)")

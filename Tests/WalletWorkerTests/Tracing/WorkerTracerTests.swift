@@ -34,7 +34,7 @@ struct WorkerTracerTests {
         span.setStatus(SpanStatus(code: .error, message: "rejected"))
         span.end()
         span.end()  // a second end is ignored
-        let finished = queue.takeBatch()
+        let finished = queue.takeAll()
         #expect(finished.count == 1)
         let recorded = try #require(finished.first)
         #expect(recorded.identity.traceID.hex == "4bf92f3577b34da6a3ce929d0e0e4736")
@@ -90,6 +90,43 @@ struct WorkerTracerTests {
         #expect(span.identity.traceID.hex == "4bf92f3577b34da6a3ce929d0e0e4736")
     }
 
+    @Test func theRatioSamplerFollowsTheGoSDKsRule() {
+        // The last 8 bytes of the trace id, shifted right once, against ratio × 2^63.
+        let half = TraceSampler.traceIDRatio(0.5)
+        #expect(half.shouldSample(traceID: TraceID(high: .max, low: ((1 << 62) - 1) << 1), parent: nil))
+        #expect(!half.shouldSample(traceID: TraceID(high: 0, low: (1 << 62) << 1), parent: nil))
+        #expect(half.shouldSample(traceID: TraceID(high: 0, low: 1), parent: nil), "the last bit is shifted out")
+        // A trace sampled at a ratio is sampled at every higher one.
+        var generator = SpanIDGenerator(seed: 7)
+        for _ in 0..<2_000 {
+            let traceID = TraceID(high: generator.next(), low: generator.next())
+            if TraceSampler.traceIDRatio(0.3).shouldSample(traceID: traceID, parent: nil) {
+                #expect(TraceSampler.traceIDRatio(0.6).shouldSample(traceID: traceID, parent: nil))
+            }
+        }
+    }
+
+    @Test func aChildKeepsItsParentsOtherFlags() {
+        let (tracer, _) = tracer()
+        var parent = InstrumentationContext.topLevel
+        // 03: sampled, and W3C level 2's random trace id.
+        tracer.extract(
+            ["traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03"], into: &parent,
+            using: HeaderExtractor())
+        #expect(tracer.startSpan("a", context: parent, ofKind: .consumer).identity.flags == 0x03)
+        let (never, _) = self.tracer(.alwaysOff)
+        #expect(never.startSpan("b", context: parent, ofKind: .consumer).identity.flags == 0x02)
+    }
+
+    @Test func anOKStatusIsFinal() {
+        let (tracer, queue) = tracer(.alwaysOn)
+        let span = tracer.startSpan("a", context: .topLevel, ofKind: .internal)
+        span.setStatus(SpanStatus(code: .ok))
+        span.setStatus(SpanStatus(code: .error, message: "late"))
+        span.end()
+        #expect(queue.takeAll().first?.status?.code == .ok)
+    }
+
     @Test func theRatioSamplerDecidesByTheTraceIDAlone() {
         let half = TraceSampler.traceIDRatio(0.5)
         var generator = SpanIDGenerator(seed: 42)
@@ -114,7 +151,7 @@ struct WorkerTracerTests {
         let queue = FinishedSpanQueue(capacity: 2, batchSize: 2, dropped: { dropped.add($0) })
         let tracer = WorkerTracer(sampler: .alwaysOn, queue: queue)
         for name in ["a", "b", "c"] { tracer.startSpan(name, context: .topLevel, ofKind: .internal).end() }
-        #expect(queue.takeBatch().map(\.name) == ["a", "b"])
+        #expect(queue.takeAll().map(\.name) == ["a", "b"])
         #expect(dropped.value == 1)
     }
 }

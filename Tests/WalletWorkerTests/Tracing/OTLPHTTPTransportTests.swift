@@ -1,0 +1,159 @@
+#if OpenTelemetry
+    import Foundation
+    import Synchronization
+    import TestSupport
+    import Testing
+
+    @testable import WalletWorker
+
+    /// The OTLP/HTTP transport against a real socket: a collector scripted answer by answer (a thread per
+    /// connection, blocking reads), so the retries, the refusals and a stalled body are what crosses the wire.
+    @Suite("OTLP/HTTP transport", .timeLimit(.minutes(1)))
+    struct OTLPHTTPTransportTests {
+        /// What the scripted collector does with a request.
+        enum Answer: Sendable {
+            case status(Int, retryAfter: Int? = nil)
+            /// Sends a head announcing a body, then nothing, until the test ends.
+            case stallBody
+        }
+
+        /// An HTTP/1.1 server on loopback answering each request with the next scripted answer (the last one
+        /// repeats), keeping every request it read.
+        final class ScriptedCollector: Sendable {
+            let port: Int
+            private let listener: Int32
+            private let state: Mutex<(answers: [Answer], requests: [(head: String, body: [UInt8])], open: [Int32])>
+
+            init(_ answers: [Answer]) throws {
+                (listener, port) = try listenOnLoopback()
+                state = Mutex((answers, [], []))
+                let thread = Thread { [self] in acceptUntilClosed() }
+                thread.start()
+            }
+
+            var requests: [(head: String, body: [UInt8])] { state.withLock { $0.requests } }
+
+            func close() {
+                _ = shutdown(listener, Int32(SHUT_RDWR))
+                _ = systemClose(listener)
+                for descriptor in state.withLock({ $0.open }) { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+            }
+
+            private func acceptUntilClosed() {
+                while true {
+                    let connection = accept(listener, nil, nil)
+                    guard connection >= 0 else { return }
+                    state.withLock { $0.open.append(connection) }
+                    Thread { [self] in serve(connection) }.start()
+                }
+            }
+
+            private func serve(_ connection: Int32) {
+                defer { _ = systemClose(connection) }
+                var buffer: [UInt8] = []
+                func fill() -> Bool {
+                    var chunk = [UInt8](repeating: 0, count: 65_536)
+                    let count = recv(connection, &chunk, chunk.count, 0)
+                    guard count > 0 else { return false }
+                    buffer += chunk[..<count]
+                    return true
+                }
+                while true {
+                    let separator = Array("\r\n\r\n".utf8)
+                    var headEnd: Int?
+                    while headEnd == nil {
+                        if buffer.count >= 4 {
+                            headEnd = (0...(buffer.count - 4)).first { Array(buffer[$0..<$0 + 4]) == separator }
+                        }
+                        if headEnd == nil, !fill() { return }
+                    }
+                    let head = String(decoding: buffer[..<headEnd!], as: UTF8.self)
+                    let length =
+                        head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                        .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
+                    let bodyStart = headEnd! + 4
+                    while buffer.count < bodyStart + length { if !fill() { return } }
+                    let body = Array(buffer[bodyStart..<bodyStart + length])
+                    buffer.removeFirst(bodyStart + length)
+                    let answer = state.withLock { state -> Answer in
+                        state.requests.append((head, body))
+                        return state.answers.count > 1 ? state.answers.removeFirst() : state.answers[0]
+                    }
+                    let reply: String
+                    switch answer {
+                    case .status(let code, let retryAfter):
+                        reply =
+                            "HTTP/1.1 \(code) Scripted\r\nContent-Length: 0\r\n"
+                            + (retryAfter.map { "Retry-After: \($0)\r\n" } ?? "") + "\r\n"
+                    case .stallBody:
+                        reply = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 10\r\n\r\n"
+                    }
+                    _ = Array(reply.utf8).withUnsafeBytes { send(connection, $0.baseAddress, $0.count, 0) }
+                    if case .stallBody = answer {
+                        while fill() {}  // until the client gives up on it and closes
+                        return
+                    }
+                }
+            }
+        }
+
+        private func transport(_ collector: ScriptedCollector, headers: [OTLPExportSettings.Field] = [])
+            throws -> OTLPHTTPTransport
+        {
+            var settings = OTLPExportSettings.defaults
+            settings.endpoint = "http://127.0.0.1:\(collector.port)/v1/traces"
+            settings.headers = headers
+            return try OTLPHTTPTransport(settings: settings)
+        }
+
+        @Test func aRequestIsAPostOfTheBodyWithTheConfiguredHeaders() async throws {
+            let collector = try ScriptedCollector([.status(200)])
+            defer { collector.close() }
+            let transport = try transport(collector, headers: [.init("authorization", "Bearer t=1")])
+            try await transport.send(
+                [1, 2, 3], contentType: "application/x-protobuf", deadline: .now.advanced(by: .seconds(10)))
+            await transport.shutdown()
+            let request = try #require(collector.requests.first)
+            #expect(request.head.hasPrefix("POST /v1/traces HTTP/1.1"))
+            #expect(request.head.lowercased().contains("content-type: application/x-protobuf"))
+            #expect(request.head.contains("authorization: Bearer t=1"))
+            #expect(request.body == [1, 2, 3])
+        }
+
+        @Test func aBusyCollectorIsRetriedAfterItsRetryAfter() async throws {
+            let collector = try ScriptedCollector([.status(503, retryAfter: 0), .status(429), .status(200)])
+            defer { collector.close() }
+            let transport = try transport(collector)
+            try await transport.send([7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+            await transport.shutdown()
+            #expect(collector.requests.count == 3)
+        }
+
+        @Test(arguments: [400, 401, 404, 500])
+        func anyOtherRefusalFailsAtOnce(code: Int) async throws {
+            let collector = try ScriptedCollector([.status(code)])
+            defer { collector.close() }
+            let transport = try transport(collector)
+            await #expect(throws: OTLPExportError.self) {
+                try await transport.send([7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+            }
+            await transport.shutdown()
+            #expect(collector.requests.count == 1)
+        }
+
+        @Test func aCollectorThatStallsItsBodyIsCutOffAtTheDeadline() async throws {
+            let collector = try ScriptedCollector([.stallBody])
+            defer { collector.close() }
+            let transport = try transport(collector)
+            let started = ContinuousClock.now
+            await #expect(throws: OTLPExportError.deadlineExceeded) {
+                try await transport.send(
+                    [7], contentType: "application/x-protobuf", deadline: .now.advanced(by: .milliseconds(300)))
+            }
+            // Cut off at its deadline, not at the suite's time limit (the bound is generous for a loaded machine).
+            #expect(ContinuousClock.now - started < .seconds(20))
+            await transport.shutdown()
+        }
+    }
+
+#endif
