@@ -96,7 +96,8 @@ struct TracingSettingsTests {
             "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "2500", "OTEL_EXPORTER_OTLP_TIMEOUT": "9000",
             "OTEL_BSP_EXPORT_TIMEOUT": "7000", "OTEL_BSP_SCHEDULE_DELAY": "250",
             "OTEL_BSP_MAX_QUEUE_SIZE": "1000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "5000",
-            "OTEL_SERVICE_NAME": "wallet-eu", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,region=eu%2Dwest",
+            "OTEL_SERVICE_NAME": "wallet-eu",
+            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,region=eu%2Dwest",
             "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
             "OTEL_EXPORTER_OTLP_CERTIFICATE": "/etc/otel/ca.pem",
         ]).export
@@ -112,7 +113,8 @@ struct TracingSettingsTests {
         #expect(set.certificate == "/etc/otel/ca.pem")
 
         let specific = try TracingSettings(environment: [
-            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/custom",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/custom",
         ]).export
         #expect(specific.endpoint == "http://b:4318/custom", "the traces endpoint is used as it is")
 

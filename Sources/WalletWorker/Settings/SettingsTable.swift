@@ -495,7 +495,9 @@ extension Setting {
         .environment("OTEL_TRACES_SAMPLER_ARG", group: "sampler"),
         .environment(
             "OTEL_EXPORTER_OTLP_HEADERS",
-            meaning: "headers of every export, `k=v,k2=v2`, values percent-decoded (e.g. a collector's token); never logged (see *Logs*)"),
+            meaning:
+                "headers of every export, `k=v,k2=v2`, values percent-decoded (e.g. a collector's token); never logged (see *Logs*)"
+        ),
         .environment(
             "OTEL_EXPORTER_OTLP_TIMEOUT", default: milliseconds(OTLPExportSettings.defaults.requestTimeout), note: "ms",
             meaning: """
@@ -518,7 +520,8 @@ extension Setting {
             "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", default: String(OTLPExportSettings.defaults.maxExportBatchSize),
             group: "batch span processor"),
         .environment(
-            "OTEL_BSP_MAX_QUEUE_SIZE", default: String(OTLPExportSettings.defaults.maxQueueSize), group: "batch span processor"),
+            "OTEL_BSP_MAX_QUEUE_SIZE", default: String(OTLPExportSettings.defaults.maxQueueSize),
+            group: "batch span processor"),
     ]
 
     private static func milliseconds(_ duration: Duration) -> String {

@@ -121,16 +121,20 @@ public struct OTLPExportSettings: Sendable, Hashable {
         settings.clientKey = exporterValue("CLIENT_KEY")?.value
         if (settings.clientCertificate == nil) != (settings.clientKey == nil) {
             throw ConfigurationError(
-                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both for mutual TLS, or neither")
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY: set both for mutual TLS, or neither"
+            )
         }
         if let text = value("OTEL_RESOURCE_ATTRIBUTES") {
             settings.resourceAttributes = try Self.fields(text, variable: "OTEL_RESOURCE_ATTRIBUTES")
         }
         // The specification: OTEL_SERVICE_NAME, else a service.name among the resource attributes (the last one).
-        if let name = value("OTEL_SERVICE_NAME") ?? settings.resourceAttributes.last(where: { $0.name == "service.name" })?.value {
+        if let name = value("OTEL_SERVICE_NAME")
+            ?? settings.resourceAttributes.last(where: { $0.name == "service.name" })?.value
+        {
             settings.serviceName = name
         }
-        settings.sampler = try TraceSampler(name: value("OTEL_TRACES_SAMPLER"), argument: value("OTEL_TRACES_SAMPLER_ARG"))
+        settings.sampler = try TraceSampler(
+            name: value("OTEL_TRACES_SAMPLER"), argument: value("OTEL_TRACES_SAMPLER_ARG"))
         if let text = value("OTEL_BSP_SCHEDULE_DELAY") {
             settings.scheduleDelay = try milliseconds("OTEL_BSP_SCHEDULE_DELAY", text)
         }

@@ -16,7 +16,8 @@ extension OTLPTraceRequest {
         }
         var resourceSize = 0
         for attribute in resource {
-            resourceSize += ProtobufWriter.fieldSize(ProtobufWriter.keyValueSize(attribute.key, .string(attribute.value)))
+            resourceSize += ProtobufWriter.fieldSize(
+                ProtobufWriter.keyValueSize(attribute.key, .string(attribute.value)))
         }
         let scopeSize =
             ProtobufWriter.fieldSize(scopeName.utf8.count) + ProtobufWriter.fieldSize(scopeVersion.utf8.count)

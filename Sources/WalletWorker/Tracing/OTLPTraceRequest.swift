@@ -9,12 +9,6 @@ struct OTLPTraceRequest: Sendable {
     let scopeName: String
     let scopeVersion: String
 
-    init(resource: [(key: String, value: String)], scopeName: String, scopeVersion: String) {
-        self.resource = resource
-        self.scopeName = scopeName
-        self.scopeVersion = scopeVersion
-    }
-
     /// The resource of a process: `service.name` (resolved by `OTLPExportSettings`), the SDK's attributes, then
     /// `OTEL_RESOURCE_ATTRIBUTES`', the last of a repeated key winning; none of them replaces `service.name`.
     static func resource(serviceName: String, attributes: [(key: String, value: String)]) -> [(

@@ -8,8 +8,8 @@
 public struct TracingSettings: Sendable, Hashable {
     /// Export spans over OTLP/HTTP. Default: `false`.
     public var isEnabled: Bool
-    /// The OTLP transport, for the start-up log line. Default: `http/protobuf`.
-    public var otlpProtocol: String
+    /// The OTLP transport (`export`'s), for the start-up log line. Default: `http/protobuf`.
+    public var otlpProtocol: String { export.otlpProtocol }
     /// Which spans a message makes. Default: `.message`.
     public var detail: TraceDetail
     /// Where and how spans are exported.
@@ -23,7 +23,6 @@ public struct TracingSettings: Sendable, Hashable {
         isEnabled: Bool, otlpProtocol: String, detail: TraceDetail = .message, export: OTLPExportSettings = .defaults
     ) {
         self.isEnabled = isEnabled
-        self.otlpProtocol = otlpProtocol
         self.detail = detail
         self.export = export
         self.export.otlpProtocol = otlpProtocol

@@ -1,6 +1,6 @@
 import Synchronization
-import WalletMessages
 import Tracing
+import WalletMessages
 
 /// The worker's tracer: starts `RecordedSpan`s, continues W3C `traceparent`s, and hands ended spans to the export
 /// queue, where `SpanExporter` batches them to the collector.

@@ -95,7 +95,9 @@ struct OTLPEncodingTests {
 
         let long = try #require(decoded.last)
         #expect(try ProtobufReader.string(5, in: long) == "second")
-        #expect(try ProtobufReader.attributes(9, in: long)["long"] == .bytes(Array(repeating: UInt8(ascii: "y"), count: 20_000)))
+        #expect(
+            try ProtobufReader.attributes(9, in: long)["long"]
+                == .bytes(Array(repeating: UInt8(ascii: "y"), count: 20_000)))
     }
 
     @Test func aRootSpanWithoutStatusOrEventsHasNoneOfThoseFields() throws {
@@ -130,7 +132,11 @@ struct OTLPEncodingTests {
         let root = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
         let resourceSpans = try #require((root["resourceSpans"] as? [[String: Any]])?.first)
         let resource = try #require((resourceSpans["resource"] as? [String: Any])?["attributes"] as? [[String: Any]])
-        #expect(resource.contains { ($0["key"] as? String) == "service.name" && ($0["value"] as? [String: String])?["stringValue"] == "wallet-worker-eu" })
+        #expect(
+            resource.contains {
+                ($0["key"] as? String) == "service.name"
+                    && ($0["value"] as? [String: String])?["stringValue"] == "wallet-worker-eu"
+            })
         let scopeSpans = try #require((resourceSpans["scopeSpans"] as? [[String: Any]])?.first)
         #expect((scopeSpans["scope"] as? [String: String])?["name"] == "wallet-worker")
         let span = try #require((scopeSpans["spans"] as? [[String: Any]])?.first)

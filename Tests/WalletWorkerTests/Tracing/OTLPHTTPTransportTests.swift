@@ -135,7 +135,8 @@
             defer { collector.close() }
             let transport = try transport(collector)
             await #expect(throws: OTLPExportError.self) {
-                try await transport.send([7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+                try await transport.send(
+                    [7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
             }
             await transport.shutdown()
             #expect(collector.requests.count == 1)

@@ -20,7 +20,9 @@ struct SpanExporterTests {
 
         func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws {
             #expect(contentType == "application/x-protobuf")
-            let names = try ProtobufReader.spans(ofRequest: body).spans.map { try ProtobufReader.string(5, in: $0) ?? "" }
+            let names = try ProtobufReader.spans(ofRequest: body).spans.map {
+                try ProtobufReader.string(5, in: $0) ?? ""
+            }
             let failing = state.withLock { state in
                 if !state.failing { state.batches.append(names) }
                 return state.failing
@@ -116,7 +118,9 @@ struct SpanExporterTests {
         running.end(["c", "d"])
         #expect(await arrivals.next() == 2)
         #expect(running.collector.batches == [["c", "d"]])
-        #expect(running.exposition.contains(#"wallet_spans_dropped_total{reason="export_failed"} 2"#), "\(running.exposition)")
+        #expect(
+            running.exposition.contains(#"wallet_spans_dropped_total{reason="export_failed"} 2"#),
+            "\(running.exposition)")
         try await running.stop()
     }
 
@@ -135,6 +139,7 @@ struct SpanExporterTests {
         running.run()
         try await running.stop()
         #expect(running.collector.batches == [["a", "b", "c"]])
-        #expect(running.exposition.contains(#"wallet_spans_dropped_total{reason="queue_full"} 2"#), "\(running.exposition)")
+        #expect(
+            running.exposition.contains(#"wallet_spans_dropped_total{reason="queue_full"} 2"#), "\(running.exposition)")
     }
 }
