@@ -353,6 +353,8 @@ public final class WorkerMetrics: Sendable {
     enum SpanDropReason: String, CaseIterable {
         case queueFull = "queue_full"
         case exportFailed = "export_failed"
+        /// The collector took the batch but rejected some of its spans (OTLP's partial success).
+        case rejected
     }
 
     /// What a polled queue is to the worker.

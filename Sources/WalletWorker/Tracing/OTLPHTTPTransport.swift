@@ -7,7 +7,8 @@
     /// OTLP/HTTP to the collector (https://opentelemetry.io/docs/specs/otlp/#otlphttp) over AsyncHTTPClient: a POST
     /// per batch on a kept-alive connection, TLS from the `OTEL_EXPORTER_OTLP_*CERTIFICATE`/`CLIENT_KEY` files, and
     /// the specification's retries: 429, 502, 503 and 504 are retried after `Retry-After` or an exponential backoff,
-    /// until the export's deadline; any other answer but 2xx fails the export.
+    /// until the export's deadline; any other answer but 2xx fails the export. A 2xx answer's partial success (spans
+    /// the collector rejected) is returned.
     ///
     /// The HTTP client is made at the first export and shut down by `shutdown()`: a worker that fails to start after
     /// its tracing was set up leaves no client behind (AsyncHTTPClient requires each to be shut down).
@@ -49,7 +50,9 @@
             return tls
         }
 
-        func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws {
+        func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws
+            -> OTLPPartialSuccess?
+        {
             let request = request(body, contentType: contentType)
             let client = startedClient()
             var attempt = 0
@@ -58,13 +61,15 @@
                 let answer = try await Self.within(attemptDeadline) {
                     let response = try await client.execute(request, deadline: .distantFuture)
                     // The body too: a collector that sends its head and then stalls is cut off at the deadline.
-                    _ = try await response.body.collect(upTo: 1 << 20)
+                    let body = try await response.body.collect(upTo: 1 << 20)
                     return (
                         code: Int(response.status.code),
-                        retryAfter: response.headers.first(name: "Retry-After").flatMap(Int.init)
+                        retryAfter: response.headers.first(name: "Retry-After").flatMap(Int.init),
+                        partial: OTLPPartialSuccess.parse(
+                            Array(buffer: body), contentType: response.headers.first(name: "Content-Type"))
                     )
                 }
-                if (200..<300).contains(answer.code) { return }
+                if (200..<300).contains(answer.code) { return answer.partial }
                 guard [429, 502, 503, 504].contains(answer.code) else { throw OTLPExportError.refused(answer.code) }
                 attempt += 1
                 let wait = answer.retryAfter.map { Duration.seconds($0) } ?? .milliseconds(100 * (1 << min(attempt, 6)))

@@ -3,9 +3,11 @@ import ServiceLifecycle
 import Synchronization
 
 /// Sends one encoded export request to the collector, retrying a busy one until `deadline`; throws when the request
-/// failed for good. `OTLPHTTPTransport` in production; tests script one.
+/// failed for good, returns the spans the collector rejected of a batch it took (nil when it took them all).
+/// `OTLPHTTPTransport` in production; tests script one.
 protocol SpanExportTransport: Sendable {
     func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws
+        -> OTLPPartialSuccess?
     func shutdown() async
 }
 
@@ -81,8 +83,20 @@ struct SpanExporter: Service {
         let body = json ? request.json(batch) : request.protobuf(batch)
         let deadline = ContinuousClock.now.advanced(by: settings.exportTimeout)
         do {
-            try await transport.send(
+            let partial = try await transport.send(
                 body, contentType: json ? "application/json" : "application/x-protobuf", deadline: deadline)
+            if let partial {
+                metrics.countDroppedSpans(partial.rejectedSpans, reason: .rejected)
+                if let heldBack = warnings.shouldWrite() {
+                    logger.warning(
+                        "the collector rejected spans of a batch it took",
+                        metadata: [
+                            "rejected_spans": "\(partial.rejectedSpans)", "spans": "\(batch.count)",
+                            "endpoint": "\(settings.endpoint)", "collector_message": "\(partial.message)",
+                            "failed_exports_not_logged": "\(heldBack)",
+                        ])
+                }
+            }
         } catch {
             metrics.countDroppedSpans(batch.count, reason: .exportFailed)
             if let heldBack = warnings.shouldWrite() {

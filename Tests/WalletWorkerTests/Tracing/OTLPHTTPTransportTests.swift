@@ -13,6 +13,8 @@
         /// What the scripted collector does with a request.
         enum Answer: Sendable {
             case status(Int, retryAfter: Int? = nil)
+            /// 200 with this body and content type.
+            case body([UInt8], contentType: String)
             /// Sends a head announcing a body, then nothing, until the test ends.
             case stallBody
         }
@@ -85,6 +87,10 @@
                         reply =
                             "HTTP/1.1 \(code) Scripted\r\nContent-Length: 0\r\n"
                             + (retryAfter.map { "Retry-After: \($0)\r\n" } ?? "") + "\r\n"
+                    case .body(let bytes, let contentType):
+                        reply =
+                            "HTTP/1.1 200 OK\r\nContent-Type: \(contentType)\r\nContent-Length: \(bytes.count)\r\n\r\n"
+                            + String(decoding: bytes, as: UTF8.self)
                     case .stallBody:
                         reply = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 10\r\n\r\n"
                     }
@@ -110,7 +116,7 @@
             let collector = try ScriptedCollector([.status(200)])
             defer { collector.close() }
             let transport = try transport(collector, headers: [.init("authorization", "Bearer t=1")])
-            try await transport.send(
+            _ = try await transport.send(
                 [1, 2, 3], contentType: "application/x-protobuf", deadline: .now.advanced(by: .seconds(10)))
             await transport.shutdown()
             let request = try #require(collector.requests.first)
@@ -120,11 +126,35 @@
             #expect(request.body == [1, 2, 3])
         }
 
+        @Test func aPartialSuccessIsReadFromProtobufAndJSON() async throws {
+            // ExportTraceServiceResponse { partial_success (1) { rejected_spans (1) = 3, error_message (2) = "quota" } }
+            let protobuf: [UInt8] = [0x0a, 0x09, 0x08, 0x03, 0x12, 0x05] + Array("quota".utf8)
+            let json = Array(#"{"partialSuccess":{"rejectedSpans":"3","errorMessage":"quota"}}"#.utf8)
+            for answer in [
+                Answer.body(protobuf, contentType: "application/x-protobuf"),
+                .body(json, contentType: "application/json"),
+            ] {
+                let collector = try ScriptedCollector([answer])
+                defer { collector.close() }
+                let transport = try transport(collector)
+                let partial = try await transport.send(
+                    [7], contentType: "application/x-protobuf", deadline: .now.advanced(by: .seconds(10)))
+                await transport.shutdown()
+                #expect(partial == OTLPPartialSuccess(rejectedSpans: 3, message: "quota"))
+            }
+            // A full success says nothing.
+            #expect(OTLPPartialSuccess.parse([], contentType: "application/x-protobuf") == nil)
+            #expect(OTLPPartialSuccess.parse(Array("{}".utf8), contentType: "application/json") == nil)
+            #expect(OTLPPartialSuccess.parse([0x0a, 0x00], contentType: "application/x-protobuf") == nil)
+            #expect(OTLPPartialSuccess.parse([0x0a, 0x09], contentType: "application/x-protobuf") == nil, "truncated")
+        }
+
         @Test func aBusyCollectorIsRetriedAfterItsRetryAfter() async throws {
             let collector = try ScriptedCollector([.status(503, retryAfter: 0), .status(429), .status(200)])
             defer { collector.close() }
             let transport = try transport(collector)
-            try await transport.send([7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+            _ = try await transport.send(
+                [7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
             await transport.shutdown()
             #expect(collector.requests.count == 3)
         }

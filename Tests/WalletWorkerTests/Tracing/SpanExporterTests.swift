@@ -10,30 +10,36 @@ import Tracing
 /// shutdown. The schedule is an hour, so only the events under test export anything: no test waits on a timer.
 @Suite("The span exporter", .timeLimit(.minutes(1)))
 struct SpanExporterTests {
-    /// A collector at the exporter's seam: keeps each request's spans, or fails it while `failing` is set.
+    /// A collector at the exporter's seam: keeps each request's spans, or fails it while `failing` is set, and
+    /// answers with a partial success while `rejecting` is set.
     final class ScriptedCollector: SpanExportTransport {
-        private let state = Mutex<(batches: [[String]], failing: Bool, shutDown: Bool)>(([], false, false))
+        private let state = Mutex<(batches: [[String]], failing: Bool, rejecting: Int, shutDown: Bool)>(
+            ([], false, 0, false))
         let arrivals: AsyncStream<Int>
         private let arrived: AsyncStream<Int>.Continuation
 
         init() { (arrivals, arrived) = AsyncStream.makeStream(of: Int.self) }
 
-        func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws {
+        func send(_ body: [UInt8], contentType: String, deadline: ContinuousClock.Instant) async throws
+            -> OTLPPartialSuccess?
+        {
             #expect(contentType == "application/x-protobuf")
             let names = try ProtobufReader.spans(ofRequest: body).spans.map {
                 try ProtobufReader.string(5, in: $0) ?? ""
             }
-            let failing = state.withLock { state in
+            let (failing, rejecting) = state.withLock { state in
                 if !state.failing { state.batches.append(names) }
-                return state.failing
+                return (state.failing, state.rejecting)
             }
             arrived.yield(names.count)
             if failing { throw ScriptedFailure() }
+            return rejecting > 0 ? OTLPPartialSuccess(rejectedSpans: rejecting, message: "over quota") : nil
         }
 
         func shutdown() async { state.withLock { $0.shutDown = true } }
 
         func fail(_ failing: Bool) { state.withLock { $0.failing = failing } }
+        func reject(_ count: Int) { state.withLock { $0.rejecting = count } }
         var batches: [[String]] { state.withLock { $0.batches } }
         var isShutDown: Bool { state.withLock { $0.shutDown } }
 
@@ -131,6 +137,17 @@ struct SpanExporterTests {
         try await running.stop()
         #expect(running.collector.batches.map(\.count) == [3, 3, 3, 1])
         #expect(running.collector.batches.flatMap { $0 } == (0..<10).map { "s\($0)" })
+    }
+
+    @Test func spansTheCollectorRejectsOfABatchItTookAreCounted() async throws {
+        let running = start(batchSize: 2)
+        var arrivals = running.collector.arrivals.makeAsyncIterator()
+        running.collector.reject(1)
+        running.end(["a", "b"])
+        #expect(await arrivals.next() == 2)
+        try await running.stop()
+        #expect(
+            running.exposition.contains(#"wallet_spans_dropped_total{reason="rejected"} 1"#), "\(running.exposition)")
     }
 
     @Test func spansBeyondTheQueueAreDroppedAndCounted() async throws {
