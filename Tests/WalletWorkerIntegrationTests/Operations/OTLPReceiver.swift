@@ -25,7 +25,11 @@ final class OTLPReceiver: Sendable {
     let answers: Bool
     private let listener: Int32
     private let received = Mutex<[Request]>([])
-    private let connections = Mutex<[Int32]>([])
+    /// The descriptors this receiver still owns. The tests of the package share the process and a closed
+    /// descriptor's number is soon another test's socket, so one is shut down or closed only under this lock, while
+    /// it is still listed here.
+    private let descriptors = Mutex<(connections: Set<Int32>, isClosing: Bool, isListenerClosed: Bool)>(
+        ([], false, false))
 
     init(answers: Bool = true) throws {
         self.answers = answers
@@ -43,23 +47,37 @@ final class OTLPReceiver: Sendable {
         }
     }
 
+    /// Stops accepting (the accept thread then closes the listener) and ends the connections being served (their
+    /// threads then close them).
     func close() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        _ = systemClose(listener)
-        for descriptor in connections.withLock({ $0 }) { shutdown(descriptor, Int32(SHUT_RDWR)) }
+        descriptors.withLock { state in
+            state.isClosing = true
+            if !state.isListenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
+            for descriptor in state.connections { shutdown(descriptor, Int32(SHUT_RDWR)) }
+        }
     }
 
     private func acceptUntilClosed() {
         while true {
             let descriptor = accept(listener, nil, nil)
-            guard descriptor >= 0 else {
-                if errno == EINTR { continue }
-                return
+            if descriptor < 0 && errno == EINTR { continue }
+            let serving = descriptors.withLock { state -> Bool in
+                guard descriptor >= 0, !state.isClosing else {
+                    if descriptor >= 0 { _ = systemClose(descriptor) }
+                    state.isListenerClosed = true
+                    _ = systemClose(listener)
+                    return false
+                }
+                state.connections.insert(descriptor)
+                return true
             }
-            connections.withLock { $0.append(descriptor) }
+            guard serving else { return }
             Thread { [self] in
                 serve(descriptor)
-                _ = systemClose(descriptor)
+                descriptors.withLock { state in
+                    state.connections.remove(descriptor)
+                    _ = systemClose(descriptor)
+                }
             }.start()
         }
     }
