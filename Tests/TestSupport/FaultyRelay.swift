@@ -22,6 +22,11 @@ public final class FaultyRelay: Sendable {
         var frozen = false
         var severed = false
         var refusing = false
+        /// Set by `close()`; the accept thread then closes the listener (and only it, under the lock: the tests share
+        /// the process, and a closed descriptor's number is soon another test's socket, which an `accept` on the
+        /// old number would take connections from).
+        var closing = false
+        var listenerClosed = false
         var sockets: [Int32] = []
         /// Sockets frozen alone (`freezeExisting`): new connections still pass.
         var frozenSockets: Set<Int32> = []
@@ -90,15 +95,24 @@ public final class FaultyRelay: Sendable {
 
     /// Severs everything and stops accepting.
     public func close() {
-        _ = shutdown(listener, Int32(SHUT_RDWR))
-        _ = systemClose(listener)
+        state.withLock { state in
+            state.closing = true
+            if !state.listenerClosed { _ = shutdown(listener, Int32(SHUT_RDWR)) }
+        }
         sever()
     }
 
     private func acceptUntilShutDown() {
         while true {
             let client = Glibc.accept(listener, nil, nil)
-            guard client >= 0 else { return }
+            let closing = state.withLock { state -> Bool in
+                guard client < 0 || state.closing else { return false }
+                if client >= 0 { _ = systemClose(client) }
+                state.listenerClosed = true
+                _ = systemClose(listener)
+                return true
+            }
+            if closing { return }
             guard !state.withLock({ $0.refusing }), let upstream = connectUpstream() else {
                 _ = systemClose(client)
                 continue
