@@ -9,7 +9,7 @@ import WalletMessages
 /// start and end through two `AsyncStream`s and an actor and re-sizes each nested protobuf message at every level,
 /// about 19 µs of CPU per span before it carries an attribute, which put tracing at 1.65 times the worker's cost
 /// with one span per message (Benchmarks/README.md, "Issue 38: where tracing's cost goes"). Here a span is an object
-/// with its own lock, its end an append under the queue's lock, and the encoding a single pass (1.15-1.25 times,
+/// with its own lock, its end an append under the queue's lock, and the encoding a single pass (1.14-1.25 times,
 /// "Issue 38, continued: a tracer of the worker's own").
 final class WorkerTracer: Tracer {
     typealias Span = RecordedSpan
