@@ -3,13 +3,17 @@ import Synchronization
 /// The spans that ended and wait for export: a bounded queue under a lock, appended to by whichever thread ends a
 /// span, emptied at once by the exporter. A span that finds it full is dropped and counted; the exporter is woken as soon
 /// as a batch is waiting, else it comes at its schedule.
+///
+/// The bound counts the spans the exporter has taken and not yet sent too (`sent(_:)` gives them back), so a
+/// collector that stalls holds at most `capacity` spans in memory, not a queue's worth taken plus a queue's worth
+/// waiting.
 final class FinishedSpanQueue: Sendable {
     let capacity: Int
     let batchSize: Int
     /// Rings once a batch is waiting (at most one ring is held).
     let wakeups: AsyncStream<Void>
     private let doorbell: AsyncStream<Void>.Continuation
-    private let spans = Mutex<[FinishedSpan]>([])
+    private let state = Mutex<(spans: [FinishedSpan], taken: Int)>(([], 0))
     private let dropped: @Sendable (Int) -> Void
 
     /// - Parameter dropped: told of each span dropped because the queue was full.
@@ -23,10 +27,10 @@ final class FinishedSpanQueue: Sendable {
     func append(_ span: FinishedSpan) {
         let capacity = capacity
         let batchSize = batchSize
-        let (accepted, count) = spans.withLock { spans -> (Bool, Int) in
-            guard spans.count < capacity else { return (false, spans.count) }
-            spans.append(span)
-            return (true, spans.count)
+        let (accepted, count) = state.withLock { state -> (Bool, Int) in
+            guard state.spans.count + state.taken < capacity else { return (false, state.spans.count) }
+            state.spans.append(span)
+            return (true, state.spans.count)
         }
         if !accepted {
             dropped(1)
@@ -36,15 +40,23 @@ final class FinishedSpanQueue: Sendable {
     }
 
     /// Every span waiting, oldest first, taken out of the queue at once: the lock the message path takes to end a
-    /// span is held for a swap, never for a copy (the exporter splits them into batches).
+    /// span is held for a swap, never for a copy (the exporter splits them into batches). They count against the
+    /// capacity until `sent(_:)`.
     func takeAll() -> [FinishedSpan] {
-        spans.withLock { spans in
-            defer { spans = [] }
-            return spans
+        state.withLock { state in
+            defer { state.spans = [] }
+            state.taken += state.spans.count
+            return state.spans
         }
     }
 
-    var count: Int { spans.withLock { $0.count } }
+    /// `count` of the taken spans are done with (exported, or dropped and counted): room for as many new ones.
+    func sent(_ count: Int) {
+        state.withLock { $0.taken = max(0, $0.taken - count) }
+    }
+
+    /// The spans waiting (not taken).
+    var count: Int { state.withLock { $0.spans.count } }
 
     /// Wakes the exporter (its schedule).
     func ring() { doorbell.yield() }

@@ -70,9 +70,11 @@ struct SpanExporter: Service {
                 let end = min(start + queue.batchSize, waiting.count)
                 if Task.isCancelled {
                     metrics.countDroppedSpans(waiting.count - start, reason: .exportFailed)
+                    queue.sent(waiting.count - start)
                     break
                 }
                 await export(Array(waiting[start..<end]))
+                queue.sent(end - start)
                 start = end
             }
         }

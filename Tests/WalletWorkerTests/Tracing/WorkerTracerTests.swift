@@ -154,6 +154,21 @@ struct WorkerTracerTests {
         #expect(queue.takeAll().map(\.name) == ["a", "b"])
         #expect(dropped.value == 1)
     }
+
+    @Test func spansTakenAndNotYetSentCountAgainstTheQueue() {
+        let dropped = SharedCount()
+        let queue = FinishedSpanQueue(capacity: 3, batchSize: 3, dropped: { dropped.add($0) })
+        let tracer = WorkerTracer(sampler: .alwaysOn, queue: queue)
+        func end(_ name: String) { tracer.startSpan(name, context: .topLevel, ofKind: .internal).end() }
+        ["a", "b", "c"].forEach(end)
+        #expect(queue.takeAll().count == 3)
+        end("d")  // a stalled export still holds a, b and c
+        #expect(dropped.value == 1 && queue.count == 0)
+        queue.sent(2)
+        ["e", "f", "g"].forEach(end)
+        #expect(queue.takeAll().map(\.name) == ["e", "f"])
+        #expect(dropped.value == 2)
+    }
 }
 
 /// A count shared with a closure.
