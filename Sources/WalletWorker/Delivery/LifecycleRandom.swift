@@ -1,6 +1,6 @@
 /// The lifecycle's only source of randomness (jitter of retry expirations and delays), seeded by whoever makes the
-/// machine: from the system's generator in the worker, with a fixed seed in tests, so a run can be replayed.
-/// SplitMix64 (Steele, Lea and Flood, 2014).
+/// machine: from the system's generator in the worker, with a fixed seed in tests, so a run can be replayed. The
+/// tracer draws its trace and span ids from one too (`WorkerTracer`). SplitMix64 (Steele, Lea and Flood, 2014).
 struct LifecycleRandom: RandomNumberGenerator, Sendable, Hashable {
     private var state: UInt64
 

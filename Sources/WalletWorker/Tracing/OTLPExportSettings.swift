@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where and how spans are exported, read from the OpenTelemetry SDK's standard variables: the OTLP exporter's
 /// (`OTEL_EXPORTER_OTLP_*`, the traces-specific form winning over the general one), the resource's, the sampler's and
 /// the batch span processor's. A value that does not parse is an error naming its variable.
@@ -164,37 +166,14 @@ public struct OTLPExportSettings: Sendable, Hashable {
         for member in text.split(separator: ",") {
             let parts = member.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = parts[0].trimmingOuterWhitespace
-            guard parts.count == 2, !name.isEmpty, let value = percentDecoded(parts[1].trimmingOuterWhitespace) else {
+            guard parts.count == 2, !name.isEmpty, let value = parts[1].trimmingOuterWhitespace.removingPercentEncoding
+            else {
                 // The member itself is not echoed: it may be a token.
                 throw ConfigurationError("\(variable): expected key=value pairs separated by commas")
             }
             fields.append(Field(name, value))
         }
         return fields
-    }
-
-    /// `text` with its `%XX` escapes decoded; nil when one is malformed or the result is not UTF-8.
-    static func percentDecoded(_ text: String) -> String? {
-        var bytes: [UInt8] = []
-        var utf8 = text.utf8.makeIterator()
-        while let byte = utf8.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = utf8.next().flatMap(hexDigit), let low = utf8.next().flatMap(hexDigit) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexDigit(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }
 

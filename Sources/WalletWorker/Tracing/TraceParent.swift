@@ -23,9 +23,6 @@ enum TraceParent {
         }
     }
 
-    /// Whether `header` is a traceparent a message span may continue (`parse` is not nil).
-    static func isValid(_ header: String) -> Bool { parse(header) != nil }
-
     /// The version-00 header of `identity`.
     static func format(_ identity: SpanIdentity) -> String {
         "00-\(identity.traceID.hex)-\(LowerHex.string(identity.spanID))-\(LowerHex.string(UInt64(identity.flags), digits: 2))"

@@ -16,13 +16,15 @@ final class WorkerTracer: Tracer {
 
     let sampler: TraceSampler
     let queue: FinishedSpanQueue
-    private let ids: Mutex<SpanIDGenerator>
+    /// Ids need to be unique and spread, not secret: a system call per id (`SystemRandomNumberGenerator`) was a
+    /// measurable share of a span's cost, so the system's generator only seeds this one.
+    private let ids: Mutex<LifecycleRandom>
 
     init(sampler: TraceSampler, queue: FinishedSpanQueue) {
         self.sampler = sampler
         self.queue = queue
         var system = SystemRandomNumberGenerator()
-        ids = Mutex(SpanIDGenerator(seed: system.next()))
+        ids = Mutex(LifecycleRandom(seed: system.next()))
     }
 
     func startSpan<Instant: TracerInstant>(
@@ -66,24 +68,9 @@ final class WorkerTracer: Tracer {
     func forceFlush() {}
 }
 
-/// Trace and span ids from Sebastiano Vigna's SplitMix64: trace and span ids need to be unique and spread, not secret, and a system call
-/// per id (`SystemRandomNumberGenerator`) was a measurable share of a span's cost. Seeded from the system's
-/// generator once per tracer.
-struct SpanIDGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-
-    /// An id: never zero, which W3C Trace Context reserves for "invalid".
-    mutating func nextNonZero() -> UInt64 {
+extension LifecycleRandom {
+    /// A trace or span id: never zero, which W3C Trace Context reserves for "invalid".
+    fileprivate mutating func nextNonZero() -> UInt64 {
         while true {
             let value = next()
             if value != 0 { return value }

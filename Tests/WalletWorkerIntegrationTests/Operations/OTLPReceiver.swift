@@ -23,19 +23,14 @@ final class OTLPReceiver: Sendable {
 
     let port: Int
     let answers: Bool
-    private let listener: Int32
+    private let server: LoopbackServer
     private let received = Mutex<[Request]>([])
-    /// The descriptors this receiver still owns. The tests of the package share the process and a closed
-    /// descriptor's number is soon another test's socket, so one is shut down or closed only under this lock, while
-    /// it is still listed here.
-    private let descriptors = Mutex<(connections: Set<Int32>, isClosing: Bool, isListenerClosed: Bool)>(
-        ([], false, false))
 
     init(answers: Bool = true) throws {
         self.answers = answers
-        (listener, port) = try listenOnLoopback()
-        let thread = Thread { [self] in acceptUntilClosed() }
-        thread.start()
+        server = try LoopbackServer()
+        port = server.port
+        server.start { [self] in serve($0) }
     }
 
     var requests: [Request] { received.withLock { $0 } }
@@ -47,40 +42,8 @@ final class OTLPReceiver: Sendable {
         }
     }
 
-    /// Stops accepting (the accept thread then closes the listener) and ends the connections being served (their
-    /// threads then close them).
-    func close() {
-        descriptors.withLock { state in
-            state.isClosing = true
-            if !state.isListenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
-            for descriptor in state.connections { shutdown(descriptor, Int32(SHUT_RDWR)) }
-        }
-    }
-
-    private func acceptUntilClosed() {
-        while true {
-            let descriptor = accept(listener, nil, nil)
-            if descriptor < 0 && errno == EINTR { continue }
-            let serving = descriptors.withLock { state -> Bool in
-                guard descriptor >= 0, !state.isClosing else {
-                    if descriptor >= 0 { _ = systemClose(descriptor) }
-                    state.isListenerClosed = true
-                    _ = systemClose(listener)
-                    return false
-                }
-                state.connections.insert(descriptor)
-                return true
-            }
-            guard serving else { return }
-            Thread { [self] in
-                serve(descriptor)
-                descriptors.withLock { state in
-                    state.connections.remove(descriptor)
-                    _ = systemClose(descriptor)
-                }
-            }.start()
-        }
-    }
+    /// Stops accepting and ends the connections being served.
+    func close() { server.close() }
 
     private func serve(_ descriptor: Int32) {
         var reader = SocketReader(descriptor: descriptor)

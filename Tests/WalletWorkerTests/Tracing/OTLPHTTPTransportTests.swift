@@ -21,67 +21,24 @@
 
         /// An HTTP/1.1 server on loopback answering each request with the next scripted answer (the last one
         /// repeats), keeping every request it read.
-        ///
-        /// The tests of the whole package share this process, and a closed descriptor's number is soon another
-        /// test's socket: a descriptor is shut down or closed only under the lock that says it is still this
-        /// server's, never after.
         final class ScriptedCollector: Sendable {
             let port: Int
-            private let listener: Int32
-            private struct State {
-                var answers: [Answer]
-                var requests: [(head: String, body: [UInt8])] = []
-                /// Connections being served (not yet closed by their thread).
-                var open: Set<Int32> = []
-                var isClosing = false
-                var isListenerClosed = false
-            }
-            private let state: Mutex<State>
+            private let server: LoopbackServer
+            private let state: Mutex<(answers: [Answer], requests: [(head: String, body: [UInt8])])>
 
             init(_ answers: [Answer]) throws {
-                (listener, port) = try listenOnLoopback()
-                state = Mutex(State(answers: answers))
-                let thread = Thread { [self] in acceptUntilClosed() }
-                thread.start()
+                server = try LoopbackServer()
+                port = server.port
+                state = Mutex((answers, []))
+                server.start { [self] in serve($0) }
             }
 
             var requests: [(head: String, body: [UInt8])] { state.withLock { $0.requests } }
 
-            /// Stops accepting (the accept thread then closes the listener) and ends the connections being served
-            /// (their threads then close them).
-            func close() {
-                state.withLock { state in
-                    state.isClosing = true
-                    if !state.isListenerClosed { _ = shutdown(listener, Int32(SHUT_RDWR)) }
-                    for descriptor in state.open { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
-                }
-            }
+            func close() { server.close() }
 
-            private func acceptUntilClosed() {
-                while true {
-                    let connection = accept(listener, nil, nil)
-                    let serving = state.withLock { state -> Bool in
-                        guard connection >= 0, !state.isClosing else {
-                            if connection >= 0 { _ = systemClose(connection) }
-                            state.isListenerClosed = true
-                            _ = systemClose(listener)
-                            return false
-                        }
-                        state.open.insert(connection)
-                        return true
-                    }
-                    guard serving else { return }
-                    Thread { [self] in serve(connection) }.start()
-                }
-            }
-
+            /// Serves one connection until its peer closes it (the server then closes the descriptor).
             private func serve(_ connection: Int32) {
-                defer {
-                    state.withLock { state in
-                        state.open.remove(connection)
-                        _ = systemClose(connection)
-                    }
-                }
                 var buffer: [UInt8] = []
                 func fill() -> Bool {
                     var chunk = [UInt8](repeating: 0, count: 65_536)

@@ -1,4 +1,5 @@
 import Synchronization
+import TestSupport
 import Testing
 import Tracing
 
@@ -97,7 +98,7 @@ struct WorkerTracerTests {
         #expect(!half.shouldSample(traceID: TraceID(high: 0, low: (1 << 62) << 1), parent: nil))
         #expect(half.shouldSample(traceID: TraceID(high: 0, low: 1), parent: nil), "the last bit is shifted out")
         // A trace sampled at a ratio is sampled at every higher one.
-        var generator = SpanIDGenerator(seed: 7)
+        var generator = SplitMix64(seed: 7)
         for _ in 0..<2_000 {
             let traceID = TraceID(high: generator.next(), low: generator.next())
             if TraceSampler.traceIDRatio(0.3).shouldSample(traceID: traceID, parent: nil) {
@@ -129,7 +130,7 @@ struct WorkerTracerTests {
 
     @Test func theRatioSamplerDecidesByTheTraceIDAlone() {
         let half = TraceSampler.traceIDRatio(0.5)
-        var generator = SpanIDGenerator(seed: 42)
+        var generator = SplitMix64(seed: 42)
         var sampled = 0
         for _ in 0..<10_000 {
             let traceID = TraceID(high: generator.next(), low: generator.next())
