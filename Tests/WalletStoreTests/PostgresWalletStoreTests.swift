@@ -311,13 +311,16 @@ struct PostgresWalletStoreTests {
                 // record filtered out after it was read.
                 try await connection.query("ANALYZE transactions", logger: logger)
                 var bindings = PostgresBindings()
+                bindings.append([String]())
+                bindings.append([String]())
                 bindings.append(["DC-HEAVY"])
                 bindings.append(PostgresNullableArray([true]))
                 bindings.append([10])
                 var plan: [String] = []
                 for try await row in try await connection.query(
                     PostgresQuery(
-                        unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF) " + PostgresBatchStatements.newestTransactions,
+                        unsafeSQL: "EXPLAIN (ANALYZE, COSTS OFF) "
+                            + PostgresBatchStatements.recordsAndNewestTransactions,
                         binds: bindings),
                     logger: logger)
                 {
@@ -376,16 +379,58 @@ struct PostgresWalletStoreTests {
                 for column in columns { bindings.append(column) }
                 return bindings
             }
+            // The writes of such a batch: the cards changed, 40 records stored, 86 messages recorded with a result.
+            let overlay = PostgresBatchOverlay(snapshot: PostgresBatchSnapshot())
+            overlay.apply(cards.map { .upsertCard($0) })
+            overlay.apply(
+                records.map {
+                    .storeTransaction(
+                        digitalCardId: $0.card,
+                        record: TransactionRecord(
+                            id: $0.record, date: "2026-11-29", instant: 1, status: "APPROVED", type: "PURCHASE",
+                            currencyCode: "EUR", amount: JSONNumber(validatedLiteral: "1.00")))
+                })
+            for id in messageIDs.dropFirst(2) {
+                let result = OutboundResult(
+                    exchange: "wallet.transactions", routingKey: "x", body: Array("{}".utf8),
+                    properties: OutboundProperties(messageID: id, correlationID: nil, type: "t", traceparent: nil))
+                overlay.record(
+                    messageID: id,
+                    decision: Decision(
+                        effects: [], results: [result], disposition: .acknowledge, outcome: .processed, sender: "TNS",
+                        digitalCardId: "DC-000007"),
+                    at: Date())
+            }
+            func historyBindings(records: [(card: String, record: String)], cards: [String]) -> PostgresBindings {
+                var bindings = PostgresBindings()
+                bindings.append(records.map(\.card))
+                bindings.append(records.map(\.record))
+                bindings.append(cards)
+                bindings.append(PostgresNullableArray(cards.map { _ in Bool?.none }))
+                bindings.append(cards.map { _ in 10 })
+                return bindings
+            }
             let statements: [(name: String, sql: String, bindings: PostgresBindings)] = [
-                ("card lock", PostgresBatchStatements.cardLookup(locking: true), bindings([cardIDs])),
-                ("card read", PostgresBatchStatements.cardLookup(locking: false), bindings([cardIDs])),
-                ("card write", PostgresBatchStatements.cardUpsert, PostgresBatchStatements.cardColumns(cards)),
-                ("record lock", PostgresBatchStatements.recordLookup(locking: true), bindings([messageIDs])),
-                ("record read", PostgresBatchStatements.recordLookup(locking: false), bindings([messageIDs])),
+                (
+                    "cards and records locked", PostgresBatchStatements.cardsAndProcessedLookup(locking: true),
+                    bindings([cardIDs, messageIDs])
+                ),
+                (
+                    "cards and records read", PostgresBatchStatements.cardsAndProcessedLookup(locking: false),
+                    bindings([cardIDs, messageIDs])
+                ),
                 ("recorded results", PostgresBatchStatements.recordedResults, bindings([["m-17", "m-4711"]])),
                 (
-                    "records check", PostgresBatchStatements.recordsLookup,
-                    bindings([records.map(\.card), records.map(\.record)])
+                    "records check", PostgresBatchStatements.recordsAndNewestTransactions,
+                    historyBindings(records: records, cards: [])
+                ),
+                (
+                    "histories", PostgresBatchStatements.recordsAndNewestTransactions,
+                    historyBindings(records: [], cards: Array(cardIDs.prefix(40)))
+                ),
+                (
+                    "writes", PostgresBatchStatements.batchWrite,
+                    try PostgresBatchStatements.writeColumns(overlay, now: Date())
                 ),
             ]
             var plans: [String] = []
@@ -502,12 +547,9 @@ struct PostgresWalletStoreTests {
             for plan in plans {
                 #expect(!plan.contains("Seq Scan") && !plan.contains("Hash Join"), "\(plan)")
             }
-            // Every statement but the two plain inserts finds its rows through an index (a conflict's included).
-            let plainInserts = [
-                PostgresBatchStatements.InsertProcessedMessages.name,
-                PostgresBatchStatements.InsertProcessedResults.name,
-            ]
-            for plan in plans where !plainInserts.contains(where: { plan.hasPrefix($0 + ":") }) {
+            // Every statement finds its rows through an index (the writes: their conflicts and the deleted
+            // installations).
+            for plan in plans {
                 #expect(plan.contains("Index"), "\(plan)")
             }
         }

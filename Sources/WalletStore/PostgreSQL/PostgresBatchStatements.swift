@@ -6,7 +6,8 @@ import WalletRouting
 
 /// The SQL of a batch: a few set-based statements that fetch what the batch reads and write what it changed.
 /// Every batch is one `READ COMMITTED` transaction on one connection; rows go in and out as arrays (`unnest`),
-/// so a batch of 200 messages costs about a dozen round trips whatever its size.
+/// so a batch costs five round trips whatever its size: `BEGIN`, the cards and processed ids, the records and
+/// histories, the writes, `COMMIT` (`fetch`, `write`; a sixth reads the recorded results of replays).
 ///
 /// Every read by key is a lateral subquery per key, `unnest($1) AS k CROSS JOIN LATERAL (SELECT … WHERE key =
 /// k.key FOR UPDATE | OFFSET 0)`: the lock or the `OFFSET 0` keeps the subquery from being flattened into a join, so
@@ -15,8 +16,8 @@ import WalletRouting
 /// `= ANY` filter or a hash join) while a table had a few thousand rows, and more often before its first `ANALYZE`:
 /// in the profile's run 1,376 scans read 17 million rows (Benchmarks/README.md, "Issue 38").
 ///
-/// Each statement is prepared once per connection under its name (`PreparedBatchStatement`): the names, and the
-/// texts of the writes, are at the end of this file; the reads' texts are beside the functions that decode them.
+/// Each statement is prepared once per connection under its name (`PreparedBatchStatement`): the names are at the
+/// end of this file, the texts beside the functions that bind and decode them.
 struct PostgresBatchStatements {
     let connection: PostgresConnection
     let logger: Logger
@@ -42,89 +43,87 @@ struct PostgresBatchStatements {
 
     // MARK: - Reads
 
-    /// Fetches `keys` into `snapshot`, cards first: their row locks are taken in sorted order (two batches lock
-    /// their common cards in the same order, so they queue instead of deadlocking), and whatever was stored under
-    /// those locks is read by the later statements, each of which sees every commit made before it started.
+    /// Fetches `keys` into `snapshot` in at most two statements (and a third when the batch holds replays):
+    ///
+    /// 1. The cards and the processed ids. The cards come first: their row locks are taken in sorted order (two
+    ///    batches lock their common cards in the same order, so they queue instead of deadlocking). A processed id
+    ///    read in this statement's snapshot may miss a record another replica committed while this one waited for a
+    ///    card lock; the batch then records the id again, which the primary key refuses, and is retried as a replay.
+    /// 2. The records and the histories, in a statement of their own that starts after the locks are held, so it
+    ///    sees whatever was stored under them: a history read in the first statement's snapshot could miss a record
+    ///    another batch stored on the card and committed while this one waited, and nothing would tell.
+    ///
     /// Without `lock` (a dry run), the cards are read as committed and stay free for the worker.
     func fetch(_ keys: PostgresBatchKeys, into snapshot: inout PostgresBatchSnapshot, lock: Bool = true) async throws {
-        if !keys.cards.isEmpty {
-            let found = try await cards(keys.cards.sorted(), lock: lock)
-            for id in keys.cards { snapshot.cards[id] = .some(found[id]) }
+        if !keys.cards.isEmpty || !keys.messageIDs.isEmpty {
+            let found = try await cardsAndDecisions(
+                cards: keys.cards.sorted(), messageIDs: keys.messageIDs.sorted(), lock: lock)
+            for id in keys.cards { snapshot.cards[id] = .some(found.cards[id]) }
+            for id in keys.messageIDs { snapshot.decisions[id] = .some(found.decisions[id]) }
         }
-        if !keys.messageIDs.isEmpty {
-            let found = try await decisions(keys.messageIDs.sorted(), lock: lock)
-            for id in keys.messageIDs { snapshot.decisions[id] = .some(found[id]) }
-        }
-        if !keys.records.isEmpty {
-            let found = try await existingRecords(Array(keys.records))
-            for key in keys.records { snapshot.records[key] = found.contains(key) }
-        }
-        if !keys.histories.isEmpty {
+        if !keys.records.isEmpty || !keys.histories.isEmpty {
+            let records = Array(keys.records)
             let requests = keys.histories.map { (key: $0.key, limit: $0.value) }
-            let found = try await histories(requests)
+            let found = try await recordsAndHistories(records: records, histories: requests)
+            for key in records { snapshot.records[key] = found.records.contains(key) }
             for (index, request) in requests.enumerated() {
-                snapshot.histories[request.key] = (request.limit, found[index] ?? [])
+                snapshot.histories[request.key] = (request.limit, found.histories[index] ?? [])
             }
         }
     }
 
     /// The cards that exist among `ids`; with `lock`, row-locked in the order of `ids` until the transaction ends.
     func cards(_ ids: [String], lock: Bool) async throws -> [String: CardRecord] {
-        var bindings = PostgresBindings()
-        bindings.append(ids)
-        var cards: [String: CardRecord] = [:]
-        let rows =
-            lock
-            ? try await run(CardsForUpdate.self, bindings) : try await run(CardsAsCommitted.self, bindings)
-        for try await row in rows {
-            let (id, state, tokenizedCardId, keyType, paymentsLeft, expiresAt) = try row.decode(
-                (String, String, String?, String, Int?, Double?).self)
-            cards[id] = CardRecord(
-                digitalCardId: id, state: try Self.columns.decode(CardState.self, state, column: "cards.state"),
-                tokenizedCardId: tokenizedCardId,
-                keyType: try Self.columns.decode(KeyType.self, keyType, column: "cards.key_type"),
-                paymentKeys: paymentsLeft.flatMap { left in
-                    expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
-                })
-        }
-        return cards
-    }
-
-    /// The cards among $1; `locking`, each row-locked as it is found, so in $1's order (a lateral subquery runs once
-    /// per row of the `unnest`, in the array's order).
-    static func cardLookup(locking: Bool) -> String {
-        """
-        SELECT c.digital_card_id, c.state, c.tokenized_card_id, c.key_type, c.payments_left, c.keys_expire_at
-        FROM unnest($1::text[]) AS k(digital_card_id)
-        CROSS JOIN LATERAL (
-            SELECT * FROM cards WHERE cards.digital_card_id = k.digital_card_id \(locking ? "FOR UPDATE" : "OFFSET 0")
-        ) AS c
-        """
+        try await cardsAndDecisions(cards: ids, messageIDs: [], lock: lock).cards
     }
 
     /// The recorded decisions of the processed ids among `ids`; with `lock`, their records are share-locked until the
     /// transaction ends.
-    ///
-    /// Two statements, the second only when an id was found (a replay: most batches have none). One join of both
-    /// tables was planned as a hash join over all of `processed_results` whenever the planner lacked statistics
-    /// (a table not analysed yet guesses 200 distinct message ids): a batch with one replay in it read the whole
-    /// table (35.9 ms at 89,000 results, growing with the retention). The lock keeps the two consistent: the
-    /// retention sweep skips locked records (`expire`), so a record found by the first is not deleted with its
-    /// results before the second reads them.
     func decisions(_ ids: [String], lock: Bool) async throws -> [String: Decision] {
+        try await cardsAndDecisions(cards: [], messageIDs: ids, lock: lock).decisions
+    }
+
+    /// The cards that exist among `cards` and the recorded decisions of the processed ids among `messageIDs`; with
+    /// `lock`, the cards are row-locked in the order given and the records share-locked, until the transaction ends.
+    ///
+    /// The results of the records found come from a second statement, only when one was found (a replay: most
+    /// batches have none). One join of both tables was planned as a hash join over all of `processed_results`
+    /// whenever the planner lacked statistics: a batch with one replay in it read the whole table (35.9 ms at
+    /// 89,000 results, growing with the retention). The share lock keeps the two consistent: the retention sweep
+    /// skips locked records (`expire`), so a record found by the first is not deleted with its results before the
+    /// second reads them.
+    func cardsAndDecisions(cards ids: [String], messageIDs: [String], lock: Bool) async throws
+        -> (cards: [String: CardRecord], decisions: [String: Decision])
+    {
         var bindings = PostgresBindings()
         bindings.append(ids)
-        let recorded =
+        bindings.append(messageIDs)
+        let rows =
             lock
-            ? try await run(ProcessedForShare.self, bindings) : try await run(ProcessedAsCommitted.self, bindings)
+            ? try await run(CardsAndProcessedForUpdate.self, bindings)
+            : try await run(CardsAndProcessedAsCommitted.self, bindings)
+        var cards: [String: CardRecord] = [:]
         var decisions: [String: Decision] = [:]
-        for try await row in recorded {
-            let (id, outcome, sender, digitalCardId) = try row.decode((String, String, String?, String?).self)
-            decisions[id] = try Decision.recorded(
-                results: [], outcome: Self.columns.decode(Outcome.self, outcome, column: "processed_messages.outcome"),
-                sender: sender, digitalCardId: digitalCardId)
+        for try await row in rows {
+            let (isCard, id, stateOrOutcome, tokenizedCardIdOrSender, keyTypeOrCard, paymentsLeft, expiresAt) =
+                try row.decode((Bool, String, String, String?, String?, Int?, Double?).self)
+            if isCard {
+                cards[id] = CardRecord(
+                    digitalCardId: id,
+                    state: try Self.columns.decode(CardState.self, stateOrOutcome, column: "cards.state"),
+                    tokenizedCardId: tokenizedCardIdOrSender,
+                    keyType: try Self.columns.decode(KeyType.self, keyTypeOrCard ?? "", column: "cards.key_type"),
+                    paymentKeys: paymentsLeft.flatMap { left in
+                        expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
+                    })
+            } else {
+                decisions[id] = try Decision.recorded(
+                    results: [],
+                    outcome: Self.columns.decode(Outcome.self, stateOrOutcome, column: "processed_messages.outcome"),
+                    sender: tokenizedCardIdOrSender, digitalCardId: keyTypeOrCard)
+            }
         }
-        guard !decisions.isEmpty else { return decisions }
+        guard !decisions.isEmpty else { return (cards, decisions) }
         var found = PostgresBindings()
         found.append(Array(decisions.keys))
         for try await row in try await run(RecordedResults.self, found) {
@@ -136,14 +135,24 @@ struct PostgresBatchStatements {
                     properties: OutboundProperties(
                         messageID: resultID, correlationID: correlationID, type: type, traceparent: traceparent)))
         }
-        return decisions
+        return (cards, decisions)
     }
 
-    /// The records of the processed ids among $1; `locking`, each share-locked as it is found.
-    static func recordLookup(locking: Bool) -> String {
+    /// The cards among $1, then the records of the processed ids among $2, as rows of one shape: whether the row is a
+    /// card, the key, then the card's state, tokenized card id, key type and payment keys, or the record's outcome,
+    /// sender and card. `locking`, each card is row-locked as it is found, so in $1's order (a lateral subquery runs
+    /// once per row of the `unnest`, in the array's order, and the cards' branch runs to its end before the other),
+    /// and each record share-locked.
+    static func cardsAndProcessedLookup(locking: Bool) -> String {
         """
-        SELECT m.message_id, m.outcome, m.sender, m.digital_card_id
-        FROM unnest($1::text[]) AS k(message_id)
+        SELECT true, c.digital_card_id, c.state, c.tokenized_card_id, c.key_type, c.payments_left, c.keys_expire_at
+        FROM unnest($1::text[]) AS k(digital_card_id)
+        CROSS JOIN LATERAL (
+            SELECT * FROM cards WHERE cards.digital_card_id = k.digital_card_id \(locking ? "FOR UPDATE" : "OFFSET 0")
+        ) AS c
+        UNION ALL
+        SELECT false, m.message_id, m.outcome, m.sender, m.digital_card_id, NULL, NULL
+        FROM unnest($2::text[]) AS k(message_id)
         CROSS JOIN LATERAL (
             SELECT * FROM processed_messages
             WHERE processed_messages.message_id = k.message_id \(locking ? "FOR SHARE" : "OFFSET 0")
@@ -162,47 +171,41 @@ struct PostgresBatchStatements {
         ORDER BY r.message_id, r.position
         """
 
-    /// Which of `keys` are stored records.
-    func existingRecords(_ keys: [RecordKey]) async throws -> Set<RecordKey> {
-        var bindings = PostgresBindings()
-        bindings.append(keys.map(\.digitalCardId))
-        bindings.append(keys.map(\.recordId))
-        var found = Set<RecordKey>()
-        for try await row in try await run(StoredRecords.self, bindings) {
-            let (card, record) = try row.decode((String, String).self)
-            found.insert(RecordKey(digitalCardId: card, recordId: record))
-        }
-        return found
+    /// For each request, the card's newest records (of the kind asked, at most `limit`), newest first, ties: the
+    /// later stored first; by request index.
+    func histories(_ requests: [(key: HistoryKey, limit: Int)]) async throws -> [Int: [TransactionRecord]] {
+        try await recordsAndHistories(records: [], histories: requests).histories
     }
 
-    /// The stored records among ($1 cards, $2 record ids).
-    static let recordsLookup = """
-        SELECT t.digital_card_id, t.record_id
-        FROM unnest($1::text[], $2::text[]) AS k(digital_card_id, record_id)
-        CROSS JOIN LATERAL (
-            SELECT digital_card_id, record_id FROM transactions
-            WHERE transactions.digital_card_id = k.digital_card_id AND transactions.record_id = k.record_id
-            OFFSET 0
-        ) AS t
-        """
-
-    /// For each request, the card's newest records (of the kind asked, at most `limit`), newest first, ties: the
-    /// later stored first; by request index. One statement: a lateral index range scan per request and kind.
-    func histories(_ requests: [(key: HistoryKey, limit: Int)]) async throws -> [Int: [TransactionRecord]] {
+    /// Which of `records` are stored, and for each history request the card's newest records (of the kind asked, at
+    /// most `limit`), newest first, ties: the later stored first; by request index. One statement.
+    func recordsAndHistories(records: [RecordKey], histories requests: [(key: HistoryKey, limit: Int)]) async throws
+        -> (records: Set<RecordKey>, histories: [Int: [TransactionRecord]])
+    {
         var bindings = PostgresBindings()
+        bindings.append(records.map(\.digitalCardId))
+        bindings.append(records.map(\.recordId))
         bindings.append(requests.map(\.key.digitalCardId))
         bindings.append(PostgresNullableArray(requests.map(\.key.auxiliary)))
         bindings.append(requests.map(\.limit))
+        var found = Set<RecordKey>()
         var histories: [Int: [TransactionRecord]] = [:]
-        for try await row in try await run(NewestTransactions.self, bindings) {
+        for try await row in try await run(RecordsAndHistories.self, bindings) {
             let (
                 ordinal, id, date, instant, status, type, currencyCode, amount, displayAmount, merchantName,
-                merchantType, merchantPostalCode, terminalID, merchantID, isAuxiliary
+                merchantType, merchantPostalCode, terminalID, merchantID, isAuxiliary, _
             ) = try row.decode(
                 (
-                    Int, String, String, Double, String, String, String, String, String?, String?, String?, String?,
-                    String?, String?, Bool
+                    Int, String, String?, Double?, String?, String?, String?, String?, String?, String?, String?,
+                    String?, String?, String?, Bool?, Int?
                 ).self)
+            guard ordinal > 0 else {
+                found.insert(records[-ordinal - 1])
+                continue
+            }
+            guard let date, let instant, let status, let type, let currencyCode, let amount, let isAuxiliary else {
+                throw StoreError(.permanent, "PostgreSQL store: a stored transaction record has a NULL column")
+            }
             histories[ordinal - 1, default: []].append(
                 TransactionRecord(
                     id: id, date: date, instant: instant, status: status, type: type, currencyCode: currencyCode,
@@ -210,17 +213,30 @@ struct PostgresBatchStatements {
                     merchantName: merchantName, merchantType: merchantType, merchantPostalCode: merchantPostalCode,
                     terminalID: terminalID, merchantID: merchantID, isAuxiliaryTransaction: isAuxiliary))
         }
-        return histories
+        return (found, histories)
     }
 
-    /// The history reads of a batch ($1 cards, $2 kinds: true auxiliary, false primary, NULL both; $3 limits).
-    /// Each kind is one range of `transactions_newest_first_by_kind`, read only when asked for (a one-time filter
-    /// on the request's kind): no record of the other kind is read, and the view of both merges the two ranges.
-    static let newestTransactions = """
+    /// The stored records among ($1 cards, $2 record ids), then the history reads ($3 cards, $4 kinds: true
+    /// auxiliary, false primary, NULL both; $5 limits), as rows of one shape: a stored record is its request's
+    /// ordinal negated and its id, every other column NULL; a history's record is its request's ordinal and the
+    /// record. Each history kind is one range of `transactions_newest_first_by_kind`, read only when asked for (a
+    /// one-time filter on the request's kind): no record of the other kind is read, and the view of both merges the
+    /// two ranges.
+    static let recordsAndNewestTransactions = """
+        SELECT -k.ordinal AS ordinal, t.record_id, NULL::text, NULL::float8 AS instant, NULL::text, NULL::text,
+               NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,
+               NULL::bool, NULL::int8 AS stored_sequence
+        FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(digital_card_id, record_id, ordinal)
+        CROSS JOIN LATERAL (
+            SELECT record_id FROM transactions
+            WHERE transactions.digital_card_id = k.digital_card_id AND transactions.record_id = k.record_id
+            OFFSET 0
+        ) AS t
+        UNION ALL
         SELECT k.ordinal, t.record_id, t.date, t.instant, t.status, t.type, t.currency_code, t.amount,
                t.display_amount, t.merchant_name, t.merchant_type, t.merchant_postal_code, t.terminal_id,
-               t.merchant_id, t.is_auxiliary
-        FROM unnest($1::text[], $2::bool[], $3::int8[]) WITH ORDINALITY AS k(digital_card_id, auxiliary, row_limit, ordinal)
+               t.merchant_id, t.is_auxiliary, t.stored_sequence
+        FROM unnest($3::text[], $4::bool[], $5::int8[]) WITH ORDINALITY AS k(digital_card_id, auxiliary, row_limit, ordinal)
         CROSS JOIN LATERAL (
             SELECT * FROM (
                 (SELECT * FROM transactions AS p
@@ -236,7 +252,7 @@ struct PostgresBatchStatements {
             ORDER BY both_kinds.instant DESC, both_kinds.stored_sequence DESC
             LIMIT k.row_limit
         ) AS t
-        ORDER BY k.ordinal, t.instant DESC, t.stored_sequence DESC
+        ORDER BY ordinal, instant DESC, stored_sequence DESC
         """
 
     func installation(_ installationId: String) async throws -> Installation? {
@@ -253,92 +269,95 @@ struct PostgresBatchStatements {
 
     // MARK: - Writes
 
-    /// Writes what a routing pass changed: cards, records, installations, then the processed ids with their results.
+    /// Writes what a routing pass changed in one statement (`WriteBatch`): cards, records, installations, then the
+    /// processed ids with their results. Cards and processed ids go in sorted (two batches sharing ids write them in
+    /// the same order).
     /// - Throws: `PostgresConflict` when another transaction created one of the batch's new cards after this one
-    ///   found it absent (the batch routed against a stale "absent" and is retried); a unique violation (23505)
-    ///   when another transaction recorded one of the batch's message ids first (retried: then it is a replay).
+    ///   found it absent (the batch routed against a stale "absent" and is retried; the statement's other writes are
+    ///   rolled back with the batch); a unique violation (23505) when another transaction recorded one of the
+    ///   batch's message ids first (retried: then it is a replay).
     func write(_ pass: PostgresBatchOverlay, now: Date) async throws {
-        let cards = pass.changedCards.keys.sorted().map { pass.changedCards[$0]! }
-        if !cards.isEmpty {
-            try await store(cards, existing: { pass.existed($0) })
-        }
-        if !pass.storedRecords.isEmpty {
-            try await execute(InsertTransactions.self, Self.recordColumns(pass.storedRecords))
-        }
-        let installationIDs = pass.installations.keys.sorted()
-        let upserted = installationIDs.compactMap { pass.installations[$0]! }
-        let deleted = installationIDs.filter { pass.installations[$0]! == nil }
-        if !upserted.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(upserted.map(\.installationId))
-            bindings.append(upserted.map(\.platform))
-            bindings.append(upserted.map(\.pushChannel))
-            bindings.append(try upserted.map { try StoredColumns.encodeTags($0.tags) })
-            try await execute(UpsertInstallations.self, bindings)
-        }
-        if !deleted.isEmpty {
-            var bindings = PostgresBindings()
-            bindings.append(deleted)
-            try await execute(DeleteInstallations.self, bindings)
-        }
-        try await record(pass.recorded.sorted { $0.messageID < $1.messageID }, now: now)
-    }
-
-    /// Writes the batch's changed cards (sorted by id) in one statement: those it found, row-locked since, are
-    /// updated; the others are inserted. An upsert finds each card through the primary key whatever the planner
-    /// knows (an `UPDATE … FROM unnest(…)` was a hash join over the whole table while it had a few thousand rows).
-    /// - Throws: `PostgresConflict` when a card the batch found absent exists now: another transaction created it
-    ///   after this one looked, so the batch routed against a stale "absent" (the upsert's update of that card is
-    ///   rolled back with the batch, which is routed again).
-    private func store(_ cards: [CardRecord], existing: (String) -> Bool) async throws {
-        for try await row in try await run(UpsertCards.self, Self.cardColumns(cards)) {
+        let bindings = try Self.writeColumns(pass, now: now)
+        // The rows returned are the changed cards: each with whether the statement inserted it.
+        for try await row in try await run(WriteBatch.self, bindings) {
             let (id, inserted) = try row.decode((String, Bool).self)
-            guard inserted || existing(id) else {
+            guard inserted || pass.existed(id) else {
                 throw PostgresConflict(description: "a card the batch found absent was created by another transaction")
             }
         }
     }
 
-    /// Inserts or updates the cards of $1…$6; returns each card's id and whether it was inserted (`xmax` is 0 on a
-    /// row this statement inserted, this transaction's id on one it updated).
-    static let cardUpsert = """
-        INSERT INTO cards AS c (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
-        ON CONFLICT (digital_card_id) DO UPDATE SET
-            state = excluded.state, tokenized_card_id = excluded.tokenized_card_id, key_type = excluded.key_type,
-            payments_left = excluded.payments_left, keys_expire_at = excluded.keys_expire_at
-        RETURNING c.digital_card_id, c.xmax = 0
-        """
-
-    /// The processed ids (sorted: two batches sharing ids insert them in the same order) and their results.
-    private func record(_ recorded: [(messageID: String, decision: Decision)], now: Date) async throws {
-        guard !recorded.isEmpty else { return }
-        var messages = PostgresBindings()
-        messages.append(recorded.map(\.messageID))
-        messages.append(now)
-        messages.append(recorded.map(\.decision.outcome.rawValue))
-        messages.append(PostgresNullableArray(recorded.map(\.decision.sender)))
-        messages.append(PostgresNullableArray(recorded.map(\.decision.digitalCardId)))
-        try await execute(InsertProcessedMessages.self, messages)
-
-        let results = recorded.flatMap { entry in
-            entry.decision.results.enumerated().map {
-                (messageID: entry.messageID, position: $0.offset, result: $0.element)
-            }
-        }
-        guard !results.isEmpty else { return }
-        var bindings = PostgresBindings()
-        bindings.append(results.map(\.messageID))
-        bindings.append(results.map(\.position))
-        bindings.append(results.map(\.result.exchange))
-        bindings.append(results.map(\.result.routingKey))
-        bindings.append(results.map { ByteBuffer(bytes: $0.result.body) })
-        bindings.append(PostgresNullableArray(results.map(\.result.properties.messageID)))
-        bindings.append(PostgresNullableArray(results.map(\.result.properties.correlationID)))
-        bindings.append(results.map(\.result.properties.type))
-        bindings.append(PostgresNullableArray(results.map(\.result.properties.traceparent)))
-        try await execute(InsertProcessedResults.self, bindings)
+    /// The parameters of `batchWrite` for what `pass` changed.
+    static func writeColumns(_ pass: PostgresBatchOverlay, now: Date) throws -> PostgresBindings {
+        let cards = pass.changedCards.keys.sorted().map { pass.changedCards[$0]! }
+        let installationIDs = pass.installations.keys.sorted()
+        let upserted = installationIDs.compactMap { pass.installations[$0]! }
+        let deleted = installationIDs.filter { pass.installations[$0]! == nil }
+        var bindings = cardColumns(cards)
+        appendRecordColumns(pass.storedRecords, to: &bindings)
+        bindings.append(upserted.map(\.installationId))
+        bindings.append(upserted.map(\.platform))
+        bindings.append(upserted.map(\.pushChannel))
+        bindings.append(try upserted.map { try StoredColumns.encodeTags($0.tags) })
+        bindings.append(deleted)
+        appendRecordedColumns(pass.recorded.sorted { $0.messageID < $1.messageID }, now: now, to: &bindings)
+        return bindings
     }
+
+    /// A batch's writes ($1…$6 the changed cards, $7…$21 the stored records, $22…$25 the upserted installations,
+    /// $26 the deleted ones, $27…$31 the processed ids, $32…$40 their results), each a data-modifying part of one
+    /// statement: one round trip instead of one per kind. An empty array writes nothing.
+    ///
+    /// The cards are upserted: those the batch found, row-locked since, are updated, the others inserted, each found
+    /// through the primary key whatever the planner knows (an `UPDATE … FROM unnest(…)` was a hash join over the
+    /// whole table while it had a few thousand rows). The statement returns each card's id and whether it was
+    /// inserted (`xmax` is 0 on a row this statement inserted, this transaction's id on one it updated).
+    /// Records are stored in the batch's order, so `stored_sequence` follows it: later stored, later sequence.
+    static let batchWrite = """
+        WITH changed_cards AS (
+            INSERT INTO cards AS c (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
+            ON CONFLICT (digital_card_id) DO UPDATE SET
+                state = excluded.state, tokenized_card_id = excluded.tokenized_card_id, key_type = excluded.key_type,
+                payments_left = excluded.payments_left, keys_expire_at = excluded.keys_expire_at
+            RETURNING c.digital_card_id, c.xmax = 0 AS inserted
+        ), stored_records AS (
+            INSERT INTO transactions (
+                digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
+                merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
+            SELECT r.digital_card_id, r.record_id, r.date, r.instant, r.status, r.type, r.currency_code, r.amount,
+                r.display_amount, r.merchant_name, r.merchant_type, r.merchant_postal_code, r.terminal_id,
+                r.merchant_id, r.is_auxiliary
+            FROM unnest($7::text[], $8::text[], $9::text[], $10::float8[], $11::text[], $12::text[], $13::text[],
+                        $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
+                        $21::bool[])
+                WITH ORDINALITY AS r(digital_card_id, record_id, date, instant, status, type, currency_code, amount,
+                    display_amount, merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id,
+                    is_auxiliary, ordinal)
+            ORDER BY r.ordinal
+            ON CONFLICT (digital_card_id, record_id) DO NOTHING
+        ), upserted_installations AS (
+            INSERT INTO installations (installation_id, platform, push_channel, tags)
+            SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
+            FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])
+                AS u(installation_id, platform, push_channel, tags)
+            ON CONFLICT (installation_id) DO UPDATE SET
+                platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
+        ), deleted_installations AS (
+            DELETE FROM installations WHERE installation_id = ANY($26::text[])
+        ), recorded_messages AS (
+            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
+            SELECT u.message_id, $28::timestamptz, u.outcome, u.sender, u.digital_card_id
+            FROM unnest($27::text[], $29::text[], $30::text[], $31::text[])
+                AS u(message_id, outcome, sender, digital_card_id)
+        ), recorded_results AS (
+            INSERT INTO processed_results (
+                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
+            SELECT * FROM unnest($32::text[], $33::int8[], $34::text[], $35::text[], $36::bytea[], $37::text[],
+                                 $38::text[], $39::text[], $40::text[])
+        )
+        SELECT digital_card_id, inserted FROM changed_cards
+        """
 
     /// Forgets up to `limit` processed ids recorded before `cutoff` and their results; returns how many ids.
     /// Rows another replica's sweep holds are skipped, not waited for.
@@ -428,12 +447,7 @@ struct PostgresBatchStatements {
         try await connection.execute(PreparedBatchStatement(text, bindings), logger: logger)
     }
 
-    /// Runs a batch statement that returns no rows.
-    private func execute<Text: BatchStatementText>(_ text: Text.Type, _ bindings: PostgresBindings) async throws {
-        for try await _ in try await run(text, bindings) {}
-    }
-
-    static func cardColumns(_ cards: [CardRecord]) -> PostgresBindings {
+    private static func cardColumns(_ cards: [CardRecord]) -> PostgresBindings {
         var bindings = PostgresBindings()
         bindings.append(cards.map(\.digitalCardId))
         bindings.append(cards.map(\.state.rawValue))
@@ -444,11 +458,10 @@ struct PostgresBatchStatements {
         return bindings
     }
 
-    private static func recordColumns(_ stored: [(digitalCardId: String, record: TransactionRecord)])
-        -> PostgresBindings
-    {
+    private static func appendRecordColumns(
+        _ stored: [(digitalCardId: String, record: TransactionRecord)], to bindings: inout PostgresBindings
+    ) {
         let records = stored.map(\.record)
-        var bindings = PostgresBindings()
         bindings.append(stored.map(\.digitalCardId))
         bindings.append(records.map(\.id))
         bindings.append(records.map(\.date))
@@ -464,31 +477,46 @@ struct PostgresBatchStatements {
         bindings.append(PostgresNullableArray(records.map(\.terminalID)))
         bindings.append(PostgresNullableArray(records.map(\.merchantID)))
         bindings.append(records.map(\.isAuxiliaryTransaction))
-        return bindings
+    }
+
+    /// The processed ids with the time recorded, then their results, one row per result (position: the publication
+    /// order).
+    private static func appendRecordedColumns(
+        _ recorded: [(messageID: String, decision: Decision)], now: Date, to bindings: inout PostgresBindings
+    ) {
+        bindings.append(recorded.map(\.messageID))
+        bindings.append(now)
+        bindings.append(recorded.map(\.decision.outcome.rawValue))
+        bindings.append(PostgresNullableArray(recorded.map(\.decision.sender)))
+        bindings.append(PostgresNullableArray(recorded.map(\.decision.digitalCardId)))
+        let results = recorded.flatMap { entry in
+            entry.decision.results.enumerated().map {
+                (messageID: entry.messageID, position: $0.offset, result: $0.element)
+            }
+        }
+        bindings.append(results.map(\.messageID))
+        bindings.append(results.map(\.position))
+        bindings.append(results.map(\.result.exchange))
+        bindings.append(results.map(\.result.routingKey))
+        bindings.append(results.map { ByteBuffer(bytes: $0.result.body) })
+        bindings.append(PostgresNullableArray(results.map(\.result.properties.messageID)))
+        bindings.append(PostgresNullableArray(results.map(\.result.properties.correlationID)))
+        bindings.append(results.map(\.result.properties.type))
+        bindings.append(PostgresNullableArray(results.map(\.result.properties.traceparent)))
     }
 }
 
 // MARK: - The statements' names
 
 extension PostgresBatchStatements {
-    enum CardsForUpdate: BatchStatementText {
-        static let name = "wallet_cards_for_update"
-        static let sql = cardLookup(locking: true)
+    enum CardsAndProcessedForUpdate: BatchStatementText {
+        static let name = "wallet_cards_and_processed_for_update"
+        static let sql = cardsAndProcessedLookup(locking: true)
     }
 
-    enum CardsAsCommitted: BatchStatementText {
-        static let name = "wallet_cards_as_committed"
-        static let sql = cardLookup(locking: false)
-    }
-
-    enum ProcessedForShare: BatchStatementText {
-        static let name = "wallet_processed_for_share"
-        static let sql = recordLookup(locking: true)
-    }
-
-    enum ProcessedAsCommitted: BatchStatementText {
-        static let name = "wallet_processed_as_committed"
-        static let sql = recordLookup(locking: false)
+    enum CardsAndProcessedAsCommitted: BatchStatementText {
+        static let name = "wallet_cards_and_processed_as_committed"
+        static let sql = cardsAndProcessedLookup(locking: false)
     }
 
     enum RecordedResults: BatchStatementText {
@@ -496,80 +524,19 @@ extension PostgresBatchStatements {
         static let sql = recordedResults
     }
 
-    enum StoredRecords: BatchStatementText {
-        static let name = "wallet_stored_records"
-        static let sql = recordsLookup
+    enum RecordsAndHistories: BatchStatementText {
+        static let name = "wallet_records_and_histories"
+        static let sql = recordsAndNewestTransactions
     }
 
-    enum NewestTransactions: BatchStatementText {
-        static let name = "wallet_newest_transactions"
-        static let sql = newestTransactions
-    }
-
-    enum UpsertCards: BatchStatementText {
-        static let name = "wallet_upsert_cards"
-        static let sql = cardUpsert
-    }
-
-    enum InsertTransactions: BatchStatementText {
-        static let name = "wallet_insert_transactions"
-        static let sql = """
-            INSERT INTO transactions (
-                digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
-                merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
-            SELECT r.digital_card_id, r.record_id, r.date, r.instant, r.status, r.type, r.currency_code, r.amount,
-                r.display_amount, r.merchant_name, r.merchant_type, r.merchant_postal_code, r.terminal_id,
-                r.merchant_id, r.is_auxiliary
-            FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::text[],
-                        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                        $15::bool[])
-                WITH ORDINALITY AS r(digital_card_id, record_id, date, instant, status, type, currency_code, amount,
-                    display_amount, merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id,
-                    is_auxiliary, ordinal)
-            ORDER BY r.ordinal  -- stored_sequence follows the batch's order: later stored, later sequence
-            ON CONFLICT (digital_card_id, record_id) DO NOTHING
-            """
-    }
-
-    enum UpsertInstallations: BatchStatementText {
-        static let name = "wallet_upsert_installations"
-        static let sql = """
-            INSERT INTO installations (installation_id, platform, push_channel, tags)
-            SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
-            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(installation_id, platform, push_channel, tags)
-            ON CONFLICT (installation_id) DO UPDATE SET
-                platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
-            """
-    }
-
-    enum DeleteInstallations: BatchStatementText {
-        static let name = "wallet_delete_installations"
-        static let sql = "DELETE FROM installations WHERE installation_id = ANY($1)"
-    }
-
-    enum InsertProcessedMessages: BatchStatementText {
-        static let name = "wallet_insert_processed_messages"
-        static let sql = """
-            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
-            SELECT u.message_id, $2, u.outcome, u.sender, u.digital_card_id
-            FROM unnest($1::text[], $3::text[], $4::text[], $5::text[]) AS u(message_id, outcome, sender, digital_card_id)
-            """
-    }
-
-    enum InsertProcessedResults: BatchStatementText {
-        static let name = "wallet_insert_processed_results"
-        static let sql = """
-            INSERT INTO processed_results (
-                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
-            SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-                                 $8::text[], $9::text[])
-            """
+    enum WriteBatch: BatchStatementText {
+        static let name = "wallet_write_batch"
+        static let sql = batchWrite
     }
 
     /// Every statement a batch prepares, for the plan test.
     static let prepared: [any BatchStatementText.Type] = [
-        CardsForUpdate.self, CardsAsCommitted.self, ProcessedForShare.self, ProcessedAsCommitted.self,
-        RecordedResults.self, StoredRecords.self, NewestTransactions.self, UpsertCards.self, InsertTransactions.self,
-        UpsertInstallations.self, DeleteInstallations.self, InsertProcessedMessages.self, InsertProcessedResults.self,
+        CardsAndProcessedForUpdate.self, CardsAndProcessedAsCommitted.self, RecordedResults.self,
+        RecordsAndHistories.self, WriteBatch.self,
     ]
 }
