@@ -314,7 +314,7 @@ struct PostgresWalletStoreTests {
                 bindings.append([String]())
                 bindings.append([String]())
                 bindings.append(["DC-HEAVY"])
-                bindings.append(PostgresNullableArray([true]))
+                bindings.append(PostgresArrayColumn([true]))
                 bindings.append([10])
                 var plan: [String] = []
                 for try await row in try await connection.query(
@@ -406,7 +406,7 @@ struct PostgresWalletStoreTests {
                 bindings.append(records.map(\.card))
                 bindings.append(records.map(\.record))
                 bindings.append(cards)
-                bindings.append(PostgresNullableArray(cards.map { _ in Bool?.none }))
+                bindings.append(PostgresArrayColumn(cards.map { _ in Bool?.none }))
                 bindings.append(cards.map { _ in 10 })
                 return bindings
             }

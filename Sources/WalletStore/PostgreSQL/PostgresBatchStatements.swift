@@ -105,8 +105,14 @@ struct PostgresBatchStatements {
         var cards: [String: CardRecord] = [:]
         var decisions: [String: Decision] = [:]
         for try await row in rows {
-            let (isCard, id, stateOrOutcome, tokenizedCardIdOrSender, keyTypeOrCard, paymentsLeft, expiresAt) =
-                try row.decode((Bool, String, String, String?, String?, Int?, Double?).self)
+            var columns = PostgresRowReader(row)
+            let isCard = try columns.required(Bool.self)
+            let id = try columns.required(String.self)
+            let stateOrOutcome = try columns.required(String.self)
+            let tokenizedCardIdOrSender = try columns.next(String.self)
+            let keyTypeOrCard = try columns.next(String.self)
+            let paymentsLeft = try columns.next(Int.self)
+            let expiresAt = try columns.next(Double.self)
             if isCard {
                 cards[id] = CardRecord(
                     digitalCardId: id,
@@ -186,32 +192,28 @@ struct PostgresBatchStatements {
         bindings.append(records.map(\.digitalCardId))
         bindings.append(records.map(\.recordId))
         bindings.append(requests.map(\.key.digitalCardId))
-        bindings.append(PostgresNullableArray(requests.map(\.key.auxiliary)))
+        bindings.append(PostgresArrayColumn(requests.map(\.key.auxiliary)))
         bindings.append(requests.map(\.limit))
         var found = Set<RecordKey>()
         var histories: [Int: [TransactionRecord]] = [:]
         for try await row in try await run(RecordsAndHistories.self, bindings) {
-            let (
-                ordinal, id, date, instant, status, type, currencyCode, amount, displayAmount, merchantName,
-                merchantType, merchantPostalCode, terminalID, merchantID, isAuxiliary, _
-            ) = try row.decode(
-                (
-                    Int, String, String?, Double?, String?, String?, String?, String?, String?, String?, String?,
-                    String?, String?, String?, Bool?, Int?
-                ).self)
+            var columns = PostgresRowReader(row)
+            let ordinal = try columns.required(Int.self)
+            let id = try columns.required(String.self)
             guard ordinal > 0 else {
                 found.insert(records[-ordinal - 1])
                 continue
             }
-            guard let date, let instant, let status, let type, let currencyCode, let amount, let isAuxiliary else {
-                throw StoreError(.permanent, "PostgreSQL store: a stored transaction record has a NULL column")
-            }
+            // The arguments are read left to right, in the statement's column order.
             histories[ordinal - 1, default: []].append(
                 TransactionRecord(
-                    id: id, date: date, instant: instant, status: status, type: type, currencyCode: currencyCode,
-                    amount: JSONNumber(validatedLiteral: amount), displayAmount: displayAmount,
-                    merchantName: merchantName, merchantType: merchantType, merchantPostalCode: merchantPostalCode,
-                    terminalID: terminalID, merchantID: merchantID, isAuxiliaryTransaction: isAuxiliary))
+                    id: id, date: try columns.required(), instant: try columns.required(),
+                    status: try columns.required(), type: try columns.required(),
+                    currencyCode: try columns.required(),
+                    amount: JSONNumber(validatedLiteral: try columns.required()), displayAmount: try columns.next(),
+                    merchantName: try columns.next(), merchantType: try columns.next(),
+                    merchantPostalCode: try columns.next(), terminalID: try columns.next(),
+                    merchantID: try columns.next(), isAuxiliaryTransaction: try columns.required()))
         }
         return (found, histories)
     }
@@ -295,9 +297,9 @@ struct PostgresBatchStatements {
         let deleted = installationIDs.filter { pass.installations[$0]! == nil }
         var bindings = cardColumns(cards)
         appendRecordColumns(pass.storedRecords, to: &bindings)
-        bindings.append(upserted.map(\.installationId))
-        bindings.append(upserted.map(\.platform))
-        bindings.append(upserted.map(\.pushChannel))
+        bindings.append(PostgresArrayColumn(upserted) { $0.installationId })
+        bindings.append(PostgresArrayColumn(upserted) { $0.platform })
+        bindings.append(PostgresArrayColumn(upserted) { $0.pushChannel })
         bindings.append(try upserted.map { try StoredColumns.encodeTags($0.tags) })
         bindings.append(deleted)
         appendRecordedColumns(pass.recorded.sorted { $0.messageID < $1.messageID }, now: now, to: &bindings)
@@ -449,34 +451,33 @@ struct PostgresBatchStatements {
 
     private static func cardColumns(_ cards: [CardRecord]) -> PostgresBindings {
         var bindings = PostgresBindings()
-        bindings.append(cards.map(\.digitalCardId))
-        bindings.append(cards.map(\.state.rawValue))
-        bindings.append(PostgresNullableArray(cards.map(\.tokenizedCardId)))
-        bindings.append(cards.map(\.keyType.rawValue))
-        bindings.append(PostgresNullableArray(cards.map { $0.paymentKeys?.numberOfPaymentsLeft }))
-        bindings.append(PostgresNullableArray(cards.map { $0.paymentKeys?.expiresAt }))
+        bindings.append(PostgresArrayColumn(cards) { $0.digitalCardId })
+        bindings.append(PostgresArrayColumn(cards) { $0.state.rawValue })
+        bindings.append(PostgresArrayColumn(cards) { $0.tokenizedCardId })
+        bindings.append(PostgresArrayColumn(cards) { $0.keyType.rawValue })
+        bindings.append(PostgresArrayColumn(cards) { $0.paymentKeys?.numberOfPaymentsLeft })
+        bindings.append(PostgresArrayColumn(cards) { $0.paymentKeys?.expiresAt })
         return bindings
     }
 
     private static func appendRecordColumns(
         _ stored: [(digitalCardId: String, record: TransactionRecord)], to bindings: inout PostgresBindings
     ) {
-        let records = stored.map(\.record)
-        bindings.append(stored.map(\.digitalCardId))
-        bindings.append(records.map(\.id))
-        bindings.append(records.map(\.date))
-        bindings.append(records.map(\.instant))
-        bindings.append(records.map(\.status))
-        bindings.append(records.map(\.type))
-        bindings.append(records.map(\.currencyCode))
-        bindings.append(records.map(\.amount.literal))
-        bindings.append(PostgresNullableArray(records.map(\.displayAmount)))
-        bindings.append(PostgresNullableArray(records.map(\.merchantName)))
-        bindings.append(PostgresNullableArray(records.map(\.merchantType)))
-        bindings.append(PostgresNullableArray(records.map(\.merchantPostalCode)))
-        bindings.append(PostgresNullableArray(records.map(\.terminalID)))
-        bindings.append(PostgresNullableArray(records.map(\.merchantID)))
-        bindings.append(records.map(\.isAuxiliaryTransaction))
+        bindings.append(PostgresArrayColumn(stored) { $0.digitalCardId })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.id })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.date })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.instant })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.status })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.type })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.currencyCode })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.amount.literal })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.displayAmount })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.merchantName })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.merchantType })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.merchantPostalCode })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.terminalID })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.merchantID })
+        bindings.append(PostgresArrayColumn(stored) { $0.record.isAuxiliaryTransaction })
     }
 
     /// The processed ids with the time recorded, then their results, one row per result (position: the publication
@@ -484,25 +485,27 @@ struct PostgresBatchStatements {
     private static func appendRecordedColumns(
         _ recorded: [(messageID: String, decision: Decision)], now: Date, to bindings: inout PostgresBindings
     ) {
-        bindings.append(recorded.map(\.messageID))
+        bindings.append(PostgresArrayColumn(recorded) { $0.messageID })
         bindings.append(now)
-        bindings.append(recorded.map(\.decision.outcome.rawValue))
-        bindings.append(PostgresNullableArray(recorded.map(\.decision.sender)))
-        bindings.append(PostgresNullableArray(recorded.map(\.decision.digitalCardId)))
-        let results = recorded.flatMap { entry in
-            entry.decision.results.enumerated().map {
-                (messageID: entry.messageID, position: $0.offset, result: $0.element)
+        bindings.append(PostgresArrayColumn(recorded) { $0.decision.outcome.rawValue })
+        bindings.append(PostgresArrayColumn(recorded) { $0.decision.sender })
+        bindings.append(PostgresArrayColumn(recorded) { $0.decision.digitalCardId })
+        var results: [(messageID: String, position: Int, result: OutboundResult)] = []
+        results.reserveCapacity(recorded.count * 2)
+        for entry in recorded {
+            for (position, result) in entry.decision.results.enumerated() {
+                results.append((entry.messageID, position, result))
             }
         }
-        bindings.append(results.map(\.messageID))
-        bindings.append(results.map(\.position))
-        bindings.append(results.map(\.result.exchange))
-        bindings.append(results.map(\.result.routingKey))
-        bindings.append(results.map { ByteBuffer(bytes: $0.result.body) })
-        bindings.append(PostgresNullableArray(results.map(\.result.properties.messageID)))
-        bindings.append(PostgresNullableArray(results.map(\.result.properties.correlationID)))
-        bindings.append(results.map(\.result.properties.type))
-        bindings.append(PostgresNullableArray(results.map(\.result.properties.traceparent)))
+        bindings.append(PostgresArrayColumn(results) { $0.messageID })
+        bindings.append(PostgresArrayColumn(results) { $0.position })
+        bindings.append(PostgresArrayColumn(results) { $0.result.exchange })
+        bindings.append(PostgresArrayColumn(results) { $0.result.routingKey })
+        bindings.append(PostgresArrayColumn(results) { PostgresBytes(bytes: $0.result.body) })
+        bindings.append(PostgresArrayColumn(results) { $0.result.properties.messageID })
+        bindings.append(PostgresArrayColumn(results) { $0.result.properties.correlationID })
+        bindings.append(PostgresArrayColumn(results) { $0.result.properties.type })
+        bindings.append(PostgresArrayColumn(results) { $0.result.properties.traceparent })
     }
 }
 
