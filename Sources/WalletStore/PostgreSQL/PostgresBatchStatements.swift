@@ -315,6 +315,10 @@ struct PostgresBatchStatements {
     /// whole table while it had a few thousand rows). The statement returns each card's id and whether it was
     /// inserted (`xmax` is 0 on a row this statement inserted, this transaction's id on one it updated).
     /// Records are stored in the batch's order, so `stored_sequence` follows it: later stored, later sequence.
+    ///
+    /// PostgreSQL runs the cards' part first (the statement's result reads it), then the others in the order written:
+    /// the order the separate statements had. SQL does not promise that order; another would at worst let two
+    /// batches racing to create the same card deadlock, which the server detects and the store retries.
     static let batchWrite = """
         WITH changed_cards AS (
             INSERT INTO cards AS c (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
