@@ -40,8 +40,8 @@ struct PostgresBatchKeys: Sendable {
 }
 
 /// What the batch's transaction has fetched so far. Cards are row-locked (`FOR UPDATE`) when they exist; an absent
-/// card cannot be locked, so creating one goes through `INSERT … ON CONFLICT DO NOTHING` and a conflict retries the
-/// batch (see `PostgresBatchStatements.write`).
+/// card cannot be locked, so creating one goes through the write's upsert, and finding it created by another
+/// transaction retries the batch (see `PostgresBatchStatements.write`).
 struct PostgresBatchSnapshot: Sendable {
     /// Fetched cards; a nil value is a card that did not exist.
     var cards: [String: CardRecord?] = [:]

@@ -279,6 +279,11 @@ struct PostgresBatchStatements {
     ///   rolled back with the batch); a unique violation (23505) when another transaction recorded one of the
     ///   batch's message ids first (retried: then it is a replay).
     func write(_ pass: PostgresBatchOverlay, now: Date) async throws {
+        // A batch of replays changes and records nothing.
+        guard
+            !pass.changedCards.isEmpty || !pass.storedRecords.isEmpty || !pass.installations.isEmpty
+                || !pass.recorded.isEmpty
+        else { return }
         let bindings = try Self.writeColumns(pass, now: now)
         // The rows returned are the changed cards: each with whether the statement inserted it.
         for try await row in try await run(WriteBatch.self, bindings) {
@@ -316,9 +321,12 @@ struct PostgresBatchStatements {
     /// inserted (`xmax` is 0 on a row this statement inserted, this transaction's id on one it updated).
     /// Records are stored in the batch's order, so `stored_sequence` follows it: later stored, later sequence.
     ///
-    /// PostgreSQL runs the cards' part first (the statement's result reads it), then the others in the order written:
-    /// the order the separate statements had. SQL does not promise that order; another would at worst let two
-    /// batches racing to create the same card deadlock, which the server detects and the store retries.
+    /// PostgreSQL runs the cards' part first (the statement's result reads it), then the others at the statement's
+    /// end, the last written first (`ExecPostprocessPlan`; checked in psql): so they are written here in the reverse
+    /// of the order they run, which is the order the separate statements had: records, installations, processed
+    /// ids, results. A duplicate message id fails on `processed_messages` first, and a replica of an older build
+    /// takes its locks in the same order. SQL does not promise any order; another would at worst let two racing
+    /// batches deadlock, which the server detects and the store retries.
     static let batchWrite = """
         WITH changed_cards AS (
             INSERT INTO cards AS c (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
@@ -327,6 +335,25 @@ struct PostgresBatchStatements {
                 state = excluded.state, tokenized_card_id = excluded.tokenized_card_id, key_type = excluded.key_type,
                 payments_left = excluded.payments_left, keys_expire_at = excluded.keys_expire_at
             RETURNING c.digital_card_id, c.xmax = 0 AS inserted
+        ), recorded_results AS (
+            INSERT INTO processed_results (
+                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
+            SELECT * FROM unnest($32::text[], $33::int8[], $34::text[], $35::text[], $36::bytea[], $37::text[],
+                                 $38::text[], $39::text[], $40::text[])
+        ), recorded_messages AS (
+            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
+            SELECT u.message_id, $28::timestamptz, u.outcome, u.sender, u.digital_card_id
+            FROM unnest($27::text[], $29::text[], $30::text[], $31::text[])
+                AS u(message_id, outcome, sender, digital_card_id)
+        ), deleted_installations AS (
+            DELETE FROM installations WHERE installation_id = ANY($26::text[])
+        ), upserted_installations AS (
+            INSERT INTO installations (installation_id, platform, push_channel, tags)
+            SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
+            FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])
+                AS u(installation_id, platform, push_channel, tags)
+            ON CONFLICT (installation_id) DO UPDATE SET
+                platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
         ), stored_records AS (
             INSERT INTO transactions (
                 digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
@@ -342,25 +369,6 @@ struct PostgresBatchStatements {
                     is_auxiliary, ordinal)
             ORDER BY r.ordinal
             ON CONFLICT (digital_card_id, record_id) DO NOTHING
-        ), upserted_installations AS (
-            INSERT INTO installations (installation_id, platform, push_channel, tags)
-            SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
-            FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])
-                AS u(installation_id, platform, push_channel, tags)
-            ON CONFLICT (installation_id) DO UPDATE SET
-                platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
-        ), deleted_installations AS (
-            DELETE FROM installations WHERE installation_id = ANY($26::text[])
-        ), recorded_messages AS (
-            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
-            SELECT u.message_id, $28::timestamptz, u.outcome, u.sender, u.digital_card_id
-            FROM unnest($27::text[], $29::text[], $30::text[], $31::text[])
-                AS u(message_id, outcome, sender, digital_card_id)
-        ), recorded_results AS (
-            INSERT INTO processed_results (
-                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
-            SELECT * FROM unnest($32::text[], $33::int8[], $34::text[], $35::text[], $36::bytea[], $37::text[],
-                                 $38::text[], $39::text[], $40::text[])
         )
         SELECT digital_card_id, inserted FROM changed_cards
         """

@@ -13,22 +13,21 @@ struct PostgresRowReader {
         cells = row.makeIterator()
     }
 
+    /// A row with fewer columns than its reader reads: a statement and its decoding out of step, the same every time
+    /// (a NULL where a value must be is PostgresNIO's `PostgresDecodingError`, permanent too).
+    static let missingColumn = StoreError(
+        .permanent, "PostgreSQL store: a row has fewer columns than this build reads from the statement")
+
     /// The next column's value, or nil when it is NULL.
     mutating func next<Value: PostgresDecodable>(_: Value.Type = Value.self) throws -> Value? {
-        guard let cell = cells.next() else { throw PostgresRowReaderError.missingColumn }
+        guard let cell = cells.next() else { throw Self.missingColumn }
         guard cell.bytes != nil else { return nil }
         return try cell.decode(Value.self)
     }
 
     /// The next column's value, which must not be NULL.
     mutating func required<Value: PostgresDecodable>(_: Value.Type = Value.self) throws -> Value {
-        guard let cell = cells.next() else { throw PostgresRowReaderError.missingColumn }
+        guard let cell = cells.next() else { throw Self.missingColumn }
         return try cell.decode(Value.self)
     }
-}
-
-/// A row with fewer columns than its reader read: a statement and its decoding out of step.
-struct PostgresRowReaderError: Error, CustomStringConvertible {
-    static let missingColumn = PostgresRowReaderError()
-    var description: String { "PostgreSQL store: a row has fewer columns than the statement returns" }
 }
