@@ -30,6 +30,9 @@ enum BatchRouting {
             let decision = try router.route(message, state: transaction, now: now)
             try transaction.apply(decision.effects)
             // Rejected messages are not recorded: replayed from the dead-letter queue they are evaluated afresh.
+            // Every rejection is a verdict on the input alone, never on the state: the PostgreSQL store relies on
+            // it, reading processed ids in a snapshot that may predate another replica's record of the same id,
+            // which the record's unique key then catches for every message recorded here.
             let recordedAs = decision.disposition == .acknowledge ? messageID : nil
             if let recordedAs {
                 try transaction.record(messageID: recordedAs, decision: decision, at: now)
