@@ -363,8 +363,9 @@ struct PostgresWalletStoreTests {
                     SELECT format('DC-%s', lpad(n::text, 6, '0')), 'active', 'LUK' FROM generate_series(1, 5000) AS n
                     """,
                     """
-                    INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
-                    SELECT format('m-%s', n), now(), 'processed', 'TNS', 'DC-000001' FROM generate_series(1, 5000) AS n
+                    INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id, results)
+                    SELECT format('m-%s', n), now(), 'processed', 'TNS', 'DC-000001', '\\x0100'
+                    FROM generate_series(1, 5000) AS n
                     """,
                     """
                     INSERT INTO processed_results (message_id, position, exchange, routing_key, body, type)
@@ -443,8 +444,12 @@ struct PostgresWalletStoreTests {
                     historyBindings(records: [], cards: Array(cardIDs.prefix(40)))
                 ),
                 (
-                    "writes", PostgresBatchStatements.batchWrite,
-                    try PostgresBatchStatements.writeColumns(overlay, now: Date())
+                    "writes", PostgresBatchStatements.batchWrite(resultRows: false),
+                    try PostgresBatchStatements.writeColumns(overlay, now: Date(), resultRows: false)
+                ),
+                (
+                    "writes with result rows", PostgresBatchStatements.batchWrite(resultRows: true),
+                    try PostgresBatchStatements.writeColumns(overlay, now: Date(), resultRows: true)
                 ),
             ]
             var plans: [String] = []
@@ -505,8 +510,9 @@ struct PostgresWalletStoreTests {
                         SELECT format('DC-%s', n), 'active', 'LUK' FROM generate_series(1, 10) AS n
                         """,
                         """
-                        INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
-                        SELECT format('m-%s', n), now(), 'processed', 'TNS', 'DC-1' FROM generate_series(1, 10) AS n
+                        INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id, results)
+                        SELECT format('m-%s', n), now(), 'processed', 'TNS', 'DC-1', '\\x0100'
+                        FROM generate_series(1, 10) AS n
                         """,
                         """
                         INSERT INTO processed_results (message_id, position, exchange, routing_key, body, type)

@@ -92,7 +92,7 @@ struct SchemaMigrationTests {
             await refused.close()
             #expect(error?.kind == .permanent)
             #expect(
-                error?.message.contains("none (this build's migrations: v1, v2, v3, v4)") == true,
+                error?.message.contains("none (this build's migrations: v1, v2, v3, v4, v5, v6)") == true,
                 "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate --store postgres://") == true)
             #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
@@ -103,8 +103,8 @@ struct SchemaMigrationTests {
             #expect(schemas == 0)
 
             let (before, after) = try await WalletStores.migrate(.postgres(location))
-            #expect(before.applied == [] && before.pending == ["v1", "v2", "v3", "v4"])
-            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4"])
+            #expect(before.applied == [] && before.pending == ["v1", "v2", "v3", "v4", "v5", "v6"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4", "v5", "v6"])
 
             let store = try PostgresWalletStore(configuration: configuration)
             let decisions = try await store.process([Messages.ignored(id: "m1")], router: Self.router, now: Date())
@@ -125,9 +125,10 @@ struct SchemaMigrationTests {
         }
     }
 
-    /// v4: the result bodies the server compresses (over about 2 kB) are compressed with lz4, on a database an
-    /// older build left as on a new one; on a server without lz4 v4 changes nothing. (Debian's PostgreSQL 15, which
-    /// the tests run on, has lz4.) A database without v4 is usable by this build: only `migrate --check` says so.
+    /// v4 and v5: the result bodies and the results values the server compresses (over about 2 kB) are compressed
+    /// with lz4, on a database an older build left as on a new one; on a server without lz4 they change nothing.
+    /// (Debian's PostgreSQL 15, which the tests run on, has lz4.) A database without v4 is usable by this build
+    /// (only `migrate --check` says so); one without v5 is not.
     @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
     func postgresLongResultBodiesAreCompressedWithLZ4() async throws {
         try await PostgresTestDatabase.withSchema { location in
@@ -141,10 +142,14 @@ struct SchemaMigrationTests {
             }
             #expect(try await Self.bodyCompression(location) == "", "v3 leaves the server's default")
             let before = try await WalletStores.schemaStatus(.postgres(location))
-            #expect(before.isUsable && !before.isCurrent && before.pending == ["v4"], "\(before)")
+            #expect(
+                before.pending == ["v4", "v5", "v6"] && before.pendingRequired == ["v5"] && !before.isUsable,
+                "\(before)")
             let (_, after) = try await WalletStores.migrate(.postgres(location))
             #expect(after.isCurrent)
             #expect(try await Self.bodyCompression(location) == (hasLZ4 ? "l" : ""))
+            #expect(
+                try await Self.bodyCompression(location, column: "processed_messages.results") == (hasLZ4 ? "l" : ""))
             guard hasLZ4 else { return }
 
             // Ten records make a TNS result of about 3 kB: the last one's body is stored compressed.
@@ -160,7 +165,7 @@ struct SchemaMigrationTests {
                 var stored: [(String?, Int)] = []
                 for try await row in try await connection.query(
                     """
-                    SELECT pg_column_compression(body), octet_length(body) FROM processed_results
+                    SELECT pg_column_compression(results), octet_length(results) FROM processed_messages
                     WHERE message_id = 'tns-10'
                     """, logger: logger)
                 {
@@ -199,14 +204,18 @@ struct SchemaMigrationTests {
         }
     }
 
-    /// `pg_attribute.attcompression` of `processed_results.body`: "l" for lz4, "" for the server's default.
-    private static func bodyCompression(_ location: PostgresLocation) async throws -> String {
-        try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+    /// `pg_attribute.attcompression` of `column` (`processed_results.body` by default): "l" for lz4, "" for the
+    /// server's default.
+    private static func bodyCompression(_ location: PostgresLocation, column: String = "processed_results.body")
+        async throws -> String
+    {
+        let parts = column.split(separator: ".").map(String.init)
+        return try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
             var compression = "?"
             for try await row in try await connection.query(
                 """
                 SELECT attcompression::text FROM pg_attribute
-                WHERE attrelid = 'processed_results'::regclass AND attname = 'body'
+                WHERE attrelid = \(parts[0])::regclass AND attname = \(parts[1])
                 """, logger: PostgresTestDatabase.logger)
             {
                 compression = try row.decode(String.self)

@@ -11,8 +11,12 @@ extension PostgresWalletStore {
         try await read { statements in
             try await statements.begin()
             do {
+                // With a value for `results`, as every record of this build (schema v6 refuses one without).
                 try await statements.connection.query(
-                    "INSERT INTO processed_messages (message_id, recorded_at, outcome) VALUES (\(id), now(), 'store-check')",
+                    """
+                    INSERT INTO processed_messages (message_id, recorded_at, outcome, results)
+                    VALUES (\(id), now(), 'store-check', '\\x0100'::bytea)
+                    """,
                     logger: statements.logger)
             } catch {
                 // As a batch does: no ROLLBACK on a broken connection, and none handed back inside a transaction.

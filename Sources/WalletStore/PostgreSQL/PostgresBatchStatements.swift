@@ -86,12 +86,12 @@ struct PostgresBatchStatements {
     /// The cards that exist among `cards` and the recorded decisions of the processed ids among `messageIDs`; with
     /// `lock`, the cards are row-locked in the order given and the records share-locked, until the transaction ends.
     ///
-    /// The results of the records found come from a second statement, only when one was found (a replay: most
-    /// batches have none). One join of both tables was planned as a hash join over all of `processed_results`
-    /// whenever the planner lacked statistics: a batch with one replay in it read the whole table (35.9 ms at
-    /// 89,000 results, growing with the retention). The share lock keeps the two consistent: the retention sweep
-    /// skips locked records (`expire`), so a record found by the first is not deleted with its results before the
-    /// second reads them.
+    /// A record's results are its `results` value (schema v5). A record an older build wrote has none: its results
+    /// are rows of `processed_results`, read by a second statement only for such records (a replay of one: rare,
+    /// and only until the retention sweep has deleted the older builds' records). One join of both tables was
+    /// planned as a hash join over all of `processed_results` whenever the planner lacked statistics (35.9 ms at
+    /// 89,000 results). The share lock keeps the two consistent: the retention sweep skips locked records
+    /// (`expire`), so a record found by the first is not deleted with its results before the second reads them.
     func cardsAndDecisions(cards ids: [String], messageIDs: [String], lock: Bool) async throws
         -> (cards: [String: CardRecord], decisions: [String: Decision])
     {
@@ -104,6 +104,7 @@ struct PostgresBatchStatements {
             : try await run(CardsAndProcessedAsCommitted.self, bindings)
         var cards: [String: CardRecord] = [:]
         var decisions: [String: Decision] = [:]
+        var recordedAsRows: [String] = []
         for try await row in rows {
             var columns = PostgresRowReader(row)
             let isCard = try columns.required(Bool.self)
@@ -113,6 +114,7 @@ struct PostgresBatchStatements {
             let keyTypeOrCard = try columns.next(String.self)
             let paymentsLeft = try columns.next(Int.self)
             let expiresAt = try columns.next(Double.self)
+            let results = try columns.next(ByteBuffer.self)
             if isCard {
                 cards[id] = CardRecord(
                     digitalCardId: id,
@@ -123,15 +125,22 @@ struct PostgresBatchStatements {
                         expiresAt.map { PaymentKeyInfo(numberOfPaymentsLeft: left, expiresAt: $0) }
                     })
             } else {
-                decisions[id] = try Decision.recorded(
-                    results: [],
-                    outcome: Self.columns.decode(Outcome.self, stateOrOutcome, column: "processed_messages.outcome"),
-                    sender: tokenizedCardIdOrSender, digitalCardId: keyTypeOrCard)
+                let outcome = try Self.columns.decode(
+                    Outcome.self, stateOrOutcome, column: "processed_messages.outcome")
+                if let results {
+                    decisions[id] = try Decision.recorded(
+                        results: results.withUnsafeReadableBytes { try RecordedResultsEncoding.decode($0) },
+                        outcome: outcome, sender: tokenizedCardIdOrSender, digitalCardId: keyTypeOrCard)
+                } else {
+                    recordedAsRows.append(id)
+                    decisions[id] = Decision.recorded(
+                        results: [], outcome: outcome, sender: tokenizedCardIdOrSender, digitalCardId: keyTypeOrCard)
+                }
             }
         }
-        guard !decisions.isEmpty else { return (cards, decisions) }
+        guard !recordedAsRows.isEmpty else { return (cards, decisions) }
         var found = PostgresBindings()
-        found.append(Array(decisions.keys))
+        found.append(recordedAsRows)
         for try await row in try await run(RecordedResults.self, found) {
             let (id, exchange, routingKey, body, resultID, correlationID, type, traceparent) = try row.decode(
                 (String, String, String, ByteBuffer, String?, String?, String, String?).self)
@@ -146,18 +155,19 @@ struct PostgresBatchStatements {
 
     /// The cards among $1, then the records of the processed ids among $2, as rows of one shape: whether the row is a
     /// card, the key, then the card's state, tokenized card id, key type and payment keys, or the record's outcome,
-    /// sender and card. `locking`, each card is row-locked as it is found, so in $1's order (a lateral subquery runs
+    /// sender, card and results (NULL in a record of a build before schema v5). `locking`, each card is row-locked as it is found, so in $1's order (a lateral subquery runs
     /// once per row of the `unnest`, in the array's order, and the cards' branch runs to its end before the other),
     /// and each record share-locked.
     static func cardsAndProcessedLookup(locking: Bool) -> String {
         """
-        SELECT true, c.digital_card_id, c.state, c.tokenized_card_id, c.key_type, c.payments_left, c.keys_expire_at
+        SELECT true, c.digital_card_id, c.state, c.tokenized_card_id, c.key_type, c.payments_left, c.keys_expire_at,
+            NULL::bytea
         FROM unnest($1::text[]) AS k(digital_card_id)
         CROSS JOIN LATERAL (
             SELECT * FROM cards WHERE cards.digital_card_id = k.digital_card_id \(locking ? "FOR UPDATE" : "OFFSET 0")
         ) AS c
         UNION ALL
-        SELECT false, m.message_id, m.outcome, m.sender, m.digital_card_id, NULL, NULL
+        SELECT false, m.message_id, m.outcome, m.sender, m.digital_card_id, NULL, NULL, m.results
         FROM unnest($2::text[]) AS k(message_id)
         CROSS JOIN LATERAL (
             SELECT * FROM processed_messages
@@ -166,7 +176,8 @@ struct PostgresBatchStatements {
         """
     }
 
-    /// The recorded results of the processed ids $1, by id and position.
+    /// The recorded results of the processed ids $1 recorded as rows (by a build before schema v5, or by this one
+    /// beside their value until v6), by id and position.
     static let recordedResults = """
         SELECT r.message_id, r.exchange, r.routing_key, r.body, r.result_message_id, r.correlation_id, r.type,
             r.traceparent
@@ -273,20 +284,24 @@ struct PostgresBatchStatements {
 
     /// Writes what a routing pass changed in one statement (`WriteBatch`): cards, records, installations, then the
     /// processed ids with their results. Cards and processed ids go in sorted (two batches sharing ids write them in
-    /// the same order).
+    /// the same order). With `resultRows` (a database without schema v6, where builds before v5 may run beside this
+    /// one), each result is written as a row of `processed_results` too (`WriteBatchWithResultRows`).
     /// - Throws: `PostgresConflict` when another transaction created one of the batch's new cards after this one
     ///   found it absent (the batch routed against a stale "absent" and is retried; the statement's other writes are
     ///   rolled back with the batch); a unique violation (23505) when another transaction recorded one of the
     ///   batch's message ids first (retried: then it is a replay).
-    func write(_ pass: PostgresBatchOverlay, now: Date) async throws {
+    func write(_ pass: PostgresBatchOverlay, now: Date, resultRows: Bool) async throws {
         // A batch of replays changes and records nothing.
         guard
             !pass.changedCards.isEmpty || !pass.storedRecords.isEmpty || !pass.installations.isEmpty
                 || !pass.recorded.isEmpty
         else { return }
-        let bindings = try Self.writeColumns(pass, now: now)
+        let bindings = try Self.writeColumns(pass, now: now, resultRows: resultRows)
+        let rows =
+            resultRows
+            ? try await run(WriteBatchWithResultRows.self, bindings) : try await run(WriteBatch.self, bindings)
         // The rows returned are the changed cards: each with whether the statement inserted it.
-        for try await row in try await run(WriteBatch.self, bindings) {
+        for try await row in rows {
             let (id, inserted) = try row.decode((String, Bool).self)
             guard inserted || pass.existed(id) else {
                 throw PostgresConflict(description: "a card the batch found absent was created by another transaction")
@@ -295,7 +310,7 @@ struct PostgresBatchStatements {
     }
 
     /// The parameters of `batchWrite` for what `pass` changed.
-    static func writeColumns(_ pass: PostgresBatchOverlay, now: Date) throws -> PostgresBindings {
+    static func writeColumns(_ pass: PostgresBatchOverlay, now: Date, resultRows: Bool) throws -> PostgresBindings {
         let cards = pass.changedCards.keys.sorted().map { pass.changedCards[$0]! }
         let installationIDs = pass.installations.keys.sorted()
         let upserted = installationIDs.compactMap { pass.installations[$0]! }
@@ -307,13 +322,15 @@ struct PostgresBatchStatements {
         bindings.append(PostgresArrayColumn(upserted) { $0.pushChannel })
         bindings.append(try upserted.map { try StoredColumns.encodeTags($0.tags) })
         bindings.append(deleted)
-        appendRecordedColumns(pass.recorded.sorted { $0.messageID < $1.messageID }, now: now, to: &bindings)
+        appendRecordedColumns(
+            pass.recorded.sorted { $0.messageID < $1.messageID }, now: now, resultRows: resultRows, to: &bindings)
         return bindings
     }
 
     /// A batch's writes ($1…$6 the changed cards, $7…$21 the stored records, $22…$25 the upserted installations,
-    /// $26 the deleted ones, $27…$31 the processed ids, $32…$40 their results), each a data-modifying part of one
-    /// statement: one round trip instead of one per kind. An empty array writes nothing.
+    /// $26 the deleted ones, $27…$32 the processed ids with their results; with `resultRows`, $33…$41 the results as
+    /// rows), each a data-modifying part of one statement: one round trip instead of one per kind. An empty array
+    /// writes nothing.
     ///
     /// The cards are upserted: those the batch found, row-locked since, are updated, the others inserted, each found
     /// through the primary key whatever the planner knows (an `UPDATE … FROM unnest(…)` was a hash join over the
@@ -324,54 +341,60 @@ struct PostgresBatchStatements {
     /// PostgreSQL runs the cards' part first (the statement's result reads it), then the others at the statement's
     /// end, the last written first (`ExecPostprocessPlan`; checked in psql): so they are written here in the reverse
     /// of the order they run, which is the order the separate statements had: records, installations, processed
-    /// ids, results. A duplicate message id fails on `processed_messages` first, and a replica of an older build
+    /// ids, result rows. A duplicate message id fails on `processed_messages` first, and a replica of an older build
     /// takes its locks in the same order. SQL does not promise any order; another would at worst let two racing
     /// batches deadlock, which the server detects and the store retries.
-    static let batchWrite = """
-        WITH changed_cards AS (
-            INSERT INTO cards AS c (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
-            ON CONFLICT (digital_card_id) DO UPDATE SET
-                state = excluded.state, tokenized_card_id = excluded.tokenized_card_id, key_type = excluded.key_type,
-                payments_left = excluded.payments_left, keys_expire_at = excluded.keys_expire_at
-            RETURNING c.digital_card_id, c.xmax = 0 AS inserted
-        ), recorded_results AS (
-            INSERT INTO processed_results (
-                message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type, traceparent)
-            SELECT * FROM unnest($32::text[], $33::int8[], $34::text[], $35::text[], $36::bytea[], $37::text[],
-                                 $38::text[], $39::text[], $40::text[])
-        ), recorded_messages AS (
-            INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id)
-            SELECT u.message_id, $28::timestamptz, u.outcome, u.sender, u.digital_card_id
-            FROM unnest($27::text[], $29::text[], $30::text[], $31::text[])
-                AS u(message_id, outcome, sender, digital_card_id)
-        ), deleted_installations AS (
-            DELETE FROM installations WHERE installation_id = ANY($26::text[])
-        ), upserted_installations AS (
-            INSERT INTO installations (installation_id, platform, push_channel, tags)
-            SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
-            FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])
-                AS u(installation_id, platform, push_channel, tags)
-            ON CONFLICT (installation_id) DO UPDATE SET
-                platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
-        ), stored_records AS (
-            INSERT INTO transactions (
-                digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
-                merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
-            SELECT r.digital_card_id, r.record_id, r.date, r.instant, r.status, r.type, r.currency_code, r.amount,
-                r.display_amount, r.merchant_name, r.merchant_type, r.merchant_postal_code, r.terminal_id,
-                r.merchant_id, r.is_auxiliary
-            FROM unnest($7::text[], $8::text[], $9::text[], $10::float8[], $11::text[], $12::text[], $13::text[],
-                        $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
-                        $21::bool[])
-                WITH ORDINALITY AS r(digital_card_id, record_id, date, instant, status, type, currency_code, amount,
-                    display_amount, merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id,
-                    is_auxiliary, ordinal)
-            ORDER BY r.ordinal
-            ON CONFLICT (digital_card_id, record_id) DO NOTHING
-        )
-        SELECT digital_card_id, inserted FROM changed_cards
-        """
+    static func batchWrite(resultRows: Bool) -> String {
+        let rows = """
+            ), recorded_result_rows AS (
+                INSERT INTO processed_results (
+                    message_id, position, exchange, routing_key, body, result_message_id, correlation_id, type,
+                    traceparent)
+                SELECT * FROM unnest($33::text[], $34::int8[], $35::text[], $36::text[], $37::bytea[], $38::text[],
+                                     $39::text[], $40::text[], $41::text[])
+
+            """
+        return """
+            WITH changed_cards AS (
+                INSERT INTO cards AS c (digital_card_id, state, tokenized_card_id, key_type, payments_left, keys_expire_at)
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::float8[])
+                ON CONFLICT (digital_card_id) DO UPDATE SET
+                    state = excluded.state, tokenized_card_id = excluded.tokenized_card_id, key_type = excluded.key_type,
+                    payments_left = excluded.payments_left, keys_expire_at = excluded.keys_expire_at
+                RETURNING c.digital_card_id, c.xmax = 0 AS inserted
+            \(resultRows ? rows : "")), recorded_messages AS (
+                INSERT INTO processed_messages (message_id, recorded_at, outcome, sender, digital_card_id, results)
+                SELECT u.message_id, $28::timestamptz, u.outcome, u.sender, u.digital_card_id, u.results
+                FROM unnest($27::text[], $29::text[], $30::text[], $31::text[], $32::bytea[])
+                    AS u(message_id, outcome, sender, digital_card_id, results)
+            ), deleted_installations AS (
+                DELETE FROM installations WHERE installation_id = ANY($26::text[])
+            ), upserted_installations AS (
+                INSERT INTO installations (installation_id, platform, push_channel, tags)
+                SELECT u.installation_id, u.platform, u.push_channel, u.tags::jsonb
+                FROM unnest($22::text[], $23::text[], $24::text[], $25::text[])
+                    AS u(installation_id, platform, push_channel, tags)
+                ON CONFLICT (installation_id) DO UPDATE SET
+                    platform = excluded.platform, push_channel = excluded.push_channel, tags = excluded.tags
+            ), stored_records AS (
+                INSERT INTO transactions (
+                    digital_card_id, record_id, date, instant, status, type, currency_code, amount, display_amount,
+                    merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id, is_auxiliary)
+                SELECT r.digital_card_id, r.record_id, r.date, r.instant, r.status, r.type, r.currency_code, r.amount,
+                    r.display_amount, r.merchant_name, r.merchant_type, r.merchant_postal_code, r.terminal_id,
+                    r.merchant_id, r.is_auxiliary
+                FROM unnest($7::text[], $8::text[], $9::text[], $10::float8[], $11::text[], $12::text[], $13::text[],
+                            $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
+                            $21::bool[])
+                    WITH ORDINALITY AS r(digital_card_id, record_id, date, instant, status, type, currency_code, amount,
+                        display_amount, merchant_name, merchant_type, merchant_postal_code, terminal_id, merchant_id,
+                        is_auxiliary, ordinal)
+                ORDER BY r.ordinal
+                ON CONFLICT (digital_card_id, record_id) DO NOTHING
+            )
+            SELECT digital_card_id, inserted FROM changed_cards
+            """
+    }
 
     /// Forgets up to `limit` processed ids recorded before `cutoff` and their results; returns how many ids.
     /// Rows another replica's sweep holds are skipped, not waited for.
@@ -495,13 +518,17 @@ struct PostgresBatchStatements {
     /// The processed ids with the time recorded, then their results, one row per result (position: the publication
     /// order).
     private static func appendRecordedColumns(
-        _ recorded: [(messageID: String, decision: Decision)], now: Date, to bindings: inout PostgresBindings
+        _ recorded: [(messageID: String, decision: Decision)], now: Date, resultRows: Bool,
+        to bindings: inout PostgresBindings
     ) {
         bindings.append(PostgresArrayColumn(recorded) { $0.messageID })
         bindings.append(now)
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.outcome.rawValue })
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.sender })
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.digitalCardId })
+        bindings.append(
+            PostgresArrayColumn(recorded) { PostgresBytes(bytes: RecordedResultsEncoding.encode($0.decision.results)) })
+        guard resultRows else { return }
         var results: [(messageID: String, position: Int, result: OutboundResult)] = []
         results.reserveCapacity(recorded.count * 2)
         for entry in recorded {
@@ -546,12 +573,18 @@ extension PostgresBatchStatements {
 
     enum WriteBatch: BatchStatementText {
         static let name = "wallet_write_batch"
-        static let sql = batchWrite
+        static let sql = batchWrite(resultRows: false)
+    }
+
+    /// The same, the results written as rows too, for builds before schema v5 (until v6).
+    enum WriteBatchWithResultRows: BatchStatementText {
+        static let name = "wallet_write_batch_with_result_rows"
+        static let sql = batchWrite(resultRows: true)
     }
 
     /// Every statement a batch prepares, for the plan test.
     static let prepared: [any BatchStatementText.Type] = [
         CardsAndProcessedForUpdate.self, CardsAndProcessedAsCommitted.self, RecordedResults.self,
-        RecordsAndHistories.self, WriteBatch.self,
+        RecordsAndHistories.self, WriteBatch.self, WriteBatchWithResultRows.self,
     ]
 }

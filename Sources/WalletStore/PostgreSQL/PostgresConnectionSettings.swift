@@ -19,7 +19,9 @@ struct PostgresConnectionSettings: Sendable {
     var startupParameters: [(String, String)] {
         let milliseconds = max(1, statementTimeout.wholeMilliseconds)
         var parameters = [
-            ("application_name", "wallet-worker"),
+            // With the newest schema version this build knows: a retirement waits for older builds' sessions to
+            // go (`PostgresSchema.olderBuildSessions`).
+            ("application_name", PostgresSchema.applicationName),
             ("statement_timeout", "\(milliseconds)"),
             // A replica frozen inside a transaction (stopped, partitioned) would hold its row locks for ever: the
             // server ends such a session and the other replicas go on.

@@ -30,10 +30,19 @@ enum PostgresSchema {
         /// The index a concurrent build creates: an invalid one left by an interrupted build is dropped first.
         var builtIndex: String? = nil
         /// Whether this build needs it to run: `run --no-migrate` and `inspect` refuse a database without it. An
-        /// index build is never needed (reads are slower without it, results the same), nor is a storage setting.
-        var isRequired: Bool { concurrentStatements == nil && !isStorageSetting }
+        /// index build is never needed (reads are slower without it, results the same), nor is a storage setting,
+        /// nor the retirement of what older builds need.
+        var isRequired: Bool { concurrentStatements == nil && !isStorageSetting && !retiresOlderBuilds }
         /// A change of how the server stores values, which this build reads and writes the same either way.
         var isStorageSetting = false
+        /// The contract step of a change made in two (expand, then contract): it stops writing what builds older
+        /// than `compatibleWith` read, and makes their writes fail. On a database with data it runs only in
+        /// `wallet-worker migrate`, and only while no session of such a build is connected
+        /// (`olderBuildSessions`); until then this build writes for them too.
+        var retiresOlderBuilds = false
+        /// Not applied with the table changes of a worker's start on a database with data: an index build, or a
+        /// retirement.
+        var waitsForMigrateOnADatabaseWithData: Bool { concurrentStatements != nil || retiresOlderBuilds }
     }
 
     static let migrations: [Migration] = [
@@ -180,7 +189,52 @@ enum PostgresSchema {
                 """
             ],
             compatibleWith: 1, isStorageSetting: true),
+        // The expand step of storing a message's results in one value, as SQLite's v2 does: the recorded results
+        // as one blob (`RecordedResultsEncoding`) in a column of the message's record, instead of a row per result
+        // in `processed_results` (a heap row and an index entry per result, most of a batch's WAL: issue 38). Adding
+        // a nullable column changes the catalog only. Older builds run on it and never read the column (their
+        // records leave it NULL); this build writes both the column and the rows until v6, so an older replica
+        // still replays its records. Its lock waits at most 2 s, as v4's.
+        Migration(
+            version: 5, name: "recorded results in one value per message",
+            statements: [
+                """
+                DO $$
+                BEGIN
+                    PERFORM set_config('lock_timeout', '2000', true);
+                    ALTER TABLE processed_messages ADD COLUMN results bytea;
+                    IF EXISTS (SELECT FROM pg_settings
+                               WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)) THEN
+                        EXECUTE 'ALTER TABLE processed_messages ALTER COLUMN results SET COMPRESSION lz4';
+                    END IF;
+                END
+                $$
+                """
+            ],
+            compatibleWith: 1),
+        // The contract step: result rows are no longer written, only v5's value. A build before v5 would replay such
+        // a record with no results, so it must not run beside this: it refuses the database at start (compatible
+        // with 5), and a record it writes (results NULL) breaks the check, an error it takes as permanent: it stops,
+        // its batch not acknowledged. NOT VALID: records older builds left keep their NULL, and their rows in
+        // `processed_results` stay readable until the retention sweep deletes them.
+        Migration(
+            version: 6, name: "result rows retired",
+            statements: [
+                """
+                DO $$
+                BEGIN
+                    PERFORM set_config('lock_timeout', '2000', true);
+                    ALTER TABLE processed_messages
+                        ADD CONSTRAINT processed_messages_results_recorded CHECK (results IS NOT NULL) NOT VALID;
+                END
+                $$
+                """
+            ],
+            compatibleWith: 5, retiresOlderBuilds: true),
     ]
+
+    /// The version from which batches write no result rows (`PostgresBatchStatements.write`).
+    static let resultRowsRetiredVersion = 6
 
     /// This build's newest schema version.
     static var newestVersion: Int { migrations.map(\.version).max() ?? 0 }
@@ -251,12 +305,15 @@ enum PostgresSchema {
         let isNew = applied.isEmpty
         var deferred: [Migration] = []
         for migration in migrations where !applied.contains(migration.version) && migration.version <= lastVersion {
-            if migration.concurrentStatements != nil && !isNew {
-                // Never inside this transaction on a table with data: its lock would hold every write.
+            if migration.waitsForMigrateOnADatabaseWithData && !isNew {
+                // An index build never inside this transaction on a table with data: its lock would hold every write.
+                // A retirement only when no older build is connected.
                 deferred.append(migration)
                 continue
             }
-            guard deferred.isEmpty else { break }  // a later table change waits for the index builds before it
+            // A table change does not wait for an index build before it (none depends on an index): a worker's start
+            // applies it while the index waits for `wallet-worker migrate`.
+            guard deferred.allSatisfy({ $0.concurrentStatements != nil }) else { break }
             for statement in migration.statements {
                 try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
             }
@@ -281,16 +338,23 @@ enum PostgresSchema {
             if !deferred.isEmpty {
                 logger.warning(
                     """
-                    schema migrations that build an index are not applied at start: run `wallet-worker \
-                    migrate` (the migrate Job); the worker runs without them
+                    schema migrations that build an index or retire older builds are not applied at start: run \
+                    `wallet-worker migrate` (the migrate Job); the worker runs without them
                     """,
                     metadata: ["migrations": "\(deferred.map { versionName($0.version) }.joined(separator: ", "))"])
             }
             return deferred.map { versionName($0.version) }
         }
-        for migration in deferred where migration.concurrentStatements != nil {
-            try await buildConcurrently(
-                migration, on: connection, location: location, timeout: indexBuildTimeout ?? timeout, logger: logger)
+        for (index, migration) in deferred.enumerated() {
+            if migration.concurrentStatements != nil {
+                try await buildConcurrently(
+                    migration, on: connection, location: location, timeout: indexBuildTimeout ?? timeout,
+                    logger: logger)
+            } else if try await !retire(migration, on: connection, location: location, timeout: timeout, logger: logger)
+            {
+                // The migrations after it wait with it.
+                return deferred[index...].map { versionName($0.version) }
+            }
         }
         if !deferred.isEmpty, let last = deferred.last,
             migrations.contains(where: { $0.version > last.version && $0.version <= lastVersion })
@@ -354,6 +418,78 @@ enum PostgresSchema {
         }
         try await connection.query("SELECT pg_advisory_unlock(hashtextextended(\(lock), 0))", logger: logger)
     }
+
+    /// Applies a retirement (`Migration.retiresOlderBuilds`) in a transaction of its own under the migrations' lock,
+    /// unless a session of a build older than it allows is connected: then it logs which and returns false, and the
+    /// next `wallet-worker migrate` (the next deploy's Job) tries again.
+    private static func retire(
+        _ migration: Migration, on connection: PostgresConnection, location: PostgresLocation, timeout: Duration,
+        logger: Logger
+    ) async throws -> Bool {
+        try await connection.query("BEGIN", logger: logger)
+        try await connection.query(
+            PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"),
+            logger: logger)
+        try await connection.query(
+            "SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(location)), 0))", logger: logger)
+        let recorded = try await recordedMigrations(on: connection, logger: logger, hasCompatibility: true)
+        if !recorded.contains(where: { $0.version == migration.version }) {
+            let older = try await olderBuildSessions(below: migration.compatibleWith, on: connection, logger: logger)
+            guard older.isEmpty else {
+                try await connection.query("ROLLBACK", logger: logger)
+                logger.warning(
+                    """
+                    a schema migration waits until no replica of an older build is connected: run `wallet-worker \
+                    migrate` again once the rollout is done (the next deploy's migrate Job does); the worker runs \
+                    without it
+                    """,
+                    metadata: [
+                        "migration": "\(versionName(migration.version))",
+                        "older sessions": "\(older.joined(separator: ", "))",
+                    ])
+                return false
+            }
+            for statement in migration.statements {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            try await connection.query(
+                """
+                INSERT INTO wallet_schema_migrations (version, name, compatible_with)
+                VALUES (\(migration.version), \(migration.name), \(migration.compatibleWith))
+                """,
+                logger: logger)
+        }
+        try await connection.query("COMMIT", logger: logger)
+        return true
+    }
+
+    /// The sessions on the server of builds that know no schema version from `version` on, as "application name
+    /// (pid)": builds before this one name themselves `wallet-worker`, this one and later `wallet-worker vN`, N the
+    /// newest version the build knows (`PostgresConnectionSettings`). Every session on this database counts,
+    /// whatever its role or schema (a deployment in another schema only makes the check wait). A replica whose pool has no connection open at this moment is not
+    /// seen (an idle one closes them); if it is older, its next record fails the retirement's check and it stops.
+    static func olderBuildSessions(
+        below version: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String] {
+        var sessions: [String] = []
+        for try await row in try await connection.query(
+            """
+            SELECT application_name, pid FROM pg_stat_activity
+            WHERE pid <> pg_backend_pid() AND datname = current_database()
+              AND (application_name = 'wallet-worker'
+                   OR (application_name ~ '^wallet-worker v[0-9]{1,9}$'
+                       AND substring(application_name FROM 16)::int < \(version)))
+            ORDER BY pid
+            """, logger: logger)
+        {
+            let (name, pid) = try row.decode((String, Int32).self)
+            sessions.append("\(name) (\(pid))")
+        }
+        return sessions
+    }
+
+    /// The application name of this build's sessions, by which `olderBuildSessions` tells builds apart.
+    static var applicationName: String { "wallet-worker v\(newestVersion)" }
 
     struct RecordedMigration {
         var version: Int

@@ -44,6 +44,10 @@ public final class PostgresWalletStore: WalletStore {
     /// The client's `run()`; nil once closed.
     private let runner: Mutex<Task<Void, Never>?>
     private let schemaReady = Mutex(false)
+    /// Whether the database has schema v6: no build that reads results only as rows may run on it, so a batch writes
+    /// its results as one value per message and no rows. Read once, when the store prepares: a replica that started
+    /// before `wallet-worker migrate` applied v6 writes both until it restarts.
+    private let resultRowsRetired = Mutex(false)
     /// Routing passes that read keys the foresight had not named, over the store's life (`PostgresKeyMemory`): a
     /// measure, for tests, of how well `NotificationRouter.foreseeReads` keeps up with the rules.
     let unforeseenPasses = Mutex(0)
@@ -92,28 +96,34 @@ public final class PostgresWalletStore: WalletStore {
         let location = location
         let logger = logger
         let settings = PostgresConnectionSettings(configuration)
+        let status: SchemaStatus
         switch configuration.schemaMode {
         case .migrate:
             // Index builds run CONCURRENTLY and may take minutes on a large table (writes go on meanwhile).
             let indexBuildTimeout = max(settings.migrationTimeout, Self.indexBuildTimeout)
-            _ = try await withOwnConnection(within: indexBuildTimeout, doing: "migrating") { connection in
+            status = try await withOwnConnection(within: indexBuildTimeout, doing: "migrating") { connection in
                 try await PostgresSchema.migrate(
                     on: connection, location: location, timeout: settings.migrationTimeout, logger: logger,
                     scope: .everything, indexBuildTimeout: indexBuildTimeout)
+                return try await PostgresSchema.status(on: connection, logger: logger)
             }
         case .migrateWithoutIndexBuilds:
-            _ = try await withOwnConnection(within: settings.migrationTimeout, doing: "migrating") { connection in
+            status = try await withOwnConnection(within: settings.migrationTimeout, doing: "migrating") {
+                connection in
                 try await PostgresSchema.migrate(
                     on: connection, location: location, timeout: settings.migrationTimeout, logger: logger,
                     scope: .withoutIndexBuilds)
+                return try await PostgresSchema.status(on: connection, logger: logger)
             }
         case .requireCurrent:
-            let status = try await schemaStatus()
+            status = try await schemaStatus()
             guard status.isUsable else {
                 throw status.requireCurrentError(
                     store: "PostgreSQL \(location.shortName)", location: "\(location)")
             }
         }
+        let retired = status.applied.contains(PostgresSchema.versionName(PostgresSchema.resultRowsRetiredVersion))
+        resultRowsRetired.withLock { $0 = retired }
         schemaReady.withLock { $0 = true }
     }
 
@@ -190,12 +200,13 @@ public final class PostgresWalletStore: WalletStore {
         let keys = PostgresKeyMemory()
         defer { unforeseenPasses.withLock { $0 += keys.unforeseenPasses } }
         let logger = logger
+        let resultRows = !resultRowsRetired.withLock { $0 }
         var attempt = 1
         while true {
             do {
                 return try await withConnection { connection in
                     try await Self.processBatch(
-                        messages, router: router, now: now, keys: keys, commit: commit,
+                        messages, router: router, now: now, keys: keys, commit: commit, resultRows: resultRows,
                         statements: PostgresBatchStatements(connection: connection, logger: logger))
                 }
             } catch {
@@ -261,10 +272,11 @@ public final class PostgresWalletStore: WalletStore {
     // MARK: - A batch
 
     /// One attempt of a batch, in one transaction on `statements`' connection; without `commit`, a read-only one
-    /// that takes no row locks and is rolled back.
+    /// that takes no row locks and is rolled back. With `resultRows`, results are written as rows too
+    /// (`PostgresBatchStatements.write`).
     private static func processBatch(
         _ messages: [InboundMessage], router: NotificationRouter, now: Date, keys: PostgresKeyMemory, commit: Bool,
-        statements: PostgresBatchStatements
+        resultRows: Bool, statements: PostgresBatchStatements
     ) async throws -> [StoredDecision] {
         try await statements.begin(readOnly: !commit)
         do {
@@ -282,7 +294,7 @@ public final class PostgresWalletStore: WalletStore {
                 let decisions = try BatchRouting.process(messages, router: router, now: now, in: pass)
                 if pass.missing.isEmpty {
                     if commit {
-                        try await statements.write(pass, now: now)
+                        try await statements.write(pass, now: now, resultRows: resultRows)
                         try await statements.commit()
                     } else {
                         try await statements.rollback()
