@@ -57,11 +57,23 @@ public enum WalletStores {
 
     /// Applies the migrations the store lacks (creating a missing SQLite file), as a start with `.migrate` would;
     /// returns the schema before and after. A schema newer than this build is refused and left as it is.
-    public static func migrate(_ location: StoreLocation, statementTimeout: Duration = .seconds(5))
-        async throws(StoreError) -> (before: SchemaStatus, after: SchemaStatus)
-    {
+    /// - Parameter retiringOlderBuilds: also apply the migrations that retire what older builds read (PostgreSQL's
+    ///   v6), which make those builds refuse the store: only once no replica of such a build runs
+    ///   (`migrate --retire-older-builds`). They are applied to a new store anyway.
+    public static func migrate(
+        _ location: StoreLocation, statementTimeout: Duration = .seconds(5), retiringOlderBuilds: Bool = false
+    ) async throws(StoreError) -> (before: SchemaStatus, after: SchemaStatus) {
         let before = try await schemaStatus(location, statementTimeout: statementTimeout)
-        let store = try open(location, poolSize: 1, statementTimeout: statementTimeout, schemaMode: .migrate)
+        let store: any WalletStore
+        if case .postgres(let postgres) = location {
+            var configuration = PostgresWalletStore.Configuration(location: postgres)
+            configuration.poolSize = 1
+            configuration.statementTimeout = statementTimeout
+            configuration.retiresOlderBuilds = retiringOlderBuilds
+            store = try PostgresWalletStore(configuration: configuration)
+        } else {
+            store = try open(location, poolSize: 1, statementTimeout: statementTimeout, schemaMode: .migrate)
+        }
         do {
             try await store.prepare()
         } catch {

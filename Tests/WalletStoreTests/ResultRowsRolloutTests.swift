@@ -8,14 +8,15 @@ import WalletRouting
 
 /// Issue 38: PostgreSQL records a message's results as one value (schema v5) instead of a row per result, in two
 /// steps. v5 adds the column, and this build writes both while a build before it may run beside (such a build
-/// replays from the rows); v6 retires the rows, applied by `wallet-worker migrate` only while no session of such a
-/// build is connected, after which this build writes the value alone and an older build's record fails. In a
+/// replays from the rows); v6 retires the rows, applied to a database with data only by `wallet-worker migrate
+/// --retire-older-builds` and not while a session of such a build is connected, after which this build writes the
+/// value alone and an older build's record fails. In a
 /// database of its own: the older build's session would hold back the other tests' migrations.
 @Suite("Result rows retired in two steps")
 struct ResultRowsRolloutTests {
     private static let router = NotificationRouter()
 
-    @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+    @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason), .timeLimit(.minutes(1)))
     func postgresResultsMoveIntoTheRecordInTwoSteps() async throws {
         try await PostgresTestServer.withDatabase("result_rows") { database in
             let location = try database.location()
@@ -46,7 +47,7 @@ struct ResultRowsRolloutTests {
                 try await olderReplica.query(
                     "UPDATE processed_messages SET results = NULL WHERE message_id = 't-1'", logger: logger)
 
-                let (_, waiting) = try await WalletStores.migrate(.postgres(location))
+                let (_, waiting) = try await WalletStores.migrate(.postgres(location), retiringOlderBuilds: true)
                 #expect(waiting.pending == ["v6"], "v6 waits for the older replica: \(waiting)")
                 let second = try await started.process(
                     [Messages.tns("DC-1", recordId: "R-2", id: "t-2")], router: Self.router, now: Date())
@@ -54,8 +55,20 @@ struct ResultRowsRolloutTests {
             }
             #expect(firstDecisions[1].decision.results.isEmpty == false)
 
-            // The older replica has gone: the next migrate (the next deploy's Job) retires the rows.
-            let (_, retired) = try await WalletStores.migrate(.postgres(location))
+            // The older replica has gone (its backend leaves `pg_stat_activity` a moment after the client closes).
+            while try await PostgresTestServer.withAdminConnection(
+                database: database.name,
+                {
+                    try await PostgresSchema.olderBuildSessions(below: 5, on: $0, logger: logger)
+                }
+            ).isEmpty == false {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            // A plain migrate (a deploy's Job) still leaves v6 to the operator's word.
+            let (_, plain) = try await WalletStores.migrate(.postgres(location))
+            #expect(plain.pending == ["v6"], "\(plain)")
+            #expect(plain.description.contains("--retire-older-builds"), "\(plain)")
+            let (_, retired) = try await WalletStores.migrate(.postgres(location), retiringOlderBuilds: true)
             #expect(retired.isCurrent, "\(retired)")
             // A record as a build before v5 writes it now breaks the check, an error that stops such a build.
             let olderRecord = await #expect(throws: PostgresTestServer.AdminFailure.self) {
@@ -95,6 +108,43 @@ struct ResultRowsRolloutTests {
             #expect(try await Self.resultRows("t-4", database) == 0)
             #expect(try await Self.hasResultsValue("t-4", database))
         }
+    }
+
+    /// Which sessions count as a build older than a version: by their application name, on this database only.
+    @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
+    func postgresOlderBuildsAreToldApartByTheirApplicationName() async throws {
+        try await PostgresTestServer.withDatabase("older_sessions") { database in
+            let names = [
+                "wallet-worker", "wallet-worker v4", "wallet-worker v5", "wallet-worker v6", "wallet-worker vX",
+                "wallet-worker v", "wallet-worker v4 ", "psql", PostgresSchema.applicationName,
+            ]
+            let found = try await Self.withSessions(named: names, database: database) {
+                try await PostgresTestServer.withAdminConnection(database: database.name) { connection in
+                    try await PostgresSchema.olderBuildSessions(
+                        below: 5, on: connection, logger: PostgresTestDatabase.logger)
+                }
+            }
+            // This build's own sessions (the last name) never count.
+            #expect(found.map { $0.prefix { $0 != "(" } } == ["wallet-worker ", "wallet-worker v4 "], "\(found)")
+        }
+    }
+
+    /// Runs `body` while a session of the test's own is connected to `database` under each name.
+    private static func withSessions<T>(
+        named names: ArraySlice<String>, database: PostgresTestDatabaseName, _ body: () async throws -> T
+    ) async throws -> T {
+        guard let name = names.first else { return try await body() }
+        return try await PostgresTestServer.withAdminConnection(database: database.name) { connection in
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "SET application_name = '\(name)'"), logger: PostgresTestDatabase.logger)
+            return try await withSessions(named: names.dropFirst(), database: database, body)
+        }
+    }
+
+    private static func withSessions<T>(
+        named names: [String], database: PostgresTestDatabaseName, _ body: () async throws -> T
+    ) async throws -> T {
+        try await withSessions(named: names[...], database: database, body)
     }
 
     private static func resultRows(_ messageID: String, _ database: PostgresTestDatabaseName) async throws -> Int {

@@ -104,7 +104,8 @@ struct SchemaRolloutTests {
             let elapsed = ContinuousClock.now - started
             await store.close()
 
-            #expect(after.applied == ["v1", "v2", "v3", "v4", "v5", "v6"] && after.isCurrent, "\(after)")
+            // v6 waits for `--retire-older-builds`.
+            #expect(after.applied == ["v1", "v2", "v3", "v4", "v5"] && after.pending == ["v6"], "\(after)")
             let errors = results.flatMap(\.errors)
             #expect(errors.isEmpty, "writes failed while the index was built: \(errors.prefix(3))")
             // A write held by the build fails on the statement timeout: `errors` is the check. The slowest write is

@@ -7,7 +7,8 @@ import WalletRouting
 /// The SQL of a batch: a few set-based statements that fetch what the batch reads and write what it changed.
 /// Every batch is one `READ COMMITTED` transaction on one connection; rows go in and out as arrays (`unnest`),
 /// so a batch costs five round trips whatever its size: `BEGIN`, the cards and processed ids, the records and
-/// histories, the writes, `COMMIT` (`fetch`, `write`; a sixth reads the recorded results of replays).
+/// histories, the writes, `COMMIT` (`fetch`, `write`; a sixth reads the result rows of replayed records that a
+/// build before schema v5 wrote).
 ///
 /// Every read by key is a lateral subquery per key, `unnest($1) AS k CROSS JOIN LATERAL (SELECT … WHERE key =
 /// k.key FOR UPDATE | OFFSET 0)`: the lock or the `OFFSET 0` keeps the subquery from being flattened into a join, so
@@ -515,8 +516,8 @@ struct PostgresBatchStatements {
         bindings.append(PostgresArrayColumn(stored) { $0.record.isAuxiliaryTransaction })
     }
 
-    /// The processed ids with the time recorded, then their results, one row per result (position: the publication
-    /// order).
+    /// The processed ids with the time recorded and their results as one value each; with `resultRows`, then the
+    /// results again, one row per result (position: the publication order).
     private static func appendRecordedColumns(
         _ recorded: [(messageID: String, decision: Decision)], now: Date, resultRows: Bool,
         to bindings: inout PostgresBindings

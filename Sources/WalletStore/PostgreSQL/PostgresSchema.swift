@@ -36,9 +36,10 @@ enum PostgresSchema {
         /// A change of how the server stores values, which this build reads and writes the same either way.
         var isStorageSetting = false
         /// The contract step of a change made in two (expand, then contract): it stops writing what builds older
-        /// than `compatibleWith` read, and makes their writes fail. On a database with data it runs only in
-        /// `wallet-worker migrate`, and only while no session of such a build is connected
-        /// (`olderBuildSessions`); until then this build writes for them too.
+        /// than `compatibleWith` read, and makes their writes fail. On a database with data it runs only when the
+        /// operator says no replica of such a build runs any more (`wallet-worker migrate --retire-older-builds`),
+        /// and not while a session of such a build is connected (`olderBuildSessions`); until then this build
+        /// writes for them too. A new database gets it with the rest.
         var retiresOlderBuilds = false
         /// Not applied with the table changes of a worker's start on a database with data: an index build, or a
         /// retirement.
@@ -248,8 +249,8 @@ enum PostgresSchema {
     }
 
     /// Creates the schema (when `location.schema` names one) and applies the missing migrations: the table
-    /// changes in one transaction, then (with `.everything`) each index build on its own. Returns the index builds
-    /// left for `wallet-worker migrate`. On a failure the caller closes the connection, which rolls the
+    /// changes in one transaction, then (with `.everything`) each index build on its own, and (with
+    /// `retiringOlderBuilds`) each retirement. Returns the migrations left for `wallet-worker migrate`. On a failure the caller closes the connection, which rolls the
     /// transaction back.
     /// - Parameter lastVersion: the newest migration to apply (tests build a database as an older build left it).
     /// - Throws: a permanent `StoreError` when the database holds a version this build does not know and that is
@@ -257,7 +258,8 @@ enum PostgresSchema {
     @discardableResult
     static func migrate(
         on connection: PostgresConnection, location: PostgresLocation, timeout: Duration, logger: Logger,
-        through lastVersion: Int = .max, scope: Scope = .everything, indexBuildTimeout: Duration? = nil
+        through lastVersion: Int = .max, scope: Scope = .everything, indexBuildTimeout: Duration? = nil,
+        retiringOlderBuilds: Bool = false
     ) async throws -> [String] {
         try await connection.query("BEGIN", logger: logger)
         // The connection's statement_timeout is the batches'; the migration has its own.
@@ -350,7 +352,11 @@ enum PostgresSchema {
                 try await buildConcurrently(
                     migration, on: connection, location: location, timeout: indexBuildTimeout ?? timeout,
                     logger: logger)
-            } else if try await !retire(migration, on: connection, location: location, timeout: timeout, logger: logger)
+            } else if !retiringOlderBuilds {
+                // The operator's word is needed (`--retire-older-builds`): the migrations after it wait with it.
+                return deferred[index...].map { versionName($0.version) }
+            } else if try await !retire(
+                migration, on: connection, location: location, timeout: timeout, logger: logger)
             {
                 // The migrations after it wait with it.
                 return deferred[index...].map { versionName($0.version) }
@@ -362,7 +368,7 @@ enum PostgresSchema {
             // Table changes that came after the index builds.
             return try await migrate(
                 on: connection, location: location, timeout: timeout, logger: logger, through: lastVersion,
-                scope: scope, indexBuildTimeout: indexBuildTimeout)
+                scope: scope, indexBuildTimeout: indexBuildTimeout, retiringOlderBuilds: retiringOlderBuilds)
         }
         return []
     }
@@ -439,9 +445,9 @@ enum PostgresSchema {
                 try await connection.query("ROLLBACK", logger: logger)
                 logger.warning(
                     """
-                    a schema migration waits until no replica of an older build is connected: run `wallet-worker \
-                    migrate` again once the rollout is done (the next deploy's migrate Job does); the worker runs \
-                    without it
+                    a schema migration that retires older builds is not applied while a session of such a build is \
+                    connected: stop those replicas, then run `wallet-worker migrate --retire-older-builds` again; \
+                    the worker runs without it
                     """,
                     metadata: [
                         "migration": "\(versionName(migration.version))",
@@ -466,8 +472,9 @@ enum PostgresSchema {
     /// The sessions on the server of builds that know no schema version from `version` on, as "application name
     /// (pid)": builds before this one name themselves `wallet-worker`, this one and later `wallet-worker vN`, N the
     /// newest version the build knows (`PostgresConnectionSettings`). Every session on this database counts,
-    /// whatever its role or schema (a deployment in another schema only makes the check wait). A replica whose pool has no connection open at this moment is not
-    /// seen (an idle one closes them); if it is older, its next record fails the retirement's check and it stops.
+    /// whatever its role or schema (a deployment in another schema only makes the check wait). A safety net under
+    /// the operator's word, not a proof: a replica whose pool has no connection open at this moment (an idle pool
+    /// closes them after a minute) is not seen.
     static func olderBuildSessions(
         below version: Int, on connection: PostgresConnection, logger: Logger
     ) async throws -> [String] {
@@ -477,8 +484,7 @@ enum PostgresSchema {
             SELECT application_name, pid FROM pg_stat_activity
             WHERE pid <> pg_backend_pid() AND datname = current_database()
               AND (application_name = 'wallet-worker'
-                   OR (application_name ~ '^wallet-worker v[0-9]{1,9}$'
-                       AND substring(application_name FROM 16)::int < \(version)))
+                   OR substring(application_name FROM '^wallet-worker v([0-9]{1,9})$')::int < \(version))
             ORDER BY pid
             """, logger: logger)
         {
@@ -547,7 +553,8 @@ enum PostgresSchema {
             known: migrations.map { versionName($0.version) },
             optional: migrations.filter { !$0.isRequired }.map { versionName($0.version) },
             compatibleUnknown: recorded.filter { !known.contains($0.version) && $0.compatibleWith <= newestVersion }
-                .map { versionName($0.version) })
+                .map { versionName($0.version) },
+            retirements: migrations.filter(\.retiresOlderBuilds).map { versionName($0.version) })
     }
 
     /// How a version is shown: `v1`, as the SQLite store names its migrations.

@@ -25,12 +25,17 @@ public final class PostgresWalletStore: WalletStore {
         public var statementTimeout: Duration
         /// Migrate in `prepare()`, or require this build's schema and change nothing. Default: `.migrate`.
         public var schemaMode: SchemaMode
+        /// With `.migrate`, also apply the migrations that retire what older builds read (v6) to a database with
+        /// data: `wallet-worker migrate --retire-older-builds`, once no replica of such a build runs. Default: false
+        /// (a new database gets them anyway).
+        public var retiresOlderBuilds: Bool
 
         public init(location: PostgresLocation) {
             self.location = location
             self.poolSize = 4
             self.statementTimeout = .seconds(5)
             self.schemaMode = .migrate
+            self.retiresOlderBuilds = false
         }
     }
 
@@ -97,6 +102,7 @@ public final class PostgresWalletStore: WalletStore {
         let logger = logger
         let settings = PostgresConnectionSettings(configuration)
         let status: SchemaStatus
+        let retiresOlderBuilds = configuration.retiresOlderBuilds
         switch configuration.schemaMode {
         case .migrate:
             // Index builds run CONCURRENTLY and may take minutes on a large table (writes go on meanwhile).
@@ -104,7 +110,7 @@ public final class PostgresWalletStore: WalletStore {
             status = try await withOwnConnection(within: indexBuildTimeout, doing: "migrating") { connection in
                 try await PostgresSchema.migrate(
                     on: connection, location: location, timeout: settings.migrationTimeout, logger: logger,
-                    scope: .everything, indexBuildTimeout: indexBuildTimeout)
+                    scope: .everything, indexBuildTimeout: indexBuildTimeout, retiringOlderBuilds: retiresOlderBuilds)
                 return try await PostgresSchema.status(on: connection, logger: logger)
             }
         case .migrateWithoutIndexBuilds:

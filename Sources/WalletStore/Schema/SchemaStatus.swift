@@ -6,19 +6,26 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
     public var applied: [String]
     /// The migrations this build knows, in order.
     public var known: [String]
-    /// This build's migrations it runs without: index builds (reads are slower without them, results the same),
-    /// which `wallet-worker migrate` applies and a worker's start does not, and storage settings (PostgreSQL's v4),
-    /// which both apply.
+    /// This build's migrations it runs without: index builds (reads are slower without them, results the same) and
+    /// retirements of what older builds read (PostgreSQL's v6), which `wallet-worker migrate` applies and a worker's
+    /// start does not (on a store with data), and storage settings (PostgreSQL's v4), which both apply.
     public var optional: [String]
     /// Migrations of a newer build that declare this build's schema compatible (an index, a storage setting): this
     /// build runs on the store as it is (a rollback, an old replica during a rolling update).
     public var compatibleUnknown: [String]
+    /// This build's optional migrations that retire what older builds read (PostgreSQL's v6): applied to a store
+    /// with data only by `wallet-worker migrate --retire-older-builds`.
+    public var retirements: [String]
 
-    public init(applied: [String], known: [String], optional: [String] = [], compatibleUnknown: [String] = []) {
+    public init(
+        applied: [String], known: [String], optional: [String] = [], compatibleUnknown: [String] = [],
+        retirements: [String] = []
+    ) {
         self.applied = applied
         self.known = known
         self.optional = optional
         self.compatibleUnknown = compatibleUnknown
+        self.retirements = retirements
     }
 
     /// This build's migrations the store lacks: `migrate` would apply them.
@@ -51,8 +58,17 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
                 + "missing: \(pending.joined(separator: ", ")))"
         }
         if !pending.isEmpty {
+            let retiring = pending.filter { retirements.contains($0) }
+            let command =
+                retiring.count == pending.count
+                ? "once every replica runs this build or a newer one, run `wallet-worker migrate --retire-older-builds`"
+                : "run `wallet-worker migrate`"
+                    + (retiring.isEmpty
+                        ? ""
+                        : "; \(retiring.joined(separator: ", ")) once every replica runs this build or a newer "
+                            + "one, with `--retire-older-builds`")
             return "usable, optional migrations pending (applied: \(applied.joined(separator: ", ")); "
-                + "missing: \(pending.joined(separator: ", ")): run `wallet-worker migrate`)"
+                + "missing: \(pending.joined(separator: ", ")): \(command))"
         }
         return "current (\(applied.joined(separator: ", ")))"
     }
