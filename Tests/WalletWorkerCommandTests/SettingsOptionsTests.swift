@@ -90,7 +90,8 @@ struct SettingsOptionsTests {
         #expect(declare.isSubset(of: table) && declare.contains("--amqp-url") && declare.contains("--log-level"))
         let migrate = Self.optionFlags(help(WalletWorkerCommand.Migrate.self))
         #expect(
-            migrate.subtracting(["--check"]) == ["--store", "--store-statement-timeout", "--log-level", "--log-format"])
+            migrate.subtracting(["--check", "--retire-older-builds"])
+                == ["--store", "--store-statement-timeout", "--log-level", "--log-format"])
         let migrateHelp = Self.oneLine(help(WalletWorkerCommand.Migrate.self))
         #expect(migrateHelp.contains("(env WALLET_STORE_STATEMENT_TIMEOUT). Default: 5s"))
     }
