@@ -381,12 +381,15 @@ clean_rounds_of() {
         END { c = 0; for (r in w) if (bv[r] != 1) c++; printf "%d of %d rounds", c, n }' "$work/results"
 }
 # clean_windows_of NAME: the median PostgreSQL CPU per message of NAME's windows without autovacuum, then "(n of N)".
+# NAME is matched whole as an awk regular expression: `pg-[0-9]+` pools every replica count.
 clean_windows_of() {
     local n total
-    n=$(awk -v name="$1" '$1 == name && $18 != 1' "$work/results" | wc -l)
-    total=$(awk -v name="$1" '$1 == name' "$work/results" | wc -l)
-    echo "$(awk -v name="$1" '$1 == name && $18 != 1 { print $7 }' "$work/results" | median %.1f) ($n of $total)"
+    n=$(awk -v name="^$1\$" '$1 ~ name && $18 != 1' "$work/results" | wc -l)
+    total=$(awk -v name="^$1\$" '$1 ~ name' "$work/results" | wc -l)
+    echo "$(clean_median_of "$1") ($n of $total)"
 }
+# clean_median_of NAME: that median alone.
+clean_median_of() { awk -v name="^$1\$" '$1 ~ name && $18 != 1 { print $7 }' "$work/results" | median %.1f; }
 # ratio_of NAME [BASE]: the throughput ratio (BASE: baseline).
 ratio_of() { column_ratio_of "$1" "${2:-baseline}" 3; }
 printf '  %-14s %10s %12s %10s %14s %18s %11s %11s\n' "" "msg/s" "CPU us/msg" "peak MiB" "broker us/msg" \
@@ -490,6 +493,12 @@ if [[ " $replica_counts " == *" 1 "* ]]; then
             "($(clean_rounds_of pg-1 pg-1-cmp))"
         echo "  PostgreSQL CPU us/msg in the windows without autovacuum: pg-1 $(clean_windows_of pg-1)," \
             "pg-1-cmp $(clean_windows_of pg-1-cmp)"
+        # The server's work per message hardly depends on the replica count: pooled, more windows are clean.
+        pooled=$(clean_median_of 'pg-[0-9]+')
+        pooled_cmp=$(clean_median_of 'pg-[0-9]+-cmp')
+        echo "  the same, every replica count pooled: pg-R $(clean_windows_of 'pg-[0-9]+')," \
+            "pg-R-cmp $(clean_windows_of 'pg-[0-9]+-cmp'), ratio of the medians" \
+            "$(awk -v a="$pooled" -v b="$pooled_cmp" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "n/a" }')"
     else
         echo "  the half targets (pg-1 worker CPU and PostgreSQL CPU / the comparison build's <= 0.5) need"
         echo "  COMPARE_WORKER_BIN: the comparison build, run as pg-1-cmp"
