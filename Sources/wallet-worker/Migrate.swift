@@ -46,6 +46,10 @@ extension WalletWorkerCommand {
                     let applied = after.applied.filter { !before.applied.contains($0) }
                     let what = applied.isEmpty ? "nothing to apply" : "applied \(applied.joined(separator: ", "))"
                     _ = try printLine("\(location): \(what); schema \(after)")
+                    // Asked for and not done (a session of an older build was seen): the answer is no.
+                    if retireOlderBuilds, after.pending.contains(where: after.retirements.contains) {
+                        throw ExitCode.failure
+                    }
                 }
             } catch let error as StoreError {
                 progressLine("wallet-worker migrate: \(error)")

@@ -132,8 +132,8 @@ struct SchemaRolloutTests {
 
     /// A worker's own start (the default, `WALLET_NO_MIGRATE=false`) creates a new database whole but never builds
     /// an index on one that holds data: that is the migrate Job's. On main it built v2 at start. The table changes
-    /// after it (v3, v4, v5) do not wait for it; v6, which retires what older builds read, waits for the migrate Job
-    /// too.
+    /// after it (v3, v4, v5) do not wait for it; v6, which retires what older builds read, waits for `wallet-worker
+    /// migrate --retire-older-builds`.
     @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
     func postgresAWorkersStartLeavesIndexBuildsToTheMigrateJob() async throws {
         try await PostgresTestDatabase.withSchema { location in

@@ -250,8 +250,8 @@ enum PostgresSchema {
 
     /// Creates the schema (when `location.schema` names one) and applies the missing migrations: the table
     /// changes in one transaction, then (with `.everything`) each index build on its own, and (with
-    /// `retiringOlderBuilds`) each retirement. Returns the migrations left for `wallet-worker migrate`. On a failure the caller closes the connection, which rolls the
-    /// transaction back.
+    /// `retiringOlderBuilds`) each retirement. Returns the migrations left for `wallet-worker migrate`. On a failure
+    /// the caller closes the connection, which rolls the transaction back.
     /// - Parameter lastVersion: the newest migration to apply (tests build a database as an older build left it).
     /// - Throws: a permanent `StoreError` when the database holds a version this build does not know and that is
     ///   not declared compatible with it.
@@ -341,7 +341,9 @@ enum PostgresSchema {
                 logger.warning(
                     """
                     schema migrations that build an index or retire older builds are not applied at start: run \
-                    `wallet-worker migrate` (the migrate Job); the worker runs without them
+                    `wallet-worker migrate` (the migrate Job) for an index, `wallet-worker migrate \
+                    --retire-older-builds` once no replica of an older build runs for a retirement; the worker runs \
+                    without them
                     """,
                     metadata: ["migrations": "\(deferred.map { versionName($0.version) }.joined(separator: ", "))"])
             }
@@ -427,7 +429,7 @@ enum PostgresSchema {
 
     /// Applies a retirement (`Migration.retiresOlderBuilds`) in a transaction of its own under the migrations' lock,
     /// unless a session of a build older than it allows is connected: then it logs which and returns false, and the
-    /// next `wallet-worker migrate` (the next deploy's Job) tries again.
+    /// operator runs `wallet-worker migrate --retire-older-builds` again once those replicas are gone.
     private static func retire(
         _ migration: Migration, on connection: PostgresConnection, location: PostgresLocation, timeout: Duration,
         logger: Logger

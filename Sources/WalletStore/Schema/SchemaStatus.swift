@@ -6,9 +6,10 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
     public var applied: [String]
     /// The migrations this build knows, in order.
     public var known: [String]
-    /// This build's migrations it runs without: index builds (reads are slower without them, results the same) and
-    /// retirements of what older builds read (PostgreSQL's v6), which `wallet-worker migrate` applies and a worker's
-    /// start does not (on a store with data), and storage settings (PostgreSQL's v4), which both apply.
+    /// This build's migrations it runs without: index builds (reads are slower without them, results the same), which
+    /// `wallet-worker migrate` applies and a worker's start does not (on a store with data); retirements of what
+    /// older builds read (PostgreSQL's v6), which only `wallet-worker migrate --retire-older-builds` applies to a
+    /// store with data; storage settings (PostgreSQL's v4), which both apply.
     public var optional: [String]
     /// Migrations of a newer build that declare this build's schema compatible (an index, a storage setting): this
     /// build runs on the store as it is (a rollback, an old replica during a rolling update).
@@ -59,14 +60,13 @@ public struct SchemaStatus: Sendable, Hashable, CustomStringConvertible {
         }
         if !pending.isEmpty {
             let retiring = pending.filter { retirements.contains($0) }
+            let retire =
+                "once every replica runs this build or a newer one, run `wallet-worker migrate --retire-older-builds`"
             let command =
-                retiring.count == pending.count
-                ? "once every replica runs this build or a newer one, run `wallet-worker migrate --retire-older-builds`"
-                : "run `wallet-worker migrate`"
-                    + (retiring.isEmpty
-                        ? ""
-                        : "; \(retiring.joined(separator: ", ")) once every replica runs this build or a newer "
-                            + "one, with `--retire-older-builds`")
+                retiring.isEmpty
+                ? "run `wallet-worker migrate`"
+                : retiring.count == pending.count
+                    ? retire : "run `wallet-worker migrate`, then for \(retiring.joined(separator: ", ")), \(retire)"
             return "usable, optional migrations pending (applied: \(applied.joined(separator: ", ")); "
                 + "missing: \(pending.joined(separator: ", ")): \(command))"
         }
