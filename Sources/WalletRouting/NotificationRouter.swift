@@ -19,15 +19,23 @@ public struct NotificationRouter: Sendable {
     /// Decides what one message does. Throws only what `state` throws (a store failure, which is transient).
     /// - Parameter now: the processing time; results carry it as `processedAt`, replenished keys expire from it.
     public func route(_ message: InboundMessage, state: some WalletStateReading, now: Date) throws -> Decision {
+        try route(message, body: nil, state: state, now: now)
+    }
+
+    /// The same, with the body already parsed (`ParsedBody`, made from `message.body`); nil parses it here.
+    public func route(_ message: InboundMessage, body parsed: ParsedBody?, state: some WalletStateReading, now: Date)
+        throws -> Decision
+    {
         var envelope = ResultEnvelope(inbound: message.properties, now: now)
 
         if let rejection = rejectionBeforeTheBody(message) {
             return rejected(rejection, envelope: envelope)
         }
         let body: JSONValue
-        do {
-            body = try JSONParser.parse(message.body)
-        } catch {
+        switch (parsed ?? ParsedBody(message.body)).value {
+        case .success(let value):
+            body = value
+        case .failure(let error):
             return rejected(.notJSON(error, body: message.body), envelope: envelope)
         }
         guard case .object(let payload) = body else {

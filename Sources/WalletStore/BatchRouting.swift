@@ -13,13 +13,15 @@ protocol WalletStoreTransaction: WalletStateReading {
 
 /// The rules every store shares for a batch (CONTRACT.md §8, §10), written once.
 enum BatchRouting {
+    /// - Parameter bodies: the messages' bodies already parsed, by index (`foreseenReads`); nil, or a nil element,
+    ///   parses the body while routing.
     static func process(
-        _ messages: [InboundMessage], router: NotificationRouter, now: Date,
+        _ messages: [InboundMessage], bodies: [ParsedBody?]? = nil, router: NotificationRouter, now: Date,
         in transaction: some WalletStoreTransaction
     ) throws -> [StoredDecision] {
         var decisions: [StoredDecision] = []
         decisions.reserveCapacity(messages.count)
-        for message in messages {
+        for (index, message) in messages.enumerated() {
             let messageID = recordedID(of: message)
             if let messageID, var recorded = try transaction.recordedDecision(messageID: messageID) {
                 // The same results, but the reply_to copies go to whoever asked this time.
@@ -27,7 +29,7 @@ enum BatchRouting {
                 decisions.append(StoredDecision(decision: recorded, isReplay: true, recordedMessageID: messageID))
                 continue
             }
-            let decision = try router.route(message, state: transaction, now: now)
+            let decision = try router.route(message, body: bodies?[index], state: transaction, now: now)
             try transaction.apply(decision.effects)
             // Rejected messages are not recorded: replayed from the dead-letter queue they are evaluated afresh.
             // Every rejection is a verdict on the input alone, never on the state: the PostgreSQL store relies on
@@ -49,17 +51,20 @@ enum BatchRouting {
     }
 
     /// What `process` can read for `messages`, foreseen from the messages alone: the recorded decisions of their
-    /// ids and the state their routing can read (`NotificationRouter.foreseeReads`).
+    /// ids and the state their routing can read (`NotificationRouter.foreseeReads`), and the bodies parsed on the
+    /// way, by index, for `process`.
     static func foreseenReads(_ messages: [InboundMessage], router: NotificationRouter)
-        -> (messageIDs: Set<String>, state: ForeseenReads)
+        -> (messageIDs: Set<String>, state: ForeseenReads, bodies: [ParsedBody?])
     {
         var messageIDs = Set<String>(minimumCapacity: messages.count)
         var state = ForeseenReads()
+        var bodies: [ParsedBody?] = []
+        bodies.reserveCapacity(messages.count)
         for message in messages {
             if let messageID = recordedID(of: message) { messageIDs.insert(messageID) }
-            router.foreseeReads(of: message, into: &state)
+            bodies.append(router.foreseeReads(of: message, into: &state))
         }
-        return (messageIDs, state)
+        return (messageIDs, state, bodies)
     }
 }
 

@@ -19,6 +19,11 @@ struct ReadForesightTests {
                 let message = try step.message()
                 let recorder = ReadRecorder(state)
                 let decision = try router.route(message, state: recorder, now: GoldenCorpus.now)
+                // Routing the body the foresight parsed decides the same.
+                var foreseen = ForeseenReads()
+                let body = router.foreseeReads(of: message, into: &foreseen)
+                let shared = try router.route(message, body: body, state: state, now: GoldenCorpus.now)
+                #expect(shared == decision, "\(golden.name), step \(index): the foreseen body routes differently")
                 state.apply(decision.effects)
                 readsChecked += recorder.reads.count
                 let unforeseen = recorder.unforeseen(by: router, message: message)
@@ -126,7 +131,16 @@ struct ReadForesightTests {
         let message = InboundMessage(body: body, properties: InboundProperties(messageID: "mid", type: type))
         for state in [PropertyFixtures.state, InMemoryWalletState()] {
             let recorder = ReadRecorder(state)
-            _ = try? router.route(message, state: recorder, now: PropertyTests.now)
+            let decision = try? router.route(message, state: recorder, now: PropertyTests.now)
+            var foreseen = ForeseenReads()
+            let parsed = router.foreseeReads(of: message, into: &foreseen)
+            let shared = try? router.route(message, body: parsed, state: state, now: PropertyTests.now)
+            if shared != decision {
+                let text = String(decoding: body, as: UTF8.self)
+                Issue.record(
+                    "the foreseen body routes differently for type \(type ?? "nil") body \(text)",
+                    sourceLocation: sourceLocation)
+            }
             let unforeseen = recorder.unforeseen(by: router, message: message)
             if !unforeseen.isEmpty {
                 Issue.record(

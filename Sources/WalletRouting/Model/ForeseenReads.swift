@@ -42,12 +42,22 @@ extension NotificationRouter {
     /// missing or wrong `action`, an invalid embedded record) or that reads none (installations, action
     /// notifications, a CPS payload with no server message); then the card for CPS and MG, and for TNS the card,
     /// the embedded record's id and the history.
-    public func foreseeReads(of message: InboundMessage, into reads: inout ForeseenReads) {
+    /// - Returns: the body, when it was parsed to foresee: routing takes it (`route(_:body:state:now:)`) instead of
+    ///   parsing it again.
+    @discardableResult
+    public func foreseeReads(of message: InboundMessage, into reads: inout ForeseenReads) -> ParsedBody? {
         guard rejectionBeforeTheBody(message) == nil,
             message.properties.type != Self.deviceInstallationType,
-            message.properties.type != Self.deviceInstallationDeletedType,
-            case .object(let payload)? = try? JSONParser.parse(message.body)
-        else { return }
+            message.properties.type != Self.deviceInstallationDeletedType
+        else { return nil }
+        let body = ParsedBody(message.body)
+        if case .success(.object(let payload)) = body.value {
+            foreseeReads(of: payload, into: &reads)
+        }
+        return body
+    }
+
+    private func foreseeReads(of payload: JSONObject, into reads: inout ForeseenReads) {
         let fields = NotificationFields(payload)
         guard let sender = fields.senderString.flatMap(SDKSender.init), fields.carriesRequiredAction(of: sender),
             let digitalCardId = fields.digitalCardIdString

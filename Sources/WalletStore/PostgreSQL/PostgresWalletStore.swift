@@ -51,7 +51,7 @@ public final class PostgresWalletStore: WalletStore {
     private let schemaReady = Mutex(false)
     /// Whether the database has schema v6: no build that reads results only as rows may run on it, so a batch writes
     /// its results as one value per message and no rows. Read once, when the store prepares: a replica that started
-    /// before `wallet-worker migrate` applied v6 writes both until it restarts.
+    /// before `wallet-worker migrate --retire-older-builds` applied v6 writes both until it restarts.
     private let resultRowsRetired = Mutex(false)
     /// Routing passes that read keys the foresight had not named, over the store's life (`PostgresKeyMemory`): a
     /// measure, for tests, of how well `NotificationRouter.foreseeReads` keeps up with the rules.
@@ -297,7 +297,8 @@ public final class PostgresWalletStore: WalletStore {
                     try await statements.fetch(needed, into: &snapshot, lock: commit)
                 }
                 let pass = PostgresBatchOverlay(snapshot: snapshot)
-                let decisions = try BatchRouting.process(messages, router: router, now: now, in: pass)
+                let decisions = try BatchRouting.process(
+                    messages, bodies: foreseen.bodies, router: router, now: now, in: pass)
                 if pass.missing.isEmpty {
                     if commit {
                         try await statements.write(pass, now: now, resultRows: resultRows)
