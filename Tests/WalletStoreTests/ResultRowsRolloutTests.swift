@@ -118,13 +118,17 @@ struct ResultRowsRolloutTests {
                 "wallet-worker", "wallet-worker v4", "wallet-worker v5", "wallet-worker v6", "wallet-worker vX",
                 "wallet-worker v", "wallet-worker v4 ", "psql", PostgresSchema.applicationName,
             ]
-            // An older build's session on another database (the server's own) does not count either.
-            let found = try await PostgresTestServer.withAdminConnection { elsewhere in
-                try await elsewhere.query("SET application_name = 'wallet-worker'", logger: PostgresTestDatabase.logger)
-                return try await Self.withSessions(named: names, database: database) {
-                    try await PostgresTestServer.withAdminConnection(database: database.name) { connection in
-                        try await PostgresSchema.olderBuildSessions(
-                            below: 5, on: connection, logger: PostgresTestDatabase.logger)
+            // An older build's session on another database does not count either. (A database of its own too: on
+            // the server's own, where the other store tests have their schemas, it would hold back their retirements.)
+            let found = try await PostgresTestServer.withDatabase("older_elsewhere") { other in
+                try await PostgresTestServer.withAdminConnection(database: other.name) { elsewhere in
+                    try await elsewhere.query(
+                        "SET application_name = 'wallet-worker'", logger: PostgresTestDatabase.logger)
+                    return try await Self.withSessions(named: names, database: database) {
+                        try await PostgresTestServer.withAdminConnection(database: database.name) { connection in
+                            try await PostgresSchema.olderBuildSessions(
+                                below: 5, on: connection, logger: PostgresTestDatabase.logger)
+                        }
                     }
                 }
             }
