@@ -156,9 +156,9 @@ struct PostgresBatchStatements {
 
     /// The cards among $1, then the records of the processed ids among $2, as rows of one shape: whether the row is a
     /// card, the key, then the card's state, tokenized card id, key type and payment keys, or the record's outcome,
-    /// sender, card and results (NULL in a record of a build before schema v5). `locking`, each card is row-locked as it is found, so in $1's order (a lateral subquery runs
-    /// once per row of the `unnest`, in the array's order, and the cards' branch runs to its end before the other),
-    /// and each record share-locked.
+    /// sender, card and results (NULL in a record of a build before schema v5). `locking`, each card is row-locked as
+    /// it is found, so in $1's order (a lateral subquery runs once per row of the `unnest`, in the array's order, and
+    /// the cards' branch runs to its end before the other), and each record share-locked.
     static func cardsAndProcessedLookup(locking: Bool) -> String {
         """
         SELECT true, c.digital_card_id, c.state, c.tokenized_card_id, c.key_type, c.payments_left, c.keys_expire_at,

@@ -261,14 +261,7 @@ enum PostgresSchema {
         through lastVersion: Int = .max, scope: Scope = .everything, indexBuildTimeout: Duration? = nil,
         retiringOlderBuilds: Bool = false
     ) async throws -> [String] {
-        try await connection.query("BEGIN", logger: logger)
-        // The connection's statement_timeout is the batches'; the migration has its own.
-        try await connection.query(
-            PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"),
-            logger: logger)
-        // Keyed by schema: stores in different schemas of one database migrate independently.
-        try await connection.query(
-            "SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(location)), 0))", logger: logger)
+        try await beginUnderMigrationLock(on: connection, location: location, timeout: timeout, logger: logger)
         if let schema = location.schema {
             var exists = false
             for try await _ in try await connection.query(
@@ -316,15 +309,7 @@ enum PostgresSchema {
             // A table change does not wait for an index build before it (none depends on an index): a worker's start
             // applies it while the index waits for `wallet-worker migrate`.
             guard deferred.allSatisfy({ $0.concurrentStatements != nil }) else { break }
-            for statement in migration.statements {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-            }
-            try await connection.query(
-                """
-                INSERT INTO wallet_schema_migrations (version, name, compatible_with)
-                VALUES (\(migration.version), \(migration.name), \(migration.compatibleWith))
-                """,
-                logger: logger)
+            try await apply(migration, on: connection, logger: logger)
         }
         // Rows of earlier builds get the compatibility this build knows for them.
         for migration in migrations where applied.contains(migration.version) {
@@ -373,6 +358,32 @@ enum PostgresSchema {
                 scope: scope, indexBuildTimeout: indexBuildTimeout, retiringOlderBuilds: retiringOlderBuilds)
         }
         return []
+    }
+
+    /// Opens the transaction of a migration: its own statement timeout (the connection's is the batches'), and the
+    /// advisory lock keyed by schema (stores in different schemas of one database migrate independently).
+    private static func beginUnderMigrationLock(
+        on connection: PostgresConnection, location: PostgresLocation, timeout: Duration, logger: Logger
+    ) async throws {
+        try await connection.query("BEGIN", logger: logger)
+        try await connection.query(
+            PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"),
+            logger: logger)
+        try await connection.query(
+            "SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(location)), 0))", logger: logger)
+    }
+
+    /// Runs a migration's statements and records it, in the open transaction.
+    private static func apply(_ migration: Migration, on connection: PostgresConnection, logger: Logger) async throws {
+        for statement in migration.statements {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
+        try await connection.query(
+            """
+            INSERT INTO wallet_schema_migrations (version, name, compatible_with)
+            VALUES (\(migration.version), \(migration.name), \(migration.compatibleWith))
+            """,
+            logger: logger)
     }
 
     private static func lockName(_ location: PostgresLocation) -> String {
@@ -434,12 +445,7 @@ enum PostgresSchema {
         _ migration: Migration, on connection: PostgresConnection, location: PostgresLocation, timeout: Duration,
         logger: Logger
     ) async throws -> Bool {
-        try await connection.query("BEGIN", logger: logger)
-        try await connection.query(
-            PostgresQuery(unsafeSQL: "SET LOCAL statement_timeout = \(max(1, timeout.wholeMilliseconds))"),
-            logger: logger)
-        try await connection.query(
-            "SELECT pg_advisory_xact_lock(hashtextextended(\(lockName(location)), 0))", logger: logger)
+        try await beginUnderMigrationLock(on: connection, location: location, timeout: timeout, logger: logger)
         let recorded = try await recordedMigrations(on: connection, logger: logger, hasCompatibility: true)
         if !recorded.contains(where: { $0.version == migration.version }) {
             let older = try await olderBuildSessions(below: migration.compatibleWith, on: connection, logger: logger)
@@ -457,15 +463,7 @@ enum PostgresSchema {
                     ])
                 return false
             }
-            for statement in migration.statements {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-            }
-            try await connection.query(
-                """
-                INSERT INTO wallet_schema_migrations (version, name, compatible_with)
-                VALUES (\(migration.version), \(migration.name), \(migration.compatibleWith))
-                """,
-                logger: logger)
+            try await apply(migration, on: connection, logger: logger)
         }
         try await connection.query("COMMIT", logger: logger)
         return true
