@@ -9,15 +9,45 @@ import WalletRouting
 ///
 ///     version 1: count, then per result: exchange, routing key, body, message id?, correlation id?, type,
 ///                traceparent?
+///     version 2: the length of a version 1 blob, then that blob compressed: an LZ4 block
+///                (`LZ4Block`) against `RecordedResultsDictionary.version2`
 ///
-/// Counts and lengths are unsigned LEB128; an optional field is a presence byte (0 or 1) before its value.
+/// Counts and lengths are unsigned LEB128; an optional field is a presence byte (0 or 1) before its value. Every
+/// build since version 2 reads both; which one a store writes is the store's schema's to say (a build before version
+/// 2 cannot read it: SQLite's v5, PostgreSQL's v7).
 enum RecordedResultsEncoding {
-    static let version: UInt8 = 1
+    static let uncompressed: UInt8 = 1
+    static let compressed: UInt8 = 2
 
+    static func encode(_ results: [OutboundResult], compressing: Bool) -> [UInt8] {
+        let plain = encode(results)
+        guard compressing else { return plain }
+        // The version, the length (LEB128, at most 10 bytes), the block.
+        return [UInt8](unsafeUninitializedCapacity: 11 + LZ4Block.bound(plain.count)) { bytes, written in
+            bytes[0] = compressed
+            written = 1
+            var length = UInt(plain.count)
+            while length >= 0x80 {
+                bytes[written] = UInt8(truncatingIfNeeded: length) | 0x80
+                length >>= 7
+                written += 1
+            }
+            bytes[written] = UInt8(length)
+            written += 1
+            let header = written
+            written += plain.withUnsafeBytes {
+                LZ4Block.compress(
+                    $0, dictionary: RecordedResultsDictionary.version2,
+                    into: UnsafeMutableBufferPointer(rebasing: bytes[header...]))
+            }
+        }
+    }
+
+    /// Version 1.
     static func encode(_ results: [OutboundResult]) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(8 + results.reduce(0) { $0 + $1.body.count + 160 })
-        bytes.append(version)
+        bytes.append(uncompressed)
         appendLength(results.count, to: &bytes)
         for result in results {
             append(result.exchange, to: &bytes)
@@ -32,10 +62,27 @@ enum RecordedResultsEncoding {
         return bytes
     }
 
-    /// - Throws: a permanent `StoreError` when the bytes are not a blob this build wrote.
+    /// - Throws: a permanent `StoreError` when the bytes are not a blob of a version this build knows.
     static func decode(_ bytes: UnsafeRawBufferPointer) throws(StoreError) -> [OutboundResult] {
         var reader = Reader(bytes: bytes)
-        guard try reader.byte() == version else {
+        switch try reader.byte() {
+        case uncompressed:
+            break
+        case compressed:
+            let count = try reader.uncompressedLength()
+            let block = UnsafeRawBufferPointer(rebasing: bytes[reader.offset...])
+            let plain: [UInt8]
+            do {
+                plain = try LZ4Block.decompress(block, count: count, dictionary: RecordedResultsDictionary.version2)
+            } catch {
+                throw Reader.corrupt
+            }
+            let results = plain.withUnsafeBytes { plain -> Result<[OutboundResult], StoreError> in
+                guard plain.first == uncompressed else { return .failure(Reader.corrupt) }
+                return Result { () throws(StoreError) in try decode(plain) }
+            }
+            return try results.get()
+        default:
             throw StoreError(.permanent, "recorded results use an unknown encoding version \(bytes[0])")
         }
         let count = try reader.length()
@@ -98,6 +145,19 @@ enum RecordedResultsEncoding {
         }
 
         mutating func length() throws(StoreError) -> Int {
+            let value = try leb128()
+            guard value <= UInt(bytes.count - offset) else { throw Self.corrupt }
+            return Int(value)
+        }
+
+        /// A compressed blob's length once decompressed: at most what LZ4 can expand the rest to (255 to 1).
+        mutating func uncompressedLength() throws(StoreError) -> Int {
+            let value = try leb128()
+            guard value <= UInt(bytes.count - offset) * 255 + 16 else { throw Self.corrupt }
+            return Int(value)
+        }
+
+        private mutating func leb128() throws(StoreError) -> UInt {
             var value: UInt = 0
             var shift: UInt = 0
             while true {
@@ -107,8 +167,7 @@ enum RecordedResultsEncoding {
                 if byte < 0x80 { break }
                 shift += 7
             }
-            guard value <= UInt(bytes.count - offset) else { throw Self.corrupt }
-            return Int(value)
+            return value
         }
 
         mutating func byteArray() throws(StoreError) -> [UInt8] {

@@ -14,9 +14,10 @@ extension WalletWorkerCommand {
                 this build is refused and left as it is. With --check, changes nothing: exits 0 when the schema is \
                 exactly this build's, 1 when it is missing, behind or newer. PostgreSQL: a migration may take 4 times \
                 --store-statement-timeout, at least 30s. A migration that retires what older builds read (PostgreSQL's \
-                v6: results kept as one value per message only) makes builds before it refuse the store, so on a \
-                store with data it is applied only with --retire-older-builds, once every replica runs this build or \
-                a newer one (it is refused while a session of an older build is connected).
+                v6: results kept as one value per message only; v7: that value compressed) makes builds before it \
+                refuse the store, so on a store with data it is applied only with --retire-older-builds, once every \
+                replica runs this build or a newer one (it is refused while a session of an older build is \
+                connected).
 
                 \(ExitStatus.helpText)
                 """)
@@ -26,8 +27,8 @@ extension WalletWorkerCommand {
         var check = false
         @Flag(
             help: """
-                Also retire what builds older than this one read (PostgreSQL's v6): run once no replica of an older \
-                build runs; they refuse the store afterwards
+                Also retire what builds older than this one read (PostgreSQL's v6 and v7): run once no replica of an \
+                older build runs; they refuse the store afterwards
                 """)
         var retireOlderBuilds = false
 

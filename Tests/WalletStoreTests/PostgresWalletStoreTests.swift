@@ -445,11 +445,13 @@ struct PostgresWalletStoreTests {
                 ),
                 (
                     "writes", PostgresBatchStatements.batchWrite(resultRows: false),
-                    try PostgresBatchStatements.writeColumns(overlay, now: Date(), resultRows: false)
+                    try PostgresBatchStatements.writeColumns(
+                        overlay, now: Date(), format: PostgresResultsFormat(rows: false, compressed: false))
                 ),
                 (
                     "writes with result rows", PostgresBatchStatements.batchWrite(resultRows: true),
-                    try PostgresBatchStatements.writeColumns(overlay, now: Date(), resultRows: true)
+                    try PostgresBatchStatements.writeColumns(
+                        overlay, now: Date(), format: PostgresResultsFormat(rows: true, compressed: false))
                 ),
             ]
             var plans: [String] = []

@@ -10,8 +10,9 @@ import WalletRouting
 /// steps. v5 adds the column, and this build writes both while a build before it may run beside (such a build
 /// replays from the rows); v6 retires the rows, applied to a database with data only by `wallet-worker migrate
 /// --retire-older-builds` and not while a session of such a build is connected, after which this build writes the
-/// value alone and an older build's record fails. In a
-/// database of its own: the older build's session would hold back the other tests' migrations.
+/// value alone and an older build's record fails. v7, retired with it, compresses the value (a build before it cannot
+/// read one): written compressed only from then on. In a database of its own: the older build's session would hold
+/// back the other tests' migrations.
 @Suite("Result rows retired in two steps")
 struct ResultRowsRolloutTests {
     private static let router = NotificationRouter()
@@ -40,15 +41,18 @@ struct ResultRowsRolloutTests {
 
                 let decisions = try await started.process(first, router: Self.router, now: Date())
                 let atStart = try await WalletStores.schemaStatus(.postgres(location))
-                #expect(atStart.pending == ["v6"] && atStart.isUsable, "a worker's start leaves v6: \(atStart)")
+                #expect(
+                    atStart.pending == ["v6", "v7"] && atStart.isUsable, "a worker's start leaves v6 and v7: \(atStart)"
+                )
                 #expect(try await Self.resultRows("t-1", database) == decisions[1].decision.results.count)
                 #expect(try await Self.hasResultsValue("t-1", database))
+                #expect(try await Self.resultsEncoding("t-1", database) == RecordedResultsEncoding.uncompressed)
                 // t-1 as a build before v5 records it: its rows, no value.
                 try await olderReplica.query(
                     "UPDATE processed_messages SET results = NULL WHERE message_id = 't-1'", logger: logger)
 
                 let (_, waiting) = try await WalletStores.migrate(.postgres(location), retiringOlderBuilds: true)
-                #expect(waiting.pending == ["v6"], "v6 waits for the older replica: \(waiting)")
+                #expect(waiting.pending == ["v6", "v7"], "v6 and v7 wait for the older replica: \(waiting)")
                 let second = try await started.process(
                     [Messages.tns("DC-1", recordId: "R-2", id: "t-2")], router: Self.router, now: Date())
                 // The older replica goes. Its name goes first, seen by the next transaction on the server: a closed
@@ -58,9 +62,9 @@ struct ResultRowsRolloutTests {
             }
             #expect(firstDecisions[1].decision.results.isEmpty == false)
 
-            // A plain migrate (a deploy's Job) still leaves v6 to the operator's word.
+            // A plain migrate (a deploy's Job) still leaves v6 and v7 to the operator's word.
             let (_, plain) = try await WalletStores.migrate(.postgres(location))
-            #expect(plain.pending == ["v6"], "\(plain)")
+            #expect(plain.pending == ["v6", "v7"], "\(plain)")
             #expect(plain.description.contains("--retire-older-builds"), "\(plain)")
             let (_, retired) = try await WalletStores.migrate(.postgres(location), retiringOlderBuilds: true)
             #expect(retired.isCurrent, "\(retired)")
@@ -78,11 +82,12 @@ struct ResultRowsRolloutTests {
             #expect(violation.serverInfo?[.sqlState] == "23514")
             #expect(StoreError.postgres(violation, at: location).kind == .permanent)
 
-            // A replica that started before v6 writes the rows until it restarts.
+            // A replica that started before v6 and v7 writes the rows and an uncompressed value until it restarts.
             let third = try await started.process(
                 [Messages.tns("DC-1", recordId: "R-3", id: "t-3")], router: Self.router, now: Date())
             await started.close()
             #expect(try await Self.resultRows("t-3", database) == third[0].decision.results.count)
+            #expect(try await Self.resultsEncoding("t-3", database) == RecordedResultsEncoding.uncompressed)
 
             // One that starts after it writes the value alone, and replays every kind of record the same.
             let restarted = try PostgresWalletStore(configuration: configuration)
@@ -100,7 +105,7 @@ struct ResultRowsRolloutTests {
             #expect(replays[3].decision.results == third[0].decision.results)
             #expect(!replays[4].isReplay && !replays[4].decision.results.isEmpty)
             #expect(try await Self.resultRows("t-4", database) == 0)
-            #expect(try await Self.hasResultsValue("t-4", database))
+            #expect(try await Self.resultsEncoding("t-4", database) == RecordedResultsEncoding.compressed)
         }
     }
 
@@ -159,6 +164,21 @@ struct ResultRowsRolloutTests {
     {
         try await rows(
             "SELECT 1 FROM processed_messages WHERE message_id = \(messageID) AND results IS NOT NULL", database) == 1
+    }
+
+    /// The first byte of a record's results value: its encoding's version.
+    private static func resultsEncoding(_ messageID: String, _ database: PostgresTestDatabaseName) async throws
+        -> UInt8?
+    {
+        try await PostgresTestServer.withAdminConnection(database: database.name) { connection in
+            for try await row in try await connection.query(
+                "SELECT get_byte(results, 0) FROM processed_messages WHERE message_id = \(messageID)",
+                logger: PostgresTestDatabase.logger)
+            {
+                return UInt8(try row.decode(Int32.self))
+            }
+            return nil
+        }
     }
 
     private static func rows(_ query: PostgresQuery, _ database: PostgresTestDatabaseName) async throws -> Int {

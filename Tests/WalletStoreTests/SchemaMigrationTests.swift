@@ -38,17 +38,17 @@ struct SchemaMigrationTests {
             try old.close()
 
             let behind = try SQLiteWalletStore.schemaStatus(path: path)
-            #expect(behind.applied == ["v1"] && behind.pending == ["v2", "v3", "v4"] && !behind.isCurrent)
+            #expect(behind.applied == ["v1"] && behind.pending == ["v2", "v3", "v4", "v5"] && !behind.isCurrent)
             let error = #expect(throws: StoreError.self) { try Self.requireCurrent(sqlite: path) }
             #expect(error?.kind == .permanent)
-            #expect(error?.message.contains("missing: v2, v3, v4") == true, "\(String(describing: error))")
+            #expect(error?.message.contains("missing: v2, v3, v4, v5") == true, "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate") == true)
             let afterRefusal = try SQLiteWalletStore.schemaStatus(path: path)
             #expect(afterRefusal == behind, "refusing changed nothing")
 
             let (before, after) = try await WalletStores.migrate(.sqlite(path: path))
             #expect(before == behind)
-            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4", "v5"])
 
             let store = try Self.requireCurrent(sqlite: path)
             let decisions = try await store.process(
@@ -92,7 +92,7 @@ struct SchemaMigrationTests {
             await refused.close()
             #expect(error?.kind == .permanent)
             #expect(
-                error?.message.contains("none (this build's migrations: v1, v2, v3, v4, v5, v6)") == true,
+                error?.message.contains("none (this build's migrations: v1, v2, v3, v4, v5, v6, v7)") == true,
                 "\(String(describing: error))")
             #expect(error?.message.contains("wallet-worker migrate --store postgres://") == true)
             #expect(error?.message.contains(":\(location.password ?? "")@") == false, "the password is not shown")
@@ -103,8 +103,8 @@ struct SchemaMigrationTests {
             #expect(schemas == 0)
 
             let (before, after) = try await WalletStores.migrate(.postgres(location))
-            #expect(before.applied == [] && before.pending == ["v1", "v2", "v3", "v4", "v5", "v6"])
-            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4", "v5", "v6"])
+            #expect(before.applied == [] && before.pending == ["v1", "v2", "v3", "v4", "v5", "v6", "v7"])
+            #expect(after.isCurrent && after.applied == ["v1", "v2", "v3", "v4", "v5", "v6", "v7"])
 
             let store = try PostgresWalletStore(configuration: configuration)
             let decisions = try await store.process([Messages.ignored(id: "m1")], router: Self.router, now: Date())
@@ -143,10 +143,11 @@ struct SchemaMigrationTests {
             #expect(try await Self.bodyCompression(location) == "", "v3 leaves the server's default")
             let before = try await WalletStores.schemaStatus(.postgres(location))
             #expect(
-                before.pending == ["v4", "v5", "v6"] && before.pendingRequired == ["v5"] && !before.isUsable,
+                before.pending == ["v4", "v5", "v6", "v7"] && before.pendingRequired == ["v5"] && !before.isUsable,
                 "\(before)")
-            let (_, after) = try await WalletStores.migrate(.postgres(location), retiringOlderBuilds: true)
-            #expect(after.isCurrent)
+            // v6 and v7 wait for `--retire-older-builds`: until v7 the results value is written uncompressed.
+            let (_, after) = try await WalletStores.migrate(.postgres(location))
+            #expect(after.pending == ["v6", "v7"] && after.isUsable, "\(after)")
             #expect(try await Self.bodyCompression(location) == (hasLZ4 ? "l" : ""))
             #expect(
                 try await Self.bodyCompression(location, column: "processed_messages.results") == (hasLZ4 ? "l" : ""))
@@ -161,19 +162,37 @@ struct SchemaMigrationTests {
                 + (1...10).map { Messages.tns("DC-1", recordId: "R-\($0)", id: "tns-\($0)") }
             _ = try await store.process(messages, router: Self.router, now: Date())
             await store.close()
-            let stored = try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
-                var stored: [(String?, Int)] = []
-                for try await row in try await connection.query(
-                    """
-                    SELECT pg_column_compression(results), octet_length(results) FROM processed_messages
-                    WHERE message_id = 'tns-10'
-                    """, logger: logger)
-                {
-                    stored.append(try row.decode((String?, Int).self))
-                }
-                return stored
-            }
+            let stored = try await Self.storedResults("tns-10", location)
             #expect(stored.count == 1 && stored[0].0 == "lz4" && stored[0].1 > 2_500, "\(stored)")
+
+            // From v7 the worker compresses the value itself: a quarter of the bytes, too few for the server's.
+            let (_, retired) = try await WalletStores.migrate(.postgres(location), retiringOlderBuilds: true)
+            #expect(retired.isCurrent, "\(retired)")
+            let restarted = try PostgresWalletStore(configuration: configuration)
+            _ = try await restarted.process(
+                [Messages.tns("DC-1", recordId: "R-11", id: "tns-11")], router: Self.router, now: Date())
+            await restarted.close()
+            let compressed = try await Self.storedResults("tns-11", location)
+            #expect(
+                compressed.count == 1 && compressed[0].0 == nil && compressed[0].1 * 3 < stored[0].1, "\(compressed)")
+        }
+    }
+
+    /// How the server stores a record's results value, and its length in bytes.
+    private static func storedResults(_ messageID: String, _ location: PostgresLocation) async throws
+        -> [(String?, Int)]
+    {
+        try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
+            var stored: [(String?, Int)] = []
+            for try await row in try await connection.query(
+                """
+                SELECT pg_column_compression(results), octet_length(results) FROM processed_messages
+                WHERE message_id = \(messageID)
+                """, logger: PostgresTestDatabase.logger)
+            {
+                stored.append(try row.decode((String?, Int).self))
+            }
+            return stored
         }
     }
 

@@ -104,8 +104,8 @@ struct SchemaRolloutTests {
             let elapsed = ContinuousClock.now - started
             await store.close()
 
-            // v6 waits for `--retire-older-builds`.
-            #expect(after.applied == ["v1", "v2", "v3", "v4", "v5"] && after.pending == ["v6"], "\(after)")
+            // v6 and v7 wait for `--retire-older-builds`.
+            #expect(after.applied == ["v1", "v2", "v3", "v4", "v5"] && after.pending == ["v6", "v7"], "\(after)")
             let errors = results.flatMap(\.errors)
             #expect(errors.isEmpty, "writes failed while the index was built: \(errors.prefix(3))")
             // A write held by the build fails on the statement timeout: `errors` is the check. The slowest write is
@@ -132,8 +132,8 @@ struct SchemaRolloutTests {
 
     /// A worker's own start (the default, `WALLET_NO_MIGRATE=false`) creates a new database whole but never builds
     /// an index on one that holds data: that is the migrate Job's. On main it built v2 at start. The table changes
-    /// after it (v3, v4, v5) do not wait for it; v6, which retires what older builds read, waits for `wallet-worker
-    /// migrate --retire-older-builds`.
+    /// after it (v3, v4, v5) do not wait for it; v6 and v7, which retire what older builds read, wait for
+    /// `wallet-worker migrate --retire-older-builds`.
     @Test(.enabled(if: PostgresTestDatabase.url != nil, PostgresTestDatabase.skipReason))
     func postgresAWorkersStartLeavesIndexBuildsToTheMigrateJob() async throws {
         try await PostgresTestDatabase.withSchema { location in
@@ -153,7 +153,7 @@ struct SchemaRolloutTests {
             await store.close()
             let status = try await WalletStores.schemaStatus(.postgres(location))
             #expect(
-                status.applied == ["v1", "v3", "v4", "v5"] && status.pending == ["v2", "v6"]
+                status.applied == ["v1", "v3", "v4", "v5"] && status.pending == ["v2", "v6", "v7"]
                     && status.pendingRequired.isEmpty,
                 "\(status)")
         }
@@ -210,9 +210,9 @@ struct SchemaRolloutTests {
             _ = try await WalletStores.migrate(.sqlite(path: path))
             let newer = try DatabaseQueue(path: path)
             try await newer.write { db in
-                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v5')")
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v6')")
                 try db.execute(
-                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v5', 3)")
+                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v6', 3)")
             }
             try newer.close()
             let store = try WalletStores.open(.sqlite(path: path), schemaMode: .requireCurrent)
@@ -223,13 +223,13 @@ struct SchemaRolloutTests {
             let started = try WalletStores.open(.sqlite(path: path), schemaMode: .migrateWithoutIndexBuilds)
             await started.close()
             let status = try SQLiteWalletStore.schemaStatus(path: path)
-            #expect(status.compatibleUnknown == ["v5"] && status.isUsable, "\(status)")
+            #expect(status.compatibleUnknown == ["v6"] && status.isUsable, "\(status)")
 
             let newest = try DatabaseQueue(path: path)
             try await newest.write { db in
-                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v6')")
+                try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v7')")
                 try db.execute(
-                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v6', 6)")
+                    sql: "INSERT INTO wallet_schema_compatibility (identifier, compatible_with) VALUES ('v7', 7)")
             }
             try newest.close()
             let refused = #expect(throws: StoreError.self) {
@@ -240,8 +240,9 @@ struct SchemaRolloutTests {
     }
 
     /// SQLite holds every write while it builds an index: a worker's start leaves v3 to `wallet-worker migrate`
-    /// on a file with data, and runs without it. Migrations apply in order, so v4 (the undelivered results' table)
-    /// waits for it too: the worker runs, and only the notes `inspect message` reads wait for `migrate`.
+    /// on a file with data, and runs without it. Migrations apply in order, so v4 (the undelivered results' table) and
+    /// v5 (compressed results) wait for it too: the worker runs, its results written uncompressed, and only the notes
+    /// `inspect message` reads wait for `migrate`.
     @Test func sqliteAWorkersStartLeavesTheIndexBuildToMigrate() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("wallet.sqlite").path
@@ -256,7 +257,7 @@ struct SchemaRolloutTests {
             #expect(try await store.expireProcessedMessages(recordedBefore: .distantFuture) == 1)
             await store.close()
             let started = try SQLiteWalletStore.schemaStatus(path: path)
-            #expect(started.pending == ["v3", "v4"] && started.pendingRequired == ["v4"], "\(started)")
+            #expect(started.pending == ["v3", "v4", "v5"] && started.pendingRequired == ["v4", "v5"], "\(started)")
             let (_, after) = try await WalletStores.migrate(.sqlite(path: path))
             #expect(after.isCurrent)
         }

@@ -285,21 +285,22 @@ struct PostgresBatchStatements {
 
     /// Writes what a routing pass changed in one statement (`WriteBatch`): cards, records, installations, then the
     /// processed ids with their results. Cards and processed ids go in sorted (two batches sharing ids write them in
-    /// the same order). With `resultRows` (a database without schema v6, where builds before v5 may run beside this
-    /// one), each result is written as a row of `processed_results` too (`WriteBatchWithResultRows`).
+    /// the same order). The results go as `format` says: compressed or not (schema v7), and with `rows` (a database
+    /// without schema v6, where builds before v5 may run beside this one) each result as a row of `processed_results`
+    /// too (`WriteBatchWithResultRows`).
     /// - Throws: `PostgresConflict` when another transaction created one of the batch's new cards after this one
     ///   found it absent (the batch routed against a stale "absent" and is retried; the statement's other writes are
     ///   rolled back with the batch); a unique violation (23505) when another transaction recorded one of the
     ///   batch's message ids first (retried: then it is a replay).
-    func write(_ pass: PostgresBatchOverlay, now: Date, resultRows: Bool) async throws {
+    func write(_ pass: PostgresBatchOverlay, now: Date, format: PostgresResultsFormat) async throws {
         // A batch of replays changes and records nothing.
         guard
             !pass.changedCards.isEmpty || !pass.storedRecords.isEmpty || !pass.installations.isEmpty
                 || !pass.recorded.isEmpty
         else { return }
-        let bindings = try Self.writeColumns(pass, now: now, resultRows: resultRows)
+        let bindings = try Self.writeColumns(pass, now: now, format: format)
         let rows =
-            resultRows
+            format.rows
             ? try await run(WriteBatchWithResultRows.self, bindings) : try await run(WriteBatch.self, bindings)
         // The rows returned are the changed cards: each with whether the statement inserted it.
         for try await row in rows {
@@ -311,7 +312,9 @@ struct PostgresBatchStatements {
     }
 
     /// The parameters of `batchWrite` for what `pass` changed.
-    static func writeColumns(_ pass: PostgresBatchOverlay, now: Date, resultRows: Bool) throws -> PostgresBindings {
+    static func writeColumns(_ pass: PostgresBatchOverlay, now: Date, format: PostgresResultsFormat) throws
+        -> PostgresBindings
+    {
         let cards = pass.changedCards.keys.sorted().map { pass.changedCards[$0]! }
         let installationIDs = pass.installations.keys.sorted()
         let upserted = installationIDs.compactMap { pass.installations[$0]! }
@@ -324,7 +327,7 @@ struct PostgresBatchStatements {
         bindings.append(try upserted.map { try StoredColumns.encodeTags($0.tags) })
         bindings.append(deleted)
         appendRecordedColumns(
-            pass.recorded.sorted { $0.messageID < $1.messageID }, now: now, resultRows: resultRows, to: &bindings)
+            pass.recorded.sorted { $0.messageID < $1.messageID }, now: now, format: format, to: &bindings)
         return bindings
     }
 
@@ -516,10 +519,11 @@ struct PostgresBatchStatements {
         bindings.append(PostgresArrayColumn(stored) { $0.record.isAuxiliaryTransaction })
     }
 
-    /// The processed ids with the time recorded and their results as one value each; with `resultRows`, then the
+    /// The processed ids with the time recorded and their results as one value each (compressed with
+    /// `format.compressed`); with `format.rows`, then the
     /// results again, one row per result (position: the publication order).
     private static func appendRecordedColumns(
-        _ recorded: [(messageID: String, decision: Decision)], now: Date, resultRows: Bool,
+        _ recorded: [(messageID: String, decision: Decision)], now: Date, format: PostgresResultsFormat,
         to bindings: inout PostgresBindings
     ) {
         bindings.append(PostgresArrayColumn(recorded) { $0.messageID })
@@ -528,8 +532,11 @@ struct PostgresBatchStatements {
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.sender })
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.digitalCardId })
         bindings.append(
-            PostgresArrayColumn(recorded) { PostgresBytes(bytes: RecordedResultsEncoding.encode($0.decision.results)) })
-        guard resultRows else { return }
+            PostgresArrayColumn(recorded) {
+                PostgresBytes(
+                    bytes: RecordedResultsEncoding.encode($0.decision.results, compressing: format.compressed))
+            })
+        guard format.rows else { return }
         var results: [(messageID: String, position: Int, result: OutboundResult)] = []
         results.reserveCapacity(recorded.count * 2)
         for entry in recorded {

@@ -49,10 +49,8 @@ public final class PostgresWalletStore: WalletStore {
     /// The client's `run()`; nil once closed.
     private let runner: Mutex<Task<Void, Never>?>
     private let schemaReady = Mutex(false)
-    /// Whether the database has schema v6: no build that reads results only as rows may run on it, so a batch writes
-    /// its results as one value per message and no rows. Read once, when the store prepares: a replica that started
-    /// before `wallet-worker migrate --retire-older-builds` applied v6 writes both until it restarts.
-    private let resultRowsRetired = Mutex(false)
+    /// How batches write the recorded results (schema v6 and v7 retire what older builds need).
+    private let resultsFormat = Mutex(PostgresResultsFormat.beforeAnyRetirement)
     /// Routing passes that read keys the foresight had not named, over the store's life (`PostgresKeyMemory`): a
     /// measure, for tests, of how well `NotificationRouter.foreseeReads` keeps up with the rules.
     let unforeseenPasses = Mutex(0)
@@ -128,8 +126,7 @@ public final class PostgresWalletStore: WalletStore {
                     store: "PostgreSQL \(location.shortName)", location: "\(location)")
             }
         }
-        let retired = status.applied.contains(PostgresSchema.versionName(PostgresSchema.resultRowsRetiredVersion))
-        resultRowsRetired.withLock { $0 = retired }
+        resultsFormat.withLock { $0 = PostgresResultsFormat(applied: status.applied) }
         schemaReady.withLock { $0 = true }
     }
 
@@ -206,13 +203,13 @@ public final class PostgresWalletStore: WalletStore {
         let keys = PostgresKeyMemory()
         defer { unforeseenPasses.withLock { $0 += keys.unforeseenPasses } }
         let logger = logger
-        let resultRows = !resultRowsRetired.withLock { $0 }
+        let format = resultsFormat.withLock { $0 }
         var attempt = 1
         while true {
             do {
                 return try await withConnection { connection in
                     try await Self.processBatch(
-                        messages, router: router, now: now, keys: keys, commit: commit, resultRows: resultRows,
+                        messages, router: router, now: now, keys: keys, commit: commit, format: format,
                         statements: PostgresBatchStatements(connection: connection, logger: logger))
                 }
             } catch {
@@ -278,11 +275,11 @@ public final class PostgresWalletStore: WalletStore {
     // MARK: - A batch
 
     /// One attempt of a batch, in one transaction on `statements`' connection; without `commit`, a read-only one
-    /// that takes no row locks and is rolled back. With `resultRows`, results are written as rows too
+    /// that takes no row locks and is rolled back. `format`: how the recorded results are written
     /// (`PostgresBatchStatements.write`).
     private static func processBatch(
         _ messages: [InboundMessage], router: NotificationRouter, now: Date, keys: PostgresKeyMemory, commit: Bool,
-        resultRows: Bool, statements: PostgresBatchStatements
+        format: PostgresResultsFormat, statements: PostgresBatchStatements
     ) async throws -> [StoredDecision] {
         try await statements.begin(readOnly: !commit)
         do {
@@ -301,7 +298,7 @@ public final class PostgresWalletStore: WalletStore {
                     messages, bodies: foreseen.bodies, router: router, now: now, in: pass)
                 if pass.missing.isEmpty {
                     if commit {
-                        try await statements.write(pass, now: now, resultRows: resultRows)
+                        try await statements.write(pass, now: now, format: format)
                         try await statements.commit()
                     } else {
                         try await statements.rollback()

@@ -16,9 +16,13 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
     private let arena = BindingArena(capacity: 64 * 1024)
     private static let columns = StoredColumns(store: "SQLite store")
 
-    init(_ db: Database, cache: SQLiteStateCache? = nil) {
+    /// Whether recorded results are written compressed (the file has `SQLiteSchema.compressedResults`).
+    private let compressesResults: Bool
+
+    init(_ db: Database, cache: SQLiteStateCache? = nil, compressesResults: Bool = false) {
         self.db = db
         self.cache = cache
+        self.compressesResults = compressesResults
     }
 
     /// The connection's cached statement for `sql`, bound from the arena (`Database.withDirectStatement`).
@@ -279,7 +283,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             statement.bind(decision.outcome.rawValue)
             statement.bind(decision.sender)
             statement.bind(decision.digitalCardId)
-            statement.bind(bytes: RecordedResultsEncoding.encode(decision.results))
+            statement.bind(bytes: RecordedResultsEncoding.encode(decision.results, compressing: compressesResults))
             try statement.execute()
         }
     }

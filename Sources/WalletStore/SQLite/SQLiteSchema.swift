@@ -12,11 +12,13 @@ import WalletRouting
 /// file with data (SQLite holds every write while it builds).
 enum SQLiteSchema {
     /// The oldest schema version a build must know to use a file with each migration applied.
-    static let compatibility: [String: Int] = ["v1": 1, "v2": 2, "v3": 2, "v4": 2]
+    static let compatibility: [String: Int] = ["v1": 1, "v2": 2, "v3": 2, "v4": 2, "v5": 5]
     /// Index builds: a build runs without them.
     static let optional: Set<String> = ["v3"]
     /// This build's newest schema version.
-    static let newestVersion = 4
+    static let newestVersion = 5
+    /// From this migration on, the recorded results are written compressed (`RecordedResultsEncoding`, version 2).
+    static let compressedResults = "v5"
 
     static func version(_ identifier: String) -> Int? {
         identifier.hasPrefix("v") ? Int(identifier.dropFirst()) : nil
@@ -152,6 +154,12 @@ enum SQLiteSchema {
                         error            TEXT NOT NULL
                     ) WITHOUT ROWID
                     """)
+        }
+        migrator.registerMigration("v5") { _ in
+            // No table changes: from here on the recorded results are written compressed (`RecordedResultsEncoding`
+            // version 2), which a build before this one cannot read. Compatible with 5 only, so such a build refuses
+            // the file at open instead of failing on the first replay of a compressed record. Values written before
+            // stay as they are (every build since reads both) until the retention sweep deletes them.
         }
         return migrator
     }

@@ -38,6 +38,9 @@ public final class SQLiteWalletStore: WalletStore {
     private let database: Mutex<DatabaseQueue?>
     /// Cards and histories between batches; locked by the batch that holds the write transaction.
     private let cache = Mutex(SQLiteStateCache())
+    /// Whether batches write the recorded results compressed: the file has `SQLiteSchema.compressedResults` (not
+    /// yet when an index build before it waits for `wallet-worker migrate`).
+    private let compressesResults: Bool
 
     /// Opens (creating when missing) and migrates the store; with `.requireCurrent`, opens an existing file and
     /// checks its schema.
@@ -90,6 +93,7 @@ public final class SQLiteWalletStore: WalletStore {
                             store: "SQLite \(fileName)", location: "sqlite:\(configuration.path)")
                     }
                 }
+                compressesResults = try queue.read(Self.schemaStatus).applied.contains(SQLiteSchema.compressedResults)
             } catch {
                 try? queue.close()
                 throw error
@@ -232,7 +236,8 @@ public final class SQLiteWalletStore: WalletStore {
                             // Under the write lock: nobody else can commit until this batch ends.
                             cache.validate(dataVersion: try Self.dataVersion(db))
                             decisions = try BatchRouting.process(
-                                messages, router: router, now: now, in: SQLiteBatchTransaction(db, cache: cache))
+                                messages, router: router, now: now,
+                                in: SQLiteBatchTransaction(db, cache: cache, compressesResults: compressesResults))
                             return commit ? .commit : .rollback
                         }
                         // What the cache learnt from a rolled-back batch never happened.

@@ -117,13 +117,13 @@ extension Setting {
         meaning: """
             `run` changes no schema: for a database role without DDL rights. The worker checks the store's schema at \
             start and refuses to start unless this build can run on it (every table change it needs; index builds, \
-            and PostgreSQL's v6 that retires what older builds read, may be pending; a newer build's migrations \
-            only if they declare this build compatible), naming the command that fixes it (`wallet-worker migrate \
-            --store …`, run by a deploy job with a role that may create tables); it creates no SQLite file. Without \
-            the flag the worker applies table changes at start, and index builds and v6 only to a new store \
-            (`wallet-worker migrate` builds the indexes, and applies v6 with `--retire-older-builds`; a schema \
-            newer than the build and not compatible with it is refused either way). Tested: `Resilience.StoreTools`, \
-            `SchemaMigrationTests`, `SchemaRolloutTests`
+            and PostgreSQL's v6 and v7 that retire what older builds read, may be pending; a newer build's \
+            migrations only if they declare this build compatible), naming the command that fixes it (`wallet-worker \
+            migrate --store …`, run by a deploy job with a role that may create tables); it creates no SQLite file. \
+            Without the flag the worker applies table changes at start, and index builds, v6 and v7 only to a new \
+            store (`wallet-worker migrate` builds the indexes, and applies v6 and v7 with `--retire-older-builds`; a \
+            schema newer than the build and not compatible with it is refused either way). Tested: \
+            `Resilience.StoreTools`, `SchemaMigrationTests`, `SchemaRolloutTests`
             """)
 
     public static let noDeclare = Typed<Bool>.flag(

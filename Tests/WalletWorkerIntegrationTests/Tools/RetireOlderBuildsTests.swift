@@ -18,7 +18,7 @@ extension Resilience {
             try await ReplicaDatabase.with("retire") { database in
                 let store = database.storeURL
                 let created = try await walletWorkerCommand(["migrate", "--store", store])
-                #expect(created.exit == .exited(0) && created.output.contains("v6"), "\(created.output)")
+                #expect(created.exit == .exited(0) && created.output.contains("v7"), "\(created.output)")
                 // docs/design/store.md, "Results in one value": undoing v6 by hand.
                 try await database.withConnection { connection in
                     try await connection.query(
