@@ -133,6 +133,17 @@ struct TracingSettingsTests {
             "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "b=2",
         ]).export
         #expect(headers.headers == [.init("b", "2")], "the traces-specific headers replace the general ones")
+
+        #expect(defaults.unsupportedCompression == nil)
+        let gzip = try TracingSettings(environment: [
+            "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_COMPRESSION": "GZIP",
+        ]).export
+        #expect(gzip.unsupportedCompression == "OTEL_EXPORTER_OTLP_COMPRESSION", "asked for, not done: said at start")
+        let none = try TracingSettings(environment: [
+            "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+            "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "none",
+        ]).export
+        #expect(none.unsupportedCompression == nil, "the traces-specific variable wins")
     }
 
     @Test(
@@ -150,6 +161,7 @@ struct TracingSettingsTests {
             (["OTEL_TRACES_SAMPLER": "jaeger_remote"], "OTEL_TRACES_SAMPLER"),
             (["OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"], "OTEL_TRACES_SAMPLER_ARG"),
             (["OTEL_EXPORTER_OTLP_CLIENT_KEY": "/k.pem"], "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
+            (["OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "zstd"], "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"),
         ])
     func badExportSetting(environment: [String: String], variable: String) {
         #expect {

@@ -500,6 +500,14 @@ extension Setting {
                 "headers of every export, `k=v,k2=v2`, values percent-decoded (e.g. a collector's token); never logged (see *Logs*)"
         ),
         .environment(
+            "OTEL_EXPORTER_OTLP_COMPRESSION", default: "none",
+            meaning: """
+                `gzip` is accepted and not done: the exports go uncompressed, and the worker warns once at start; \
+                any other value but `none` stops the worker at start
+                """,
+            group: "export compression"),
+        .environment("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", default: "none", group: "export compression"),
+        .environment(
             "OTEL_EXPORTER_OTLP_TIMEOUT", default: milliseconds(OTLPExportSettings.defaults.requestTimeout), note: "ms",
             meaning: """
                 the longest one export request may take, and an export with its retries of a busy collector \

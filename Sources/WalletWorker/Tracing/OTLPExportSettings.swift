@@ -29,6 +29,9 @@ public struct OTLPExportSettings: Sendable, Hashable {
     public var scheduleDelay: Duration
     public var maxExportBatchSize: Int
     public var maxQueueSize: Int
+    /// The variable that asked for gzip (`OTEL_EXPORTER_OTLP_COMPRESSION`), which this build does not do: the
+    /// exports go uncompressed, and the worker says so once at start. Nil: none asked, or `none`.
+    public var unsupportedCompression: String? = nil
 
     /// A name and its value (a header, a resource attribute).
     public struct Field: Sendable, Hashable {
@@ -117,6 +120,13 @@ public struct OTLPExportSettings: Sendable, Hashable {
         }
         if let text = value("OTEL_BSP_EXPORT_TIMEOUT") {
             settings.exportTimeout = try milliseconds("OTEL_BSP_EXPORT_TIMEOUT", text)
+        }
+        if let (name, text) = exporterValue("COMPRESSION") {
+            switch text.lowercased() {
+            case "none": break
+            case "gzip": settings.unsupportedCompression = name
+            default: throw ConfigurationError("\(name) \"\(text)\": expected gzip or none")
+            }
         }
         settings.certificate = exporterValue("CERTIFICATE")?.value
         settings.clientCertificate = exporterValue("CLIENT_CERTIFICATE")?.value

@@ -43,6 +43,10 @@ struct TracingBackend: Sendable {
             scopeName: "wallet-worker", scopeVersion: WorkerVersion.current)
         var exporterLogger = logger
         exporterLogger[metadataKey: "component"] = "span-exporter"
+        if let variable = settings.unsupportedCompression {
+            exporterLogger.warning(
+                "\(variable)=gzip: this build does not compress its exports; spans are exported uncompressed")
+        }
         let exporter = SpanExporter(
             queue: queue, request: request, transport: transport, settings: settings, metrics: metrics,
             logger: exporterLogger)

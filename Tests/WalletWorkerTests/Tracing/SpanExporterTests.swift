@@ -1,6 +1,7 @@
 import Logging
 import ServiceLifecycle
 import Synchronization
+import TestSupport
 import Testing
 import Tracing
 
@@ -95,6 +96,24 @@ struct SpanExporterTests {
         let started = Running(tracer: tracer, collector: collector, metrics: metrics, group: group)
         if running { started.run() }
         return started
+    }
+
+    /// gzip asked for and not done: said once, when the exporter is made, not silently ignored.
+    @Test func compressionAskedForIsSaidToBeNotDone() {
+        var settings = OTLPExportSettings.defaults
+        settings.unsupportedCompression = "OTEL_EXPORTER_OTLP_COMPRESSION"
+        let captured = CapturedLog()
+        _ = TracingBackend.make(
+            settings, transport: ScriptedCollector(), metrics: WorkerMetrics(),
+            logger: captured.logger(level: .info))
+        #expect(
+            captured.all.map(\.message) == [
+                "OTEL_EXPORTER_OTLP_COMPRESSION=gzip: this build does not compress its exports; spans are exported "
+                    + "uncompressed"
+            ])
+        _ = TracingBackend.make(
+            .defaults, transport: ScriptedCollector(), metrics: WorkerMetrics(), logger: captured.logger(level: .info))
+        #expect(captured.all.count == 1, "nothing said when none is asked for")
     }
 
     @Test func aFullBatchGoesWithoutWaitingForTheSchedule() async throws {
