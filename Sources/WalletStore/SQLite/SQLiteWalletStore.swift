@@ -112,15 +112,18 @@ public final class SQLiteWalletStore: WalletStore {
     {
         // Two processes opening a new file at once race to create the schema: the loser's statements fail (e.g.
         // "no such table: grdb_migrations" between GRDB's two reads, "table cards already exists", or SQLITE_BUSY
-        // without waiting when a read must become a write) and its migration transaction rolls back. Another
-        // attempt sees the winner's committed schema.
+        // without waiting when a read must become a write; for a migration that changes no table, such as v5, its
+        // own record: "UNIQUE constraint failed: grdb_migrations.identifier") and its migration transaction rolls
+        // back. Another attempt sees the winner's committed schema.
         // Retried for as long as the busy timeout: a loaded machine can hold the winner's migration for seconds.
         let deadline = ContinuousClock.now + busyTimeout
         while true {
             do {
                 return try migrateOnce(queue, fileName: fileName, indexBuilds: indexBuilds)
             } catch let error as DatabaseError
-                where [.SQLITE_ERROR, .SQLITE_SCHEMA, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
+                where
+                ([.SQLITE_ERROR, .SQLITE_SCHEMA, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
+                || (error.resultCode == .SQLITE_CONSTRAINT && error.message?.contains("grdb_migrations") == true))
                 && ContinuousClock.now < deadline
             {
                 usleep(50_000)
