@@ -18,7 +18,8 @@ extension WalletWorkerCommand {
                 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL \
                 (http/protobuf or http/json), \
                 OTEL_EXPORTER_OTLP_HEADERS (k=v,k2=v2, e.g. a collector's token; never logged), \
-                OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and \
+                OTEL_EXPORTER_OTLP_COMPRESSION or OTEL_EXPORTER_OTLP_TRACES_COMPRESSION (none; gzip is not done, \
+                with a warning), OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and \
                 OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_SCHEDULE_DELAY, OTEL_BSP_MAX_QUEUE_SIZE, \
                 OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_EXPORT_TIMEOUT, OTEL_SDK_DISABLED. Which spans a message makes \
                 (env WALLET_TRACE_DETAIL): message, one span per message (the default); full, also the store and \
