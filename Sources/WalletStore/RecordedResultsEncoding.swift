@@ -26,14 +26,10 @@ enum RecordedResultsEncoding {
         return [UInt8](unsafeUninitializedCapacity: 11 + LZ4Block.bound(plain.count)) { bytes, written in
             bytes[0] = compressed
             written = 1
-            var length = UInt(plain.count)
-            while length >= 0x80 {
-                bytes[written] = UInt8(truncatingIfNeeded: length) | 0x80
-                length >>= 7
+            forEachLengthByte(plain.count) { byte in
+                bytes[written] = byte
                 written += 1
             }
-            bytes[written] = UInt8(length)
-            written += 1
             let header = written
             written += plain.withUnsafeBytes {
                 LZ4Block.compress(
@@ -109,12 +105,17 @@ enum RecordedResultsEncoding {
     // MARK: - Writing
 
     private static func appendLength(_ length: Int, to bytes: inout [UInt8]) {
+        forEachLengthByte(length) { bytes.append($0) }
+    }
+
+    /// `length` as unsigned LEB128, a byte at a time.
+    private static func forEachLengthByte(_ length: Int, _ body: (UInt8) -> Void) {
         var value = UInt(length)
         while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            body(UInt8(truncatingIfNeeded: value) | 0x80)
             value >>= 7
         }
-        bytes.append(UInt8(value))
+        body(UInt8(value))
     }
 
     private static func append(_ string: String, to bytes: inout [UInt8]) {

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import WalletStore
@@ -14,7 +15,7 @@ import Testing
     /// Inputs at the format's edges: empty, shorter than a match may start in (13 bytes), runs that overlap their
     /// own match, text that does not compress, and more than one offset can reach back (64 KiB).
     private static var inputs: [[UInt8]] {
-        var random = SplitMix(state: 38)
+        var random = SplitMix64(seed: 38)
         let noise = (0..<5_000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
         let json = Array(
             #"{"kind":"transactionRecords","records":[{"id":"T-1","status":"approved","amount":12.50}]}"#.utf8)
@@ -95,24 +96,11 @@ import Testing
             #expect(throws: LZ4Block.Corrupt.self) { try decompress(broken, count: count) }
         }
         // Any byte changed: refused, or exactly `count` bytes (a changed literal), never a crash.
-        var random = SplitMix(state: 7)
+        var random = SplitMix64(seed: 7)
         for _ in 0..<2_000 {
             var broken = block
-            broken[Int(random.next() % UInt64(broken.count))] = UInt8(truncatingIfNeeded: random.next())
+            broken[random.next(below: broken.count)] = UInt8(truncatingIfNeeded: random.next())
             if let output = try? decompress(broken, count: input.count) { #expect(output.count == input.count) }
         }
-    }
-}
-
-/// A seeded generator, so the inputs are the same on every run.
-private struct SplitMix {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -520,8 +520,8 @@ struct PostgresBatchStatements {
     }
 
     /// The processed ids with the time recorded and their results as one value each (compressed with
-    /// `format.compressed`); with `format.rows`, then the
-    /// results again, one row per result (position: the publication order).
+    /// `format.compressed`); with `format.rows`, then the results again, one row per result (position: the
+    /// publication order).
     private static func appendRecordedColumns(
         _ recorded: [(messageID: String, decision: Decision)], now: Date, format: PostgresResultsFormat,
         to bindings: inout PostgresBindings
