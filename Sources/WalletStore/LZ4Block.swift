@@ -54,28 +54,54 @@ enum LZ4Block {
     /// `input` compressed, matches reaching into `dictionary`.
     static func compress(_ input: UnsafeRawBufferPointer, dictionary: Dictionary) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: bound(input.count)) { output, written in
-            written = compress(input, dictionary: dictionary, into: output)
+            written = Compressor(dictionary: dictionary).compress(input, into: output)
         }
     }
 
-    /// Compresses `input` into `output` (at least `bound(input.count)` bytes); returns the bytes written.
-    static func compress(
-        _ input: UnsafeRawBufferPointer, dictionary: Dictionary, into output: UnsafeMutableBufferPointer<UInt8>
-    ) -> Int {
-        // The dictionary and the input as one text (a position below `start` is the dictionary's), and the hash
-        // table, on the stack when they fit (a few KiB: they do for every ordinary message's results).
-        let start = dictionary.bytes.count
-        let end = start + input.count
-        return withUnsafeTemporaryAllocation(byteCount: end + 8, alignment: 8) { text in
-            dictionary.bytes.withUnsafeBytes { text.copyMemory(from: $0) }
-            UnsafeMutableRawBufferPointer(rebasing: text[start..<end]).copyMemory(from: input)
-            // Zeros after the end: a word read near it compares them, never past the buffer.
-            UnsafeMutableRawBufferPointer(rebasing: text[end...]).initializeMemory(as: UInt8.self, repeating: 0)
-            return withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 1 << hashBits) { table in
-                _ = table.initialize(fromContentsOf: dictionary.table)
-                return compress(
-                    text: UnsafeRawBufferPointer(text), start: start, end: end, table: table, output: output)
+    /// The compressor's working memory, kept from block to block: the text (the dictionary, then the input) and the
+    /// hash table. A store keeps one for a batch, so a block costs no allocation of its own; the dictionary is
+    /// copied in once, the table reset from the dictionary's for each block.
+    final class Compressor {
+        let dictionary: Dictionary
+        /// The dictionary's bytes, then room for an input and 8 zero bytes after it (a word read near the input's
+        /// end compares them, never past the buffer).
+        private var text: UnsafeMutableRawBufferPointer
+        private let table: UnsafeMutableBufferPointer<UInt32>
+
+        init(dictionary: Dictionary, inputCapacity: Int = 2_048) {
+            self.dictionary = dictionary
+            text = Self.allocateText(dictionary, inputCapacity: inputCapacity)
+            table = .allocate(capacity: 1 << LZ4Block.hashBits)
+        }
+
+        deinit {
+            text.deallocate()
+            table.deallocate()
+        }
+
+        /// Compresses `input` into `output` (at least `bound(input.count)` bytes); returns the bytes written.
+        func compress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableBufferPointer<UInt8>) -> Int {
+            let start = dictionary.bytes.count
+            let end = start + input.count
+            if end + 8 > text.count {
+                text.deallocate()
+                text = Self.allocateText(dictionary, inputCapacity: max(input.count, 2 * (text.count - start)))
             }
+            UnsafeMutableRawBufferPointer(rebasing: text[start..<end]).copyMemory(from: input)
+            UnsafeMutableRawBufferPointer(rebasing: text[end..<(end + 8)]).initializeMemory(
+                as: UInt8.self, repeating: 0)
+            _ = dictionary.table.withUnsafeBufferPointer { table.update(fromContentsOf: $0) }
+            return LZ4Block.compress(
+                text: UnsafeRawBufferPointer(rebasing: text[..<(end + 8)]), start: start, end: end, table: table,
+                output: output)
+        }
+
+        private static func allocateText(_ dictionary: Dictionary, inputCapacity: Int) -> UnsafeMutableRawBufferPointer
+        {
+            let text = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: dictionary.bytes.count + inputCapacity + 8, alignment: 8)
+            dictionary.bytes.withUnsafeBytes { text.copyMemory(from: $0) }
+            return text
         }
     }
 

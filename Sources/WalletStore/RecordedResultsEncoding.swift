@@ -19,30 +19,22 @@ enum RecordedResultsEncoding {
     static let uncompressed: UInt8 = 1
     static let compressed: UInt8 = 2
 
+    /// `results` in version 2 when `compressing`, else in version 1 (a store writing many values keeps a
+    /// `RecordedResultsWriter` for them instead).
     static func encode(_ results: [OutboundResult], compressing: Bool) -> [UInt8] {
-        let plain = encode(results)
-        guard compressing else { return plain }
-        // The version, the length (LEB128, at most 10 bytes), the block.
-        return [UInt8](unsafeUninitializedCapacity: 11 + LZ4Block.bound(plain.count)) { bytes, written in
-            bytes[0] = compressed
-            written = 1
-            forEachLengthByte(plain.count) { byte in
-                bytes[written] = byte
-                written += 1
-            }
-            let header = written
-            written += plain.withUnsafeBytes {
-                LZ4Block.compress(
-                    $0, dictionary: RecordedResultsDictionary.version2,
-                    into: UnsafeMutableBufferPointer(rebasing: bytes[header...]))
-            }
-        }
+        RecordedResultsWriter(compressing: compressing).withValue(of: results) { Array($0) }
     }
 
     /// Version 1.
     static func encode(_ results: [OutboundResult]) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(8 + results.reduce(0) { $0 + $1.body.count + 160 })
+        appendUncompressed(results, to: &bytes)
+        return bytes
+    }
+
+    /// Appends `results` in version 1.
+    static func appendUncompressed(_ results: [OutboundResult], to bytes: inout [UInt8]) {
+        bytes.reserveCapacity(bytes.count + 8 + results.reduce(0) { $0 + $1.body.count + 160 })
         bytes.append(uncompressed)
         appendLength(results.count, to: &bytes)
         for result in results {
@@ -55,7 +47,25 @@ enum RecordedResultsEncoding {
             append(result.properties.type, to: &bytes)
             appendOptional(result.properties.traceparent, to: &bytes)
         }
-        return bytes
+    }
+
+    /// The most bytes a version 1 blob of `count` bytes takes in version 2.
+    static func compressedBound(_ count: Int) -> Int { 11 + LZ4Block.bound(count) }
+
+    /// Writes the version 1 blob `plain` in version 2 into `output` (at least `compressedBound(plain.count)`
+    /// bytes) with `compressor` (whose dictionary is `RecordedResultsDictionary.version2`); returns the bytes written.
+    static func compress(
+        _ plain: UnsafeRawBufferPointer, with compressor: LZ4Block.Compressor,
+        into output: UnsafeMutableBufferPointer<UInt8>
+    ) -> Int {
+        // The version, the length (LEB128, at most 10 bytes), the block.
+        output[0] = compressed
+        var written = 1
+        forEachLengthByte(plain.count) { byte in
+            output[written] = byte
+            written += 1
+        }
+        return written + compressor.compress(plain, into: UnsafeMutableBufferPointer(rebasing: output[written...]))
     }
 
     /// - Throws: a permanent `StoreError` when the bytes are not a blob of a version this build knows.

@@ -36,6 +36,19 @@ import Testing
         }
     }
 
+    /// A compressor kept from block to block (as a batch keeps one) writes each block as a fresh one would: its
+    /// table starts again from the dictionary's, and its text grows for an input larger than it has room for.
+    @Test func aKeptCompressorWritesWhatAFreshOneWrites() throws {
+        let compressor = LZ4Block.Compressor(dictionary: RecordedResultsDictionary.version2, inputCapacity: 16)
+        for input in Self.inputs + Self.inputs.reversed() {
+            let kept = [UInt8](unsafeUninitializedCapacity: LZ4Block.bound(input.count)) { output, written in
+                written = input.withUnsafeBytes { compressor.compress($0, into: output) }
+            }
+            let fresh = input.withUnsafeBytes { LZ4Block.compress($0, dictionary: RecordedResultsDictionary.version2) }
+            #expect(kept == fresh)
+        }
+    }
+
     @Test func repeatedTextAndTheDictionaryShrinkTheBlock() throws {
         let run = Array(repeating: UInt8(0x61), count: 10_000)
         #expect(run.withUnsafeBytes { LZ4Block.compress($0, dictionary: Self.emptyDictionary) }.count < 100)

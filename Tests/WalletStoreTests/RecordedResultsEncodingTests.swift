@@ -35,6 +35,23 @@ import WalletRouting
         #expect(RecordedResultsEncoding.encode(results, compressing: true).first == RecordedResultsEncoding.compressed)
     }
 
+    /// A writer kept for a whole batch (as the stores keep one): each message's value reads back as its own results,
+    /// through a value larger than the writer's first buffers and back to small ones.
+    @Test func aWriterKeptForABatchWritesEachMessageOnItsOwn() throws {
+        let messages: [[OutboundResult]] = [
+            [Self.result()], [], [Self.result(body: String(repeating: "x", count: 9_000)), Self.result()],
+            [Self.result(exchange: "", messageID: nil)], [Self.result(), Self.result(), Self.result()],
+        ]
+        for compressing in [false, true] {
+            let writer = RecordedResultsWriter(compressing: compressing)
+            for results in messages + messages {
+                let value = writer.withValue(of: results) { Array($0) }
+                #expect(try Self.decode(value) == results)
+                #expect(value == RecordedResultsEncoding.encode(results, compressing: compressing))
+            }
+        }
+    }
+
     @Test func compressedResultsTakeAFractionOfTheBytes() {
         let history = (1...10).map {
             #"{"id":"T-\#($0)","date":"2026-11-\#(10 + $0)T10:00:00Z","status":"approved","type":"purchase","currencyCode":"EUR","amount":\#($0).50,"merchantName":"Shop \#($0)","isAuxiliaryTransaction":false}"#

@@ -1,5 +1,6 @@
 import NIOCore
 import PostgresNIO
+import WalletRouting
 
 /// One column of a batch's rows as a one-dimensional PostgreSQL array parameter, `unnest`ed on the server: encoded
 /// straight from the rows, with no array of the column's values made first, and with NULL elements where `element`
@@ -72,5 +73,21 @@ struct PostgresBytes: PostgresArrayEncodable, PostgresNonThrowingEncodable {
         into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>
     ) {
         buffer.writeBytes(bytes)
+    }
+}
+
+/// A message's recorded results as a `bytea` element, written by the batch's `writer` straight into the parameter.
+struct RecordedResultsValue: PostgresArrayEncodable, PostgresNonThrowingEncodable {
+    let results: [OutboundResult]
+    let writer: RecordedResultsWriter
+
+    static var psqlType: PostgresDataType { .bytea }
+    static var psqlArrayType: PostgresDataType { .byteaArray }
+    static var psqlFormat: PostgresFormat { .binary }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(
+        into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>
+    ) {
+        _ = writer.withValue(of: results) { buffer.writeBytes($0) }
     }
 }

@@ -58,18 +58,38 @@ final class PostgresBatchOverlay: WalletStoreTransaction {
     }
 
     /// Merges the fetched records (newest first) with the batch's (in storage order, all stored after them):
-    /// newest `instant` first; among equal instants the later stored first.
+    /// newest `instant` first; among equal instants the later stored first. One pass over both, the batch's few
+    /// put in that order first.
     private static func newestFirst(fetched: [TransactionRecord], added: [TransactionRecord], limit: Int)
         -> [TransactionRecord]
     {
-        // (record, storage rank): the batch's records rank above every fetched one, the later stored higher;
-        // fetched records keep their order, so the earlier in the list ranks higher.
-        var ranked = fetched.enumerated().map { (record: $0.element, rank: -$0.offset - 1) }
-        ranked += added.enumerated().map { (record: $0.element, rank: $0.offset) }
-        ranked.sort {
-            $0.record.instant != $1.record.instant ? $0.record.instant > $1.record.instant : $0.rank > $1.rank
+        let addedNewestFirst = added.indices.sorted {
+            added[$0].instant != added[$1].instant ? added[$0].instant > added[$1].instant : $0 > $1
         }
-        return ranked.prefix(limit).map(\.record)
+        var merged: [TransactionRecord] = []
+        merged.reserveCapacity(min(limit, fetched.count + added.count))
+        var nextFetched = fetched.startIndex
+        var nextAdded = addedNewestFirst.startIndex
+        while merged.count < limit {
+            let takesAdded: Bool
+            if nextAdded == addedNewestFirst.endIndex {
+                guard nextFetched < fetched.endIndex else { break }
+                takesAdded = false
+            } else {
+                // On an equal instant the batch's record goes first: it was stored after every fetched one.
+                takesAdded =
+                    nextFetched == fetched.endIndex
+                    || added[addedNewestFirst[nextAdded]].instant >= fetched[nextFetched].instant
+            }
+            if takesAdded {
+                merged.append(added[addedNewestFirst[nextAdded]])
+                nextAdded += 1
+            } else {
+                merged.append(fetched[nextFetched])
+                nextFetched += 1
+            }
+        }
+        return merged
     }
 
     // MARK: - WalletStoreTransaction

@@ -531,11 +531,9 @@ struct PostgresBatchStatements {
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.outcome.rawValue })
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.sender })
         bindings.append(PostgresArrayColumn(recorded) { $0.decision.digitalCardId })
+        let writer = RecordedResultsWriter(compressing: format.compressed)
         bindings.append(
-            PostgresArrayColumn(recorded) {
-                PostgresBytes(
-                    bytes: RecordedResultsEncoding.encode($0.decision.results, compressing: format.compressed))
-            })
+            PostgresArrayColumn(recorded) { RecordedResultsValue(results: $0.decision.results, writer: writer) })
         guard format.rows else { return }
         var results: [(messageID: String, position: Int, result: OutboundResult)] = []
         results.reserveCapacity(recorded.count * 2)

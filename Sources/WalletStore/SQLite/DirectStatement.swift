@@ -62,14 +62,13 @@ struct DirectStatement: ~Copyable {
         nextParameter += 1
     }
 
-    mutating func bind(bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
-            if let copy = arena?.copy(buffer) {
-                _ = sqlite3_bind_blob(handle, nextParameter, copy, Int32(buffer.count), sqliteStatic)
-            } else {
-                let address = buffer.baseAddress ?? UnsafeRawPointer(Self.emptyText)
-                _ = sqlite3_bind_blob(handle, nextParameter, address, Int32(buffer.count), sqliteTransient)
-            }
+    /// The bytes are copied (into the arena, or by SQLite): the buffer need not outlive the call.
+    mutating func bind(bytes buffer: UnsafeRawBufferPointer) {
+        if let copy = arena?.copy(buffer) {
+            _ = sqlite3_bind_blob(handle, nextParameter, copy, Int32(buffer.count), sqliteStatic)
+        } else {
+            let address = buffer.baseAddress ?? UnsafeRawPointer(Self.emptyText)
+            _ = sqlite3_bind_blob(handle, nextParameter, address, Int32(buffer.count), sqliteTransient)
         }
         nextParameter += 1
     }

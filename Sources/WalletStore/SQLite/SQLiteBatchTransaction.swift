@@ -18,6 +18,8 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
 
     /// Whether recorded results are written compressed (the file has `SQLiteSchema.compressedResults`).
     private let compressesResults: Bool
+    /// The batch's recorded results, written in turn through one writer's buffers.
+    private lazy var resultsWriter = RecordedResultsWriter(compressing: compressesResults)
 
     init(_ db: Database, cache: SQLiteStateCache? = nil, compressesResults: Bool = false) {
         self.db = db
@@ -283,7 +285,7 @@ final class SQLiteBatchTransaction: WalletStoreTransaction {
             statement.bind(decision.outcome.rawValue)
             statement.bind(decision.sender)
             statement.bind(decision.digitalCardId)
-            statement.bind(bytes: RecordedResultsEncoding.encode(decision.results, compressing: compressesResults))
+            resultsWriter.withValue(of: decision.results) { statement.bind(bytes: $0) }
             try statement.execute()
         }
     }
