@@ -27,7 +27,13 @@ public final class FaultyRelay: Sendable {
         /// old number would take connections from).
         var closing = false
         var listenerClosed = false
+        /// The relayed connections' sockets still open. A socket leaves this list only under the lock, and is
+        /// closed only after it left (`directionEnded`): every `shutdown` below runs under the lock on a listed
+        /// socket, so none reaches a number the system has given to another test's socket.
         var sockets: [Int32] = []
+        /// Per relayed connection (by its client socket), the directions still copying: its two sockets are closed
+        /// when the last one ends.
+        var directionsRunning: [Int32: Int] = [:]
         /// Sockets frozen alone (`freezeExisting`): new connections still pass.
         var frozenSockets: Set<Int32> = []
     }
@@ -59,33 +65,28 @@ public final class FaultyRelay: Sendable {
 
     /// Shuts down the connections `freezeExisting` froze: each side reads end-of-file.
     public func severFrozen() {
-        let sockets = state.withLock { state in
-            defer {
-                state.sockets.removeAll { state.frozenSockets.contains($0) }
-                state.frozenSockets = []
+        state.withLock { state in
+            for socket in state.frozenSockets where state.sockets.contains(socket) {
+                _ = shutdown(socket, Int32(SHUT_RDWR))
             }
-            return state.frozenSockets
+            state.frozenSockets = []
         }
-        for socket in sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     /// Shuts down every relayed connection: each side reads end-of-file.
     public func sever() {
-        let sockets = state.withLock { state in
+        state.withLock { state in
             state.severed = true
-            return state.sockets
+            for socket in state.sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
         }
-        for socket in sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     /// Severs every relayed connection and closes new ones as they come, until `accept()`.
     public func refuse() {
-        state.withLock { $0.refusing = true }
-        let sockets = state.withLock { state in
-            defer { state.sockets = [] }
-            return state.sockets
+        state.withLock { state in
+            state.refusing = true
+            for socket in state.sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
         }
-        for socket in sockets { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     /// Relays new connections again after `refuse()`.
@@ -117,8 +118,12 @@ public final class FaultyRelay: Sendable {
                 _ = systemClose(client)
                 continue
             }
-            state.withLock { $0.sockets += [client, upstream] }
+            state.withLock {
+                $0.sockets += [client, upstream]
+                $0.directionsRunning[client] = 2
+            }
             Thread { [self] in
+                defer { directionEnded(client: client, upstream: upstream) }
                 if let handshake, !handshake(client, upstream) {
                     _ = shutdown(client, Int32(SHUT_RDWR))
                     _ = shutdown(upstream, Int32(SHUT_RDWR))
@@ -126,7 +131,28 @@ public final class FaultyRelay: Sendable {
                 }
                 relay(from: client, to: upstream)
             }.start()
-            Thread { [self] in relay(from: upstream, to: client) }.start()
+            Thread { [self] in
+                defer { directionEnded(client: client, upstream: upstream) }
+                relay(from: upstream, to: client)
+            }.start()
+        }
+    }
+
+    /// One direction of a relayed connection stopped (both its sockets are shut down by then); after the second, the
+    /// sockets leave the list and are closed, so a test process that relays many connections holds no descriptor
+    /// for them.
+    private func directionEnded(client: Int32, upstream: Int32) {
+        state.withLock { state in
+            let running = (state.directionsRunning[client] ?? 1) - 1
+            guard running == 0 else {
+                state.directionsRunning[client] = running
+                return
+            }
+            state.directionsRunning[client] = nil
+            state.sockets.removeAll { $0 == client || $0 == upstream }
+            state.frozenSockets.subtract([client, upstream])
+            _ = systemClose(client)
+            _ = systemClose(upstream)
         }
     }
 

@@ -71,6 +71,12 @@ struct ExecutorPublishFailureTests {
             _ = worker.broker.deliver([.action("refresh", id: "m-\(n)")])
             await worker.broker.waitForSettlements(n)
         }
+        // A delivery is reported (its metrics, its line or its place in the storm) right after its settlement, on the
+        // thread that settled it: the clock must not turn before the twentieth is, or its line would open the next
+        // interval. Only the metric shows it; true at once but on a loaded machine (a run failed without this).
+        try await waitUntil("the twentieth retry reported", every: .milliseconds(1)) {
+            worker.metric("wallet_retries_total") == 20
+        }
         func lines(_ text: String) -> [String] { captured.texts.filter { $0.contains(text) } }
         #expect(lines("publish not confirmed").count == 1, "\(captured.texts)")
         #expect(lines("sent to the retry queue").count == 10, "the first 10 messages' own lines, with their ids")
