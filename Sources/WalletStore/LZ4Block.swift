@@ -72,6 +72,7 @@ enum LZ4Block {
             self.dictionary = dictionary
             text = Self.allocateText(dictionary, inputCapacity: inputCapacity)
             table = .allocate(capacity: 1 << LZ4Block.hashBits)
+            table.initialize(repeating: 0)
         }
 
         deinit {

@@ -172,8 +172,6 @@ struct LifecycleObserver: Sendable {
         } else {
             metrics.withoutTimestamp.increment()
         }
-        if case .retried = fate { metrics.retries.increment() }
-        if let reason = fate.deadLetterReason { metrics.countDeadLetter(reason: reason) }
         if let stored = end.stored {
             let decision = stored.decision
             metrics.countMessage(
@@ -184,6 +182,10 @@ struct LifecycleObserver: Sendable {
         }
         let level = Self.level(of: fate.severity(isDomainError: end.stored?.decision.outcome == .domainError))
         log(fate, level: level, metadata: metadata(of: end))
+        // Counted after the line: whoever sees a retry or dead letter counted sees its line written, or its place
+        // in a storm taken (a test of the storms turns its clock once the count is complete).
+        if case .retried = fate { metrics.retries.increment() }
+        if let reason = fate.deadLetterReason { metrics.countDeadLetter(reason: reason) }
         return end.stored != nil
     }
 

@@ -71,9 +71,9 @@ struct ExecutorPublishFailureTests {
             _ = worker.broker.deliver([.action("refresh", id: "m-\(n)")])
             await worker.broker.waitForSettlements(n)
         }
-        // A delivery is reported (its metrics, its line or its place in the storm) right after its settlement, on the
-        // thread that settled it: the clock must not turn before the twentieth is, or its line would open the next
-        // interval. Only the metric shows it; true at once but on a loaded machine (a run failed without this).
+        // A delivery is reported (its line or its place in the storm, then its count) right after its settlement, on
+        // the thread that settled it: the clock must not turn before the twentieth is, or its line would open the
+        // next interval. Only the count shows it; true at once but on a loaded machine (a run failed without this).
         try await waitUntil("the twentieth retry reported", every: .milliseconds(1)) {
             worker.metric("wallet_retries_total") == 20
         }
