@@ -51,13 +51,6 @@ enum LZ4Block {
     /// The most bytes `count` bytes compress to.
     static func bound(_ count: Int) -> Int { count + count / 255 + 16 }
 
-    /// `input` compressed, matches reaching into `dictionary`.
-    static func compress(_ input: UnsafeRawBufferPointer, dictionary: Dictionary) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: bound(input.count)) { output, written in
-            written = Compressor(dictionary: dictionary).compress(input, into: output)
-        }
-    }
-
     /// The compressor's working memory, kept from block to block: the text (the dictionary, then the input) and the
     /// hash table. A store keeps one for a batch, so a block costs no allocation of its own; the dictionary is
     /// copied in once, the table reset from the dictionary's for each block.

@@ -19,12 +19,6 @@ enum RecordedResultsEncoding {
     static let uncompressed: UInt8 = 1
     static let compressed: UInt8 = 2
 
-    /// `results` in version 2 when `compressing`, else in version 1 (a store writing many values keeps a
-    /// `RecordedResultsWriter` for them instead).
-    static func encode(_ results: [OutboundResult], compressing: Bool) -> [UInt8] {
-        RecordedResultsWriter(compressing: compressing).withValue(of: results) { Array($0) }
-    }
-
     /// Version 1.
     static func encode(_ results: [OutboundResult]) -> [UInt8] {
         var bytes: [UInt8] = []

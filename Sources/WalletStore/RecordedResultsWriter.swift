@@ -5,14 +5,12 @@ import WalletRouting
 /// own (the version 1 blob, the compressor's text and table and the compressed value all stay in buffers kept for
 /// the batch), where encoding each on its own cost four.
 final class RecordedResultsWriter {
-    let compressing: Bool
     private var plain: [UInt8] = []
     private let compressor: LZ4Block.Compressor?
     private var output: UnsafeMutableBufferPointer<UInt8>
 
     /// `compressing`: version 2, else version 1.
     init(compressing: Bool) {
-        self.compressing = compressing
         compressor = compressing ? LZ4Block.Compressor(dictionary: RecordedResultsDictionary.version2) : nil
         output = .allocate(capacity: compressing ? RecordedResultsEncoding.compressedBound(2_048) : 0)
     }

@@ -117,3 +117,12 @@ import Testing
         }
     }
 }
+
+extension LZ4Block {
+    /// `input` compressed on its own, matches reaching into `dictionary` (the stores keep a `Compressor` per batch).
+    static func compress(_ input: UnsafeRawBufferPointer, dictionary: Dictionary) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: bound(input.count)) { output, written in
+            written = Compressor(dictionary: dictionary).compress(input, into: output)
+        }
+    }
+}

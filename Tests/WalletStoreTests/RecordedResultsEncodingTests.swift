@@ -85,3 +85,11 @@ import WalletRouting
         }
     }
 }
+
+extension RecordedResultsEncoding {
+    /// `results` in version 2 when `compressing`, else in version 1, on their own (the stores keep a
+    /// `RecordedResultsWriter` per batch).
+    static func encode(_ results: [OutboundResult], compressing: Bool) -> [UInt8] {
+        RecordedResultsWriter(compressing: compressing).withValue(of: results) { Array($0) }
+    }
+}
