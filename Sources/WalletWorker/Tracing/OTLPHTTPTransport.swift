@@ -121,6 +121,14 @@
         func shutdown() async {
             try? await client.withLock { $0.take() }?.shutdown()
         }
+
+        /// A transport released without `shutdown()` (a send that threw before its caller's shutdown, in a test or a
+        /// worker stopping on a failure) still shuts its client down, in the background: a debug build of
+        /// AsyncHTTPClient stops the whole process when a client that was never shut down is released, which took a
+        /// full test run down once.
+        deinit {
+            client.withLock { $0.take() }?.shutdown { _ in }
+        }
     }
 
     /// Why an export failed, when the collector answered.

@@ -146,6 +146,18 @@
             #expect(collector.requests.count == 3)
         }
 
+        /// Released without `shutdown()` (a send that threw before it): the transport shuts its client down itself.
+        /// Without that, AsyncHTTPClient's debug build stops the process at the client's release.
+        @Test func aTransportReleasedWithoutShutdownShutsItsClientDown() async throws {
+            let collector = try ScriptedCollector([.status(200)])
+            defer { collector.close() }
+            var transport: OTLPHTTPTransport? = try transport(collector)
+            _ = try await transport?.send(
+                [7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+            transport = nil
+            #expect(collector.requests.count == 1)
+        }
+
         @Test(arguments: [400, 401, 404, 500])
         func anyOtherRefusalFailsAtOnce(code: Int) async throws {
             let collector = try ScriptedCollector([.status(code)])
