@@ -6,6 +6,7 @@
 #   scripts/profile-worker.sh --allocations [--messages N] [--store ...] # where the heap allocations come from
 #   scripts/profile-worker.sh --tracing [--messages N] [--store ...]     # tracing on, every span exported
 #   scripts/profile-worker.sh --store postgres [--messages N]            # PostgreSQL: both sides
+#   PROFILE_CALL_GRAPH=dwarf scripts/profile-worker.sh ...                # callers of leaf functions (swift_retain)
 #   WORKER_BIN=/path/to/wallet-worker scripts/profile-worker.sh          # another build (release, with symbols)
 #
 # Starts a private broker (RABBITMQ_PORT, default 5852), preloads the setup phase and N notifications
@@ -118,7 +119,12 @@ if $tracing; then
     [ -f "$work/counts.json" ] || { echo "profile-worker: the OTLP receiver did not start" >&2; exit 1; }
     tracing_env=(OTEL_TRACES_EXPORTER=otlp "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$receiver_port")
 fi
-perf record "${events[@]}" -g -o "$work/perf.data" -- env "${tracing_env[@]}" \
+# Frame pointers by default; PROFILE_CALL_GRAPH=dwarf unwinds from a copy of each sample's stack instead (larger
+# recordings, slower reports), which keeps the direct callers of leaf functions without a frame of their own, such as
+# swift_retain and swift_release: `perf report --no-children -S swift_retain -g caller` then names who retains.
+call_graph=(-g)
+[ "${PROFILE_CALL_GRAPH:-fp}" = dwarf ] && call_graph=(--call-graph "dwarf,4096")
+perf record "${events[@]}" "${call_graph[@]}" -o "$work/perf.data" -- env "${tracing_env[@]}" \
     "$WORKER_BIN" run --amqp-url "$AMQP_URL" --store "$store_flag" --prefetch 200 --http-port off \
     >"$work/worker.log" 2>&1 &
 perf_pid=$!
