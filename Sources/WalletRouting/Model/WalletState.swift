@@ -47,49 +47,6 @@ public struct CardRecord: Sendable, Hashable {
     }
 }
 
-/// A transaction record as received and stored (CONTRACT.md §4).
-public struct TransactionRecord: Sendable, Hashable {
-    public var id: String
-    /// The `date` exactly as received (ISO 8601 with zone).
-    public var date: String
-    /// `date` as seconds since the Unix epoch, for ordering.
-    public var instant: Double
-    public var status: String
-    public var type: String
-    public var currencyCode: String
-    /// `amount` exactly as received.
-    public var amount: JSONNumber
-    public var displayAmount: String?
-    public var merchantName: String?
-    public var merchantType: String?
-    public var merchantPostalCode: String?
-    public var terminalID: String?
-    public var merchantID: String?
-    public var isAuxiliaryTransaction: Bool
-
-    public init(
-        id: String, date: String, instant: Double, status: String, type: String, currencyCode: String,
-        amount: JSONNumber, displayAmount: String? = nil, merchantName: String? = nil, merchantType: String? = nil,
-        merchantPostalCode: String? = nil, terminalID: String? = nil, merchantID: String? = nil,
-        isAuxiliaryTransaction: Bool = false
-    ) {
-        self.id = id
-        self.date = date
-        self.instant = instant
-        self.status = status
-        self.type = type
-        self.currencyCode = currencyCode
-        self.amount = amount
-        self.displayAmount = displayAmount
-        self.merchantName = merchantName
-        self.merchantType = merchantType
-        self.merchantPostalCode = merchantPostalCode
-        self.terminalID = terminalID
-        self.merchantID = merchantID
-        self.isAuxiliaryTransaction = isAuxiliaryTransaction
-    }
-}
-
 /// A registered device installation (CONTRACT.md §7), normalised.
 public struct Installation: Sendable, Hashable {
     public var installationId: String

@@ -2,9 +2,9 @@ import WalletRouting
 
 /// A transaction record as `SQLiteStateCache` keeps it: its text fields in one byte buffer.
 ///
-/// A `TransactionRecord` is 208 bytes of inline fields plus a heap string for each field longer than 15 bytes
-/// (the date always), about 330 bytes in all; a history array's spare capacity holds 208 bytes per empty slot.
-/// Packed, a record is 24 bytes in the array and one allocation of about 130. Unpacking the records of a view
+/// A `TransactionRecord` is one shared object of about 220 bytes plus a heap string for each field longer than 15
+/// bytes (the date always), about 340 bytes in all. Packed, a record is 24 bytes in the array and one allocation of
+/// about 130. Unpacking the records of a view
 /// costs far less than reading them back from the file (Benchmarks/JOURNAL.md, "the SQLite worker's peak memory").
 struct PackedTransactionRecord: Sendable {
     let instant: Double

@@ -686,25 +686,29 @@ struct DeliveryLifecycle: Sendable {
         switch result {
         case .timedOut(let timeout):
             let reason = "publisher confirms timed out after \(timeout)"
-            for (index, plan) in plans.enumerated() where !plan.messages.isEmpty {
+            for index in plans.indices where !plans[index].messages.isEmpty {
                 failures.append(PublishFailure(index: index, reason: reason, isPermanent: false))
                 actions.append(.report(.publishNotConfirmed(session, deliveries[index], reason: reason)))
             }
         case .outcomes(let outcomes):
             var offset = 0
             var returnedCopies = 0
-            for (index, plan) in plans.enumerated() {
-                let end = min(offset + plan.messages.count, outcomes.count)
+            // By index here and below: a plan copied out of the array costs a reference count per message, result
+            // and string in it.
+            for index in plans.indices {
+                let count = plans[index].messages.count
+                let end = min(offset + count, outcomes.count)
                 let slice = outcomes[min(offset, end)..<end]
-                if let failure = plan.failure(in: slice) {
+                if let failure = plans[index].failure(in: slice) {
                     failures.append(
-                        PublishFailure(index: index, reason: failure, isPermanent: plan.isUnpublishable(in: slice)))
+                        PublishFailure(
+                            index: index, reason: failure, isPermanent: plans[index].isUnpublishable(in: slice)))
                     actions.append(.report(.publishNotConfirmed(session, deliveries[index], reason: failure)))
-                } else if let lost = plan.undeliveredResult(in: slice) {
+                } else if let lost = plans[index].undeliveredResult(in: slice) {
                     actions.append(.report(.resultNotTaken(session, deliveries[index], reason: lost)))
                 }
-                returnedCopies += plan.returnedReplyCopies(in: slice)
-                offset += plan.messages.count
+                returnedCopies += plans[index].returnedReplyCopies(in: slice)
+                offset += count
             }
             if returnedCopies > 0 { actions.append(.report(.replyCopiesReturned(count: returnedCopies))) }
         }
@@ -738,12 +742,12 @@ struct DeliveryLifecycle: Sendable {
         var ends: [DeliveryEnd] = []
         ends.reserveCapacity(acknowledged.count + rejected.count)
         for (position, delivery) in batch.deliveries.enumerated() where !requeued.contains(position) {
-            let plan = plans[position]
             var end = DeliveryEnd(
-                session: session.id, delivery: delivery, fate: plan.fate, stored: plan.stored,
-                skippedReplyCopies: plan.skippedReplyCopies, elapsed: now - delivery.receivedAt)
-            if case .retried = plan.fate, let copy = plan.messages.first {
+                session: session.id, delivery: delivery, fate: plans[position].fate, stored: plans[position].stored,
+                skippedReplyCopies: plans[position].skippedReplyCopies, elapsed: now - delivery.receivedAt)
+            if case .retried = plans[position].fate, !plans[position].messages.isEmpty {
                 // Level 1 waits the queue's TTL (the copy has no expiration of its own).
+                let copy = plans[position].messages[0]
                 let wait =
                     copy.properties.expiration.flatMap { Int64($0) } ?? configuration.retry.firstDelay.milliseconds
                 end.retryWait = (copy.routingKey, wait)
@@ -751,8 +755,7 @@ struct DeliveryLifecycle: Sendable {
             ends.append(end)
         }
         if !ends.isEmpty { actions.append(.report(.ended(ends))) }
-        let resultDelivery = RecordedResultsDelivery.changes(
-            settling: plans.indices.lazy.filter { !requeued.contains($0) }.map { plans[$0] })
+        let resultDelivery = RecordedResultsDelivery.changes(settling: plans, except: requeued)
         if !resultDelivery.isEmpty { actions.append(.noteResultDelivery(resultDelivery)) }
         if !suspects.isEmpty { suspects.recordSettled(batch.deliveries.map { PoisonSuspects.key($0.original) }) }
         if requeue.isEmpty {

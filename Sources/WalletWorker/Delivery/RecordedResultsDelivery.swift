@@ -15,16 +15,18 @@ enum RecordedResultsDelivery: Sendable, Hashable {
     /// The changes the settled plans of a batch make; empty for nearly every batch (nothing dead-lettered after a
     /// commit, no replay). Whether and under which id a decision is recorded is the store's to say
     /// (`StoredDecision.recordedMessageID`).
-    static func changes(settling plans: some Sequence<DeliveryPlan>) -> [RecordedResultsDelivery] {
+    static func changes(settling plans: [DeliveryPlan], except requeued: Set<Int>) -> [RecordedResultsDelivery] {
         var changes: [RecordedResultsDelivery] = []
-        for plan in plans {
-            if let reason = plan.fate.deadLetterReason {
-                guard let messageID = plan.committed?.recordedMessageID else { continue }
+        // By index: a plan copied out of the array costs a reference count per message, result and string in it.
+        for index in plans.indices where !requeued.contains(index) {
+            if let reason = plans[index].fate.deadLetterReason {
+                guard let messageID = plans[index].committed?.recordedMessageID else { continue }
                 changes.append(
                     .undelivered(
-                        messageID: messageID, reason: reason.rawValue, error: plan.fate.failureDescription ?? ""))
-            } else if let stored = plan.stored, stored.isReplay, case .processed = plan.fate,
-                let messageID = stored.recordedMessageID
+                        messageID: messageID, reason: reason.rawValue,
+                        error: plans[index].fate.failureDescription ?? ""))
+            } else if plans[index].stored?.isReplay == true, case .processed = plans[index].fate,
+                let messageID = plans[index].stored?.recordedMessageID
             {
                 changes.append(.delivered(messageID: messageID))
             }
