@@ -900,7 +900,7 @@ struct PostgresWalletStoreTests {
     @Test func aRowLockedForLongerThanTheStatementTimeoutFailsTheBatchAsTransient() async throws {
         try await PostgresTestDatabase.withSchema { location in
             // Only the batch that waits on the lock gets the short timeout: under CI's load (suites in parallel) the
-            // other calls can outlast a 300 ms timeout's 1.6 s attempt deadline. `other` is another replica.
+            // other calls can outlast a 500 ms timeout's 2 s attempt deadline. `other` is another replica.
             let other = try PostgresTestDatabase.store(location)
             let store = try PostgresTestDatabase.store(location, statementTimeout: .milliseconds(500))
             _ = try await other.process([Messages.install("DC-1", id: "m1")], router: NotificationRouter(), now: Date())
@@ -908,15 +908,7 @@ struct PostgresWalletStoreTests {
             // CI's load, opening a connection can outlast the 1 s lease limit, and then the batch fails as
             // transient for a reason that is not the one under test. The warm-up itself may meet that load: it is
             // tried again (the same message id, so a batch that did commit is replayed, not applied twice).
-            for warmUp in 1...5 {
-                do {
-                    _ = try await store.process(
-                        [Messages.install("DC-0", id: "m0")], router: NotificationRouter(), now: Date())
-                    break
-                } catch let error as StoreError where error.kind == .transient && warmUp < 5 {
-                    continue
-                }
-            }
+            _ = try await Self.processRetryingTransientFailures(Messages.install("DC-0", id: "m0"), in: store)
             try await PostgresTestDatabase.withAdminConnection(schema: location.schema) { connection in
                 // Another replica holding the card (its batch stuck mid-transaction).
                 try await connection.query("BEGIN", logger: PostgresTestDatabase.logger)
