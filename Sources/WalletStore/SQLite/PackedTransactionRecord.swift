@@ -4,8 +4,8 @@ import WalletRouting
 ///
 /// A `TransactionRecord` is one shared object of about 220 bytes plus a heap string for each field longer than 15
 /// bytes (the date always), about 340 bytes in all. Packed, a record is 24 bytes in the array and one allocation of
-/// about 130. Unpacking the records of a view
-/// costs far less than reading them back from the file (Benchmarks/JOURNAL.md, "the SQLite worker's peak memory").
+/// about 130. Unpacking the records of a view costs far less than reading them back from the file
+/// (Benchmarks/JOURNAL.md, "the SQLite worker's peak memory").
 struct PackedTransactionRecord: Sendable {
     let instant: Double
     let isAuxiliaryTransaction: Bool
