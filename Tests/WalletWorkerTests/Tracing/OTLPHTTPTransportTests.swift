@@ -90,21 +90,32 @@
             }
         }
 
+        /// A transport to `collector` whose attempts are not cut off by a timeout: only the stalled-body test is
+        /// about deadlines. A test process under load (all suites at once on two cores) can leave an answer that
+        /// has arrived waiting for a thread for seconds; with the default five-second attempt, that once failed the
+        /// retry test. A transport that truly hangs is ended by the suite's time limit.
         private func transport(_ collector: ScriptedCollector, headers: [OTLPExportSettings.Field] = [])
             throws -> OTLPHTTPTransport
         {
             var settings = OTLPExportSettings.defaults
             settings.endpoint = "http://127.0.0.1:\(collector.port)/v1/traces"
             settings.headers = headers
+            settings.requestTimeout = Self.unreachedTimeout
             return try OTLPHTTPTransport(settings: settings)
         }
+
+        /// Longer than the suite's time limit.
+        private static let unreachedTimeout = Duration.seconds(600)
+
+        /// An export deadline the tests that are not about deadlines never reach.
+        private var unreachedDeadline: ContinuousClock.Instant { .now.advanced(by: Self.unreachedTimeout) }
 
         @Test func aRequestIsAPostOfTheBodyWithTheConfiguredHeaders() async throws {
             let collector = try ScriptedCollector([.status(200)])
             defer { collector.close() }
             let transport = try transport(collector, headers: [.init("authorization", "Bearer t=1")])
             _ = try await transport.send(
-                [1, 2, 3], contentType: "application/x-protobuf", deadline: .now.advanced(by: .seconds(10)))
+                [1, 2, 3], contentType: "application/x-protobuf", deadline: unreachedDeadline)
             await transport.shutdown()
             let request = try #require(collector.requests.first)
             #expect(request.head.hasPrefix("POST /v1/traces HTTP/1.1"))
@@ -125,7 +136,7 @@
                 defer { collector.close() }
                 let transport = try transport(collector)
                 let partial = try await transport.send(
-                    [7], contentType: "application/x-protobuf", deadline: .now.advanced(by: .seconds(10)))
+                    [7], contentType: "application/x-protobuf", deadline: unreachedDeadline)
                 await transport.shutdown()
                 #expect(partial == OTLPPartialSuccess(rejectedSpans: 3, message: "quota"))
             }
@@ -141,7 +152,7 @@
             defer { collector.close() }
             let transport = try transport(collector)
             _ = try await transport.send(
-                [7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+                [7], contentType: "application/json", deadline: unreachedDeadline)
             await transport.shutdown()
             #expect(collector.requests.count == 3)
         }
@@ -153,7 +164,7 @@
             defer { collector.close() }
             var transport: OTLPHTTPTransport? = try transport(collector)
             _ = try await transport?.send(
-                [7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+                [7], contentType: "application/json", deadline: unreachedDeadline)
             transport = nil
             #expect(collector.requests.count == 1)
         }
@@ -165,7 +176,7 @@
             let transport = try transport(collector)
             await #expect(throws: OTLPExportError.self) {
                 try await transport.send(
-                    [7], contentType: "application/json", deadline: .now.advanced(by: .seconds(10)))
+                    [7], contentType: "application/json", deadline: unreachedDeadline)
             }
             await transport.shutdown()
             #expect(collector.requests.count == 1)
