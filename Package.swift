@@ -171,7 +171,9 @@ let package = Package(
         ),
         .testTarget(
             name: "WalletRoutingTests",
-            dependencies: ["WalletRouting", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: [
+                "WalletRouting", "TestSupport", .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             resources: [.copy("Golden")]
         ),
         .testTarget(
@@ -200,7 +202,8 @@ let package = Package(
         .testTarget(
             name: "WalletWorkerCommandTests",
             dependencies: [
-                "wallet-worker", "WalletWorker", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "wallet-worker", "WalletWorker", "TestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 import PropertyBased
+import TestSupport
 import Testing
 import WalletRouting
 
@@ -11,7 +12,7 @@ struct PropertyTests {
 
     // MARK: - (a) CPS sequences against a reference model of §3's transition table
 
-    @Test("random CPS sequences follow the §3 transition table")
+    @Test("random CPS sequences follow the §3 transition table", .cpuBound)
     func cpsSequencesFollowTheTransitionTable() async {
         await propertyCheck(count: 300, input: CPSGen.sequence) { steps in
             let router = NotificationRouter()

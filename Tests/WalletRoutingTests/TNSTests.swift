@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import WalletRouting
@@ -418,7 +419,7 @@ struct TNSTests {
         #expect(ISO8601Instant.epochSeconds(text) == nil)
     }
 
-    @Test func datesAgreeWithFoundationOverManyInstants() throws {
+    @Test(.cpuBound) func datesAgreeWithFoundationOverManyInstants() throws {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
         var generator = SystemRandomNumberGenerator()

@@ -395,7 +395,7 @@ import WalletRouting
     }
 
     /// Processes sharing a new file start at the same moment: none fails permanently on the schema race.
-    @Test func storesOpeningANewFileAtOnceAllSucceed() async throws {
+    @Test(.cpuBound) func storesOpeningANewFileAtOnceAllSucceed() async throws {
         try await withTemporaryDirectory { directory in
             for round in 0..<100 {
                 let path = directory.appendingPathComponent("wallet-\(round).sqlite").path

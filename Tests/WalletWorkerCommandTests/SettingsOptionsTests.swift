@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TestSupport
 import Testing
 import WalletWorker
 
@@ -7,7 +8,7 @@ import WalletWorker
 
 /// Issue 26: the options of `wallet-worker run` are the settings table's, one for one, with its help; and giving
 /// every default as a flag changes nothing (the table's defaults are the configuration's).
-@Suite("Settings table and the options of run")
+@Suite("Settings table and the options of run", .cpuBound)
 struct SettingsOptionsTests {
     /// `run --help`, wide enough that no option wraps.
     static let runHelp = WalletWorkerCommand.helpMessage(for: WalletWorkerCommand.Run.self, columns: 10_000)

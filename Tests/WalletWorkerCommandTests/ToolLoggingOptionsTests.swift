@@ -1,4 +1,5 @@
 import ArgumentParser
+import TestSupport
 import Testing
 import WalletWorker
 
@@ -6,7 +7,7 @@ import WalletWorker
 
 /// Issue 37: `migrate`, `inspect`, `route` and `dead-letters` refused `--log-level` and had no `--log-format`; `run`
 /// and `declare` took both. Now every command that logs takes them, the one-shot ones at warning by default.
-@Suite("The one-shot commands' logging options")
+@Suite("The one-shot commands' logging options", .cpuBound)
 struct ToolLoggingOptionsTests {
     static let commands: [[String]] = [
         ["migrate"], ["migrate", "--check"], ["inspect", "card", "DC-1"], ["inspect", "message", "m-1"],

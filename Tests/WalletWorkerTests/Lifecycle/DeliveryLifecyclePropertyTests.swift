@@ -18,7 +18,7 @@ import WalletStore
 /// and at the end, after a stop: every delivery has exactly one end (`ended`), which agrees with how the channel
 /// settled it: acknowledged, rejected, requeued, or left unsettled to the session's close (given back or dropped).
 /// The run is also quiescent after the stop, and no pipeline is stopped twice.
-@Suite("Delivery lifecycle: random inputs") struct DeliveryLifecyclePropertyTests {
+@Suite("Delivery lifecycle: random inputs", .cpuBound) struct DeliveryLifecyclePropertyTests {
     @Test(arguments: 0..<300)
     func invariantsHoldOverRandomInputs(seed: Int) {
         var world = SimulatedWorld(seed: UInt64(seed), shards: seed % 3 == 0)
