@@ -12,8 +12,10 @@
 # Environment: POSTGRES_PORT (default 5432), POSTGRES_DATA_DIR (default /tmp/wallet-postgres-$POSTGRES_PORT).
 # The superuser `wallet` (password `wallet`, SCRAM over TCP) owns the database `wallet` and may create others:
 # the tests make a schema each. PostgreSQL refuses to run as root, so as root the server runs as the `postgres`
-# user, which then owns the data directory.
+# user, which then owns the data directory. WALLET_OWNER_PID: a process the server must not outlive; when it ends, the
+# server is stopped (scripts/lib/stop-with-owner.sh; scripts/test.sh and the tests set it).
 set -euo pipefail
+source "$(dirname "$0")/lib/stop-with-owner.sh"
 
 port="${POSTGRES_PORT:-5432}"
 data_dir="${POSTGRES_DATA_DIR:-/tmp/wallet-postgres-$port}"
@@ -94,6 +96,8 @@ start() {
     if ! run_psql -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'wallet'" | grep -q 1; then
         run_psql -d postgres -qc "CREATE DATABASE wallet OWNER $user"
     fi
+    # A fast shutdown (SIGINT) when WALLET_OWNER_PID ends, as `stop` does.
+    stop_with_owner "$(server_pid)" "$cluster" INT
     echo "postgres-local: running on 127.0.0.1:$port (pid $(server_pid), data $data_dir)"
 }
 

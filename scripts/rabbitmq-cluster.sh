@@ -14,9 +14,11 @@
 #
 # Environment: CLUSTER_PORT (default 5760): HAProxy listens there, node N on CLUSTER_PORT + 2N - 1 (its TLS
 # listener on the next port, its Erlang distribution on that + 20000); CLUSTER_DATA_DIR (default
-# /tmp/wallet-rabbitmq-cluster-$CLUSTER_PORT).
+# /tmp/wallet-rabbitmq-cluster-$CLUSTER_PORT). WALLET_OWNER_PID: a process the cluster must not outlive; when it
+# ends, HAProxy and the nodes are stopped (scripts/lib/stop-with-owner.sh; the tests set it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/stop-with-owner.sh
 # haproxy lives in /usr/sbin, which a non-root PATH may lack.
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 
@@ -73,6 +75,7 @@ listen amqp
 CFG
     nohup haproxy -db -f "$config" > "$data_dir/haproxy.log" 2>&1 &
     echo $! > "$data_dir/haproxy.pid"
+    stop_with_owner "$!" "$config" TERM
 }
 
 start() {

@@ -21,8 +21,10 @@
 # makes idle schedulers sleep instead of spinning, as RabbitMQ's runtime guide advises for shared hosts, and
 # scripts/test.sh sets it for every node of a test run; unset or `default` keeps the runtime's own).
 # The TLS listener uses a CA and a server certificate for the name localhost (only) generated into $RABBITMQ_DATA_DIR/tls
-# (ca.pem is what clients verify against).
+# (ca.pem is what clients verify against). WALLET_OWNER_PID: a process the node must not outlive; when it ends, the
+# node is stopped (scripts/lib/stop-with-owner.sh; scripts/test.sh and the tests set it).
 set -euo pipefail
+source "$(dirname "$0")/lib/stop-with-owner.sh"
 
 port="${RABBITMQ_PORT:-5672}"
 tls_port="${RABBITMQ_TLS_PORT:-$((port + 1))}"
@@ -133,6 +135,7 @@ CONF
         fi
         sleep 1
     done
+    stop_with_owner "$(cat "$RABBITMQ_PID_FILE")" "$data_dir" TERM
     echo "rabbitmq-local: running on 127.0.0.1:$port, TLS on $tls_port (node $node, pid $(cat "$RABBITMQ_PID_FILE"), data $data_dir)"
 }
 

@@ -23,6 +23,10 @@ ensure_packages_without_recommends prometheus
 # variable) on two cores beside the workers: their idle schedulers sleep instead of spinning.
 export RABBITMQ_BUSY_WAIT="${RABBITMQ_BUSY_WAIT:-none}"
 
+# The servers this run starts, and those its tests start, stop when it ends, even killed (scripts/lib/stop-with-owner.sh;
+# the tests give their own process's pid to the servers they start).
+export WALLET_OWNER_PID=$$
+
 started_broker=false
 if [ -z "${AMQP_URL:-}" ]; then
     export RABBITMQ_PORT="${RABBITMQ_PORT:-5682}"

@@ -32,7 +32,9 @@ struct BlockedConnectionTests {
         private func runBlocking(_ arguments: [String]) throws {
             let argv = ["/bin/bash", script] + arguments
             let environment = ProcessInfo.processInfo.environment.merging(
-                ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory], uniquingKeysWith: { $1 }
+                // WALLET_OWNER_PID: the broker stops when the test process ends, even crashed.
+                ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory, "WALLET_OWNER_PID": "\(getpid())"],
+                uniquingKeysWith: { $1 }
             ).map { "\($0.key)=\($0.value)" }
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)

@@ -62,7 +62,11 @@ final class ChildProcess: @unchecked Sendable {
         self.label = label
         self.logPath = logPath ?? Self.temporaryPath("\(label).log")
         let argv = [executable] + arguments
-        let environmentList = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        // WALLET_OWNER_PID: a broker, cluster or PostgreSQL a script starts for the test stops when the test process
+        // ends, even crashed (scripts/lib/stop-with-owner.sh).
+        let environmentList = ProcessInfo.processInfo.environment
+            .merging(["WALLET_OWNER_PID": "\(getpid())"]) { $1 }
+            .merging(environment) { $1 }
             .map { "\($0.key)=\($0.value)" }
 
         var actions = posix_spawn_file_actions_t()
