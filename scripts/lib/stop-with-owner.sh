@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that start servers for tests (rabbitmq-local.sh, rabbitmq-cluster.sh, postgres-local.sh).
 #
 #   stop_with_owner PID MARK SIGNAL
