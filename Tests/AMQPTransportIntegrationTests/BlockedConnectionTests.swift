@@ -31,11 +31,10 @@ struct BlockedConnectionTests {
         /// broker the script leaves running in the background, which inherits the script's descriptors.)
         private func runBlocking(_ arguments: [String]) throws {
             let argv = ["/bin/bash", script] + arguments
-            let environment = ProcessInfo.processInfo.environment.merging(
-                // WALLET_OWNER_PID: the broker stops when the test process ends, even crashed.
-                ["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory, "WALLET_OWNER_PID": "\(getpid())"],
-                uniquingKeysWith: { $1 }
-            ).map { "\($0.key)=\($0.value)" }
+            let environment = ProcessInfo.processInfo.environment
+                .merging(serverOwnerEnvironment) { $1 }
+                .merging(["RABBITMQ_PORT": "\(port)", "RABBITMQ_DATA_DIR": dataDirectory]) { $1 }
+                .map { "\($0.key)=\($0.value)" }
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)
             defer { posix_spawn_file_actions_destroy(&actions) }

@@ -10,7 +10,7 @@
 # ended (killed while the server was starting), the server is stopped at once.
 #
 # scripts/test.sh sets WALLET_OWNER_PID to its own pid, and the integration tests to the test process's
-# (ChildProcess): a run that ends without its teardowns leaves no broker, cluster or PostgreSQL behind.
+# (serverOwnerEnvironment in Tests/TestSupport): a run that ends without its teardowns leaves no broker, cluster or PostgreSQL behind.
 stop_with_owner() {
     local owner="${WALLET_OWNER_PID:-}" pid="$1" mark="$2" signal="$3"
     [ -n "$owner" ] || return 0

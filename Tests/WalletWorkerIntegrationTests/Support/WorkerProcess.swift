@@ -62,10 +62,8 @@ final class ChildProcess: @unchecked Sendable {
         self.label = label
         self.logPath = logPath ?? Self.temporaryPath("\(label).log")
         let argv = [executable] + arguments
-        // WALLET_OWNER_PID: a broker, cluster or PostgreSQL a script starts for the test stops when the test process
-        // ends, even crashed (scripts/lib/stop-with-owner.sh).
         let environmentList = ProcessInfo.processInfo.environment
-            .merging(["WALLET_OWNER_PID": "\(getpid())"]) { $1 }
+            .merging(serverOwnerEnvironment) { $1 }
             .merging(environment) { $1 }
             .map { "\($0.key)=\($0.value)" }
 
