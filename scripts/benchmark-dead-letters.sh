@@ -12,6 +12,8 @@
 # WALLET_WORKER_BIN (default: .build/release/wallet-worker if built, else .build/debug/wallet-worker; build one
 # first: `swift build -c release --product wallet-worker`). Needs python3 with pika (apt: python3-pika) for the fill.
 set -euo pipefail
+# The servers this script starts stop when it ends, even killed (scripts/lib/stop-with-owner.sh).
+export WALLET_OWNER_PID=$$
 cd "$(dirname "$0")/.."
 
 count="${1:-100000}"

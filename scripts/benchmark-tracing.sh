@@ -15,6 +15,8 @@
 # against a receiver that never answers (--stall-messages, default 3,000) prints the spans counted as dropped and
 # how long SIGTERM took. Medians of the rounds at the end. Exits non-zero only on errors, never on numbers.
 set -euo pipefail
+# The servers this script starts stop when it ends, even killed (scripts/lib/stop-with-owner.sh).
+export WALLET_OWNER_PID=$$
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 rounds=3

@@ -43,6 +43,8 @@
 #   message at most 1.3 times worker's (median of the per-round ratios); the process spans the receiver counted are
 #   printed against the messages the worker took (setup phase included), as scripts/benchmark-tracing.sh does.
 set -euo pipefail
+# The servers this script starts stop when it ends, even killed (scripts/lib/stop-with-owner.sh).
+export WALLET_OWNER_PID=$$
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 rounds=3

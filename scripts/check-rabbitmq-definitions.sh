@@ -13,6 +13,8 @@
 # WALLET_WORKER_BIN: a wallet-worker executable to use; by default `swift build --product wallet-worker` (debug,
 # in SCRATCH_PATH, default .build) builds one. The node is stopped by its pid and its data directory removed at exit.
 set -euo pipefail
+# The servers this script starts stop when it ends, even killed (scripts/lib/stop-with-owner.sh).
+export WALLET_OWNER_PID=$$
 cd "$(dirname "$0")/.."
 
 source scripts/lib/prerequisites.sh

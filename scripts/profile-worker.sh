@@ -29,6 +29,8 @@
 # PROFILE_TRACK_PLANNING=off (the planning column then reads 0).
 # The recording stays in the printed directory (perf report -i DIR/perf.data).
 set -euo pipefail
+# The servers this script starts stop when it ends, even killed (scripts/lib/stop-with-owner.sh).
+export WALLET_OWNER_PID=$$
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 messages=50000

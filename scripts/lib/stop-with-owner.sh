@@ -9,8 +9,9 @@
 # mistaken for whatever process has its pid now. Does nothing when WALLET_OWNER_PID is unset; when it has already
 # ended (killed while the server was starting), the server is stopped at once.
 #
-# scripts/test.sh sets WALLET_OWNER_PID to its own pid, and the integration tests to the test process's
-# (serverOwnerEnvironment in Tests/TestSupport): a run that ends without its teardowns leaves no broker, cluster or PostgreSQL behind.
+# scripts/test.sh, the benchmark and profile scripts and check-rabbitmq-definitions.sh set WALLET_OWNER_PID to their
+# own pid, and the integration tests to the test process's (serverOwnerEnvironment in Tests/TestSupport): a run that
+# ends without its teardowns leaves no broker, cluster or PostgreSQL behind.
 stop_with_owner() {
     local owner="${WALLET_OWNER_PID:-}" pid="$1" mark="$2" signal="$3"
     [ -n "$owner" ] || return 0
