@@ -59,7 +59,7 @@ struct BlockedConnectionTests {
         }
     }
 
-    /// NUL-terminated C strings for `posix_spawn`, valid inside `body`.
+    /// `scripts/rabbitmq-local.sh` could not be started (`status` is posix_spawn's) or exited with `status`.
     private struct BrokerScriptFailed: Error {
         var arguments: [String]
         var status: Int32
