@@ -71,7 +71,8 @@ extension Resilience {
                     #expect(
                         finishedBeforeOutage < Double(inbound.count),
                         "the worker had finished everything before the broker stopped: no restart was tested")
-                    try await Task.sleep(for: .seconds(3))
+                    // Two reconnection attempts refused: the worker has been without a broker for a while.
+                    try await waitForReconnectAttempt(3, of: worker)
                     #expect(try httpGet(port: port, path: "/readyz").status == 503)
                     #expect(try httpGet(port: port, path: "/healthz").status == 200, "reconnecting is not a failure")
                     #expect(worker.isRunning, "\(worker.logTail())")
@@ -123,7 +124,8 @@ extension Resilience {
                     try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 200, timeout: .seconds(30))
                     try await node.stop()
                     try await second.waitForHTTP(port: secondPort, path: "/readyz", status: 503, timeout: .seconds(60))
-                    try await Task.sleep(for: .seconds(2))
+                    // One reconnection attempt refused: the worker is in a backoff, or already in its next attempt.
+                    try await waitForReconnectAttempt(2, of: second)
                     second.terminate()
                     let secondEnded = await second.waitForExit(timeout: .seconds(30))
                     #expect(secondEnded?.exit == .exited(0), "\(second.logTail())")
@@ -133,6 +135,16 @@ extension Resilience {
                     )
                 }
             }
+        }
+    }
+}
+
+/// Waits for the worker's log to announce reconnection attempt `attempt` (1-based) of a pipeline: attempt 2 and on are
+/// announced only after an attempt has failed, so this is the worker reconnecting to a broker that is still away.
+private func waitForReconnectAttempt(_ attempt: Int, of worker: WorkerProcess) async throws {
+    try await waitUntil("reconnection attempt \(attempt)\n\(worker.logTail())", every: .milliseconds(50)) {
+        jsonObjects(worker.log).contains {
+            $0["message"] as? String == "reconnecting" && $0["attempt"] as? String == "\(attempt)"
         }
     }
 }
