@@ -34,7 +34,7 @@ extension Resilience {
                     try prometheus.query(#"count_over_time(wallet_dead_letters_total{reason="rejected"}[1m])"#)
                         .first.map { $0 >= 2 } ?? false
                 }
-                try await Task.sleep(for: .seconds(2))
+                try await prometheus.waitForEveryRuleGroupEvaluatedAgain()
                 let quiet = try prometheus.alerts()
                 #expect(quiet.isEmpty, "alerts on a healthy worker: \(quiet.map { "\($0.name) \($0.state)" })")
 

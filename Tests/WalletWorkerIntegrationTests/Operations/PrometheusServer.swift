@@ -96,6 +96,27 @@ final class PrometheusServer {
         }
     }
 
+    /// Each rule group's last evaluation (`/api/v1/rules`' `lastEvaluation`), by the group's name.
+    func ruleGroupEvaluations() throws -> [String: String] {
+        let data = try successData(path: "/api/v1/rules")
+        let groups = (data as? [String: Any])?["groups"] as? [[String: Any]] ?? []
+        return Dictionary(
+            groups.map { ($0["name"] as? String ?? "", $0["lastEvaluation"] as? String ?? "") },
+            uniquingKeysWith: { $1 })
+    }
+
+    /// Waits until every rule group has been evaluated again since this call: its alerts are then those of the
+    /// series as they are now.
+    func waitForEveryRuleGroupEvaluatedAgain() async throws {
+        let before = try ruleGroupEvaluations()
+        try await waitUntil(
+            "every rule group evaluated again since \(before)\n\(logTail())", every: .milliseconds(100)
+        ) {
+            let now = try ruleGroupEvaluations()
+            return !now.isEmpty && Set(now.keys) == Set(before.keys) && now.allSatisfy { before[$0.key] != $0.value }
+        }
+    }
+
     private func successData(path: String) throws -> Any? {
         let response = try httpGet(port: port, path: path)
         guard response.status == 200,

@@ -363,5 +363,36 @@ func httpGet(port: Int, path: String) throws -> HTTPResponse {
     guard parts.count >= 2, let status = Int(parts[1]) else {
         throw ChildProcessError("bad status line from 127.0.0.1:\(port): \(statusLine)")
     }
-    return HTTPResponse(status: status, body: String(text[headerEnd.upperBound...]))
+    let headers = text[..<headerEnd.lowerBound].lowercased()
+    guard headers.contains("\r\ntransfer-encoding: chunked") else {
+        return HTTPResponse(status: status, body: String(text[headerEnd.upperBound...]))
+    }
+    // The chunks are cut by bytes, perhaps inside a character: decoded from the bytes received, not from `text`.
+    let bodyStart = text.utf8.distance(from: text.startIndex, to: headerEnd.upperBound)
+    guard let data = dechunked(received[bodyStart...]) else {
+        throw ChildProcessError("a chunked body from 127.0.0.1:\(port) that does not parse: \(text.prefix(300))")
+    }
+    return HTTPResponse(status: status, body: String(decoding: data, as: UTF8.self))
+}
+
+/// A chunked body's data (RFC 9112, 7.1: a hexadecimal size line, the chunk and CRLF, until a chunk of size 0), or
+/// nil when it is cut short or malformed. Prometheus sends its larger API answers this way.
+func dechunked(_ body: ArraySlice<UInt8>) -> [UInt8]? {
+    var data: [UInt8] = []
+    var position = body.startIndex
+    while true {
+        guard let lineEnd = body[position...].firstIndex(of: UInt8(ascii: "\r")),
+            body[lineEnd...].starts(with: [13, 10])
+        else { return nil }
+        let sizeLine = String(decoding: body[position..<lineEnd], as: UTF8.self)
+        let sizeField = sizeLine.split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
+        guard let size = Int(sizeField.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else { return nil }
+        if size == 0 { return data }
+        let chunkStart = lineEnd + 2
+        guard body.endIndex - chunkStart >= size + 2, body[(chunkStart + size)...].starts(with: [13, 10]) else {
+            return nil
+        }
+        data += body[chunkStart..<(chunkStart + size)]
+        position = chunkStart + size + 2
+    }
 }
