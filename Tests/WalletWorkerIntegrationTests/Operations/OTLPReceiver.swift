@@ -84,66 +84,6 @@ final class OTLPReceiver: Sendable {
     }
 }
 
-/// Buffered reads from a blocking socket.
-private struct SocketReader {
-    let descriptor: Int32
-    var buffer: [UInt8] = []
-
-    /// Reads more; false at the end of the stream or on an error.
-    private mutating func fill() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            if count > 0 {
-                buffer += chunk[0..<count]
-                return true
-            }
-            if count < 0 && errno == EINTR { continue }
-            return false
-        }
-    }
-
-    private mutating func line(terminator: [UInt8]) -> [UInt8]? {
-        while true {
-            if let range = buffer.firstRange(of: terminator) {
-                let line = Array(buffer[..<range.lowerBound])
-                buffer.removeSubrange(..<range.upperBound)
-                return line
-            }
-            guard fill() else { return nil }
-        }
-    }
-
-    /// The request line and headers, without the blank line.
-    mutating func readHead() -> String? {
-        line(terminator: Array("\r\n\r\n".utf8)).map { String(decoding: $0, as: UTF8.self) }
-    }
-
-    mutating func read(count: Int) -> [UInt8]? {
-        while buffer.count < count {
-            guard fill() else { return nil }
-        }
-        let bytes = Array(buffer[..<count])
-        buffer.removeSubrange(..<count)
-        return bytes
-    }
-
-    mutating func readChunkedBody() -> [UInt8]? {
-        var body: [UInt8] = []
-        while true {
-            guard let sizeLine = line(terminator: Array("\r\n".utf8)) else { return nil }
-            let sizeText = String(decoding: sizeLine, as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else { return nil }
-            if size == 0 {
-                _ = line(terminator: Array("\r\n".utf8))  // no trailers are sent
-                return body
-            }
-            guard let chunk = read(count: size), read(count: 2) != nil else { return nil }
-            body += chunk
-        }
-    }
-}
-
 /// A span as an OTLP/JSON export request carries it.
 struct ReceivedSpan: Sendable, CustomStringConvertible {
     var traceID: String

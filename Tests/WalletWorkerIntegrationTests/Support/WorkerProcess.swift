@@ -340,59 +340,24 @@ func httpGet(port: Int, path: String) throws -> HTTPResponse {
     let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
     let sent = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     guard sent == request.count else { throw ChildProcessError("send to 127.0.0.1:\(port) failed") }
-    var received: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-        if count > 0 {
-            received += buffer[0..<count]
-        } else if count == 0 {
-            break
-        } else if errno == EINTR {
-            continue
-        } else {
-            throw ChildProcessError("reading from 127.0.0.1:\(port): \(String(cString: strerror(errno)))")
-        }
+    var reader = SocketReader(descriptor: descriptor)
+    let head = reader.readHead()
+    if let errorNumber = reader.failure {
+        throw ChildProcessError("reading from 127.0.0.1:\(port): \(String(cString: strerror(errorNumber)))")
     }
-    let text = String(decoding: received, as: UTF8.self)
-    guard let headerEnd = text.range(of: "\r\n\r\n") else {
+    guard let head else {
+        let text = String(decoding: reader.buffer, as: UTF8.self)
         throw ChildProcessError("not an HTTP response from 127.0.0.1:\(port): \(text.prefix(200))")
     }
-    let statusLine = text[..<headerEnd.lowerBound].split(separator: "\r\n").first ?? ""
+    let statusLine = head.split(separator: "\r\n").first ?? ""
     let parts = statusLine.split(separator: " ")
     guard parts.count >= 2, let status = Int(parts[1]) else {
         throw ChildProcessError("bad status line from 127.0.0.1:\(port): \(statusLine)")
     }
-    let headers = text[..<headerEnd.lowerBound].lowercased()
-    guard headers.contains("\r\ntransfer-encoding: chunked") else {
-        return HTTPResponse(status: status, body: String(text[headerEnd.upperBound...]))
+    let chunked = head.lowercased().contains("\r\ntransfer-encoding: chunked")
+    guard let body = chunked ? reader.readChunkedBody() : reader.readToEnd() else {
+        let why = reader.failure.map { String(cString: strerror($0)) } ?? "a chunked body cut short or malformed"
+        throw ChildProcessError("reading the body from 127.0.0.1:\(port): \(why)")
     }
-    // The chunks are cut by bytes, perhaps inside a character: decoded from the bytes received, not from `text`.
-    let bodyStart = text.utf8.distance(from: text.startIndex, to: headerEnd.upperBound)
-    guard let data = dechunked(received[bodyStart...]) else {
-        throw ChildProcessError("a chunked body from 127.0.0.1:\(port) that does not parse: \(text.prefix(300))")
-    }
-    return HTTPResponse(status: status, body: String(decoding: data, as: UTF8.self))
-}
-
-/// A chunked body's data (RFC 9112, 7.1: a hexadecimal size line, the chunk and CRLF, until a chunk of size 0), or
-/// nil when it is cut short or malformed. Prometheus sends its larger API answers this way.
-func dechunked(_ body: ArraySlice<UInt8>) -> [UInt8]? {
-    var data: [UInt8] = []
-    var position = body.startIndex
-    while true {
-        guard let lineEnd = body[position...].firstIndex(of: UInt8(ascii: "\r")),
-            body[lineEnd...].starts(with: [13, 10])
-        else { return nil }
-        let sizeLine = String(decoding: body[position..<lineEnd], as: UTF8.self)
-        let sizeField = sizeLine.split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
-        guard let size = Int(sizeField.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else { return nil }
-        if size == 0 { return data }
-        let chunkStart = lineEnd + 2
-        guard body.endIndex - chunkStart >= size + 2, body[(chunkStart + size)...].starts(with: [13, 10]) else {
-            return nil
-        }
-        data += body[chunkStart..<(chunkStart + size)]
-        position = chunkStart + size + 2
-    }
+    return HTTPResponse(status: status, body: String(decoding: body, as: UTF8.self))
 }
