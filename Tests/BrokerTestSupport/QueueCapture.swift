@@ -120,6 +120,29 @@ public final class QueueCapture<Record: Sendable>: Sendable {
                 + snapshot.suffix(10).map { "  " + Self.summary($0) }.joined(separator: "\n"))
     }
 
+    /// Every record of what the queue held when this was called, and nothing that arrived after: publishes a marker
+    /// straight to the queue (the default exchange, `messageID` `capture-marker.<random>`) and waits for it. A queue
+    /// gives its messages to its one consumer in order, so once the marker is in, everything enqueued before it is
+    /// too: "nothing more came" is an event, not a window of guessed length. `messageID` reads a record's message
+    /// id. What is returned leaves out every marker; `messages` keeps them, in the order they arrived.
+    public func recordsBeforeAMarker(messageID: (Record) -> String?) async throws -> [Record] {
+        let marker = Self.markerPrefix + String(UInt64.random(in: 0...UInt64.max))
+        try await channel.publishUnconfirmed(
+            AMQPOutboundMessage(
+                exchange: "", routingKey: queue, body: [], properties: AMQPMessageProperties(messageID: marker)))
+        var searched = 0
+        while true {
+            try await waitFor(searched + 1, "the marker published to '\(queue)' after what it held")
+            let (found, count) = firstIndex(from: searched) { messageID($0) == marker }
+            if let found {
+                return messages[..<found].filter { !(messageID($0)?.hasPrefix(Self.markerPrefix) ?? false) }
+            }
+            searched = count
+        }
+    }
+
+    private static var markerPrefix: String { "capture-marker." }
+
     /// What `waitFor` waits on: how many records arrived, and whether the consumer failed.
     private struct Progress: Sendable {
         var count: Int
@@ -147,6 +170,11 @@ extension QueueCapture where Record == CapturedMessage {
         try await start(queue: queue, on: connection, acknowledgement: acknowledgement) {
             CapturedMessage(queue: queue, $0)
         }
+    }
+
+    /// Every message the queue held when this was called (`recordsBeforeAMarker`).
+    public func messagesBeforeAMarker() async throws -> [CapturedMessage] {
+        try await recordsBeforeAMarker(messageID: \.messageID)
     }
 
     /// Consumes (and acknowledges) every message ready in `queue` until it has been empty for `quiet`; returns them

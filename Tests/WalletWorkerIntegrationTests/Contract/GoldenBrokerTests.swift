@@ -160,8 +160,12 @@ struct GoldenBrokerTests {
                 json: #"{"action":"golden.sentinel"}"#, messageID: "\(environment.prefix).sentinel")
             try await environment.publish(sentinel)
             let all = try await capture.results.waitFor(primaryEnd + 1, "the sentinel after \(golden.name)")
-            try await Task.sleep(for: .milliseconds(30))
-            let finalPrimaries = capture.results.messages
+            // What each queue holds now, up to a marker published behind it: anything the steps still caused would
+            // be there (the worker published it, confirmed, before the sentinel's result).
+            let finalPrimaries = try await capture.results.messagesBeforeAMarker()
+            var finalReplies: [String: [CapturedMessage]] = [:]
+            for (name, queue) in capture.replies { finalReplies[name] = try await queue.messagesBeforeAMarker() }
+            let deadMessages = try await deadLetters.messagesBeforeAMarker()
             if finalPrimaries.count != primaryEnd + 1
                 || all[primaryEnd].properties.messageID != "\(environment.prefix).sentinel/0"
             {
@@ -169,26 +173,25 @@ struct GoldenBrokerTests {
                     "results: expected \(primaryEnd) then the sentinel's, got \(finalPrimaries.count): "
                         + finalPrimaries.map(\.summary).joined(separator: "\n  "))
             }
-            for (name, end) in replyEnds where capture.replies[name]?.count != end {
+            for (name, end) in replyEnds where finalReplies[name]?.count != end {
                 differences.append(
-                    "reply queue for \(name): expected \(end) copies, got \(capture.replies[name]?.count ?? -1)")
+                    "reply queue for \(name): expected \(end) copies, got \(finalReplies[name]?.count ?? -1)")
             }
             // Copies of results of steps that route said published none to this queue.
             for (_, queue) in replyNames where replyEnds[queue] == nil {
-                if let count = capture.replies[queue]?.count, count > 0 {
+                if let count = finalReplies[queue]?.count, count > 0 {
                     differences.append("reply queue \(queue): \(count) unexpected copies")
                 }
             }
-            if deadLetters.count != deadEnd {
+            if deadMessages.count != deadEnd {
                 differences.append(
-                    "dead-letter queue: expected \(deadEnd), got \(deadLetters.count): "
-                        + deadLetters.messages.map(\.summary).joined(separator: "\n  "))
+                    "dead-letter queue: expected \(deadEnd), got \(deadMessages.count): "
+                        + deadMessages.map(\.summary).joined(separator: "\n  "))
             }
 
             // Compare step by step.
             var replyCursor: [String: Int] = [:]
             var deadCursor = 0
-            let deadMessages = deadLetters.messages
             for (index, step) in steps.enumerated() {
                 let route = routed[index]
                 let tag = "step \(index)\(step.note.map { " (\($0))" } ?? "")"
@@ -210,7 +213,7 @@ struct GoldenBrokerTests {
                     let queue = result.routingKey
                     let cursor = replyCursor[queue, default: 0]
                     replyCursor[queue] = cursor + 1
-                    guard let copies = capture.replies[queue]?.messages, cursor < copies.count,
+                    guard let copies = finalReplies[queue], cursor < copies.count,
                         let primary = lastPrimary
                     else {
                         differences.append(

@@ -293,9 +293,11 @@ final class HostileFuzzRun: @unchecked Sendable {
         checkLogStaysReadable(metrics, over: ContinuousClock.now - started)
         let workLeft = try await environment.messageCount(environment.topology.workQueue)
         let retryLeft = try await environment.messageCount(environment.topology.retryQueue)
-        try await Task.sleep(for: .milliseconds(200))
-        let allResults = results.messages
-        let allDeadLetters = deadLetters.messages
+        // Everything the worker published is confirmed, so in its queue: a marker behind it ends the wait.
+        let allResults = try await results.recordsBeforeAMarker(messageID: \.messageID)
+        let allDeadLetters = try await deadLetters.recordsBeforeAMarker {
+            $0.messageID.map { String(decoding: $0, as: UTF8.self) }
+        }
         if let failure = results.failure ?? deadLetters.failure { fail("a capture consumer failed: \(failure)") }
         await results.stop()
         await deadLetters.stop()

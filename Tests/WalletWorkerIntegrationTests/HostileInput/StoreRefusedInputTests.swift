@@ -63,9 +63,10 @@ struct StoreRefusedInputTests {
                     #expect(replenished?.string("outcome") == "replenished", "\(replenished?.summary ?? "none")")
                 }
 
-                // Exactly one dead letter: the original, untouched, with the store's refusal.
-                try await Task.sleep(for: .milliseconds(200))
-                #expect(deadLetters.count == 1, "dead letters: \(deadLetters.messages.map(\.summary))")
+                // Exactly one dead letter: the original, untouched, with the store's refusal. The sentinel's result
+                // is in, so whatever the worker dead-lettered before it is in the queue, ahead of a marker.
+                let allLetters = try await deadLetters.messagesBeforeAMarker()
+                #expect(allLetters.count == 1, "dead letters: \(allLetters.map(\.summary))")
                 let letter = try #require(letters.first)
                 #expect(letter.properties.messageID == "poison")
                 #expect(letter.body == poison.body)
