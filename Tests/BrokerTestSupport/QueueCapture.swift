@@ -120,11 +120,12 @@ public final class QueueCapture<Record: Sendable>: Sendable {
                 + snapshot.suffix(10).map { "  " + Self.summary($0) }.joined(separator: "\n"))
     }
 
-    /// Every record of what the queue held when this was called, and nothing that arrived after: publishes a marker
-    /// straight to the queue (the default exchange, `messageID` `capture-marker.<random>`) and waits for it. A queue
-    /// gives its messages to its one consumer in order, so once the marker is in, everything enqueued before it is
-    /// too: "nothing more came" is an event, not a window of guessed length. `messageID` reads a record's message
-    /// id. What is returned leaves out every marker; `messages` keeps them, in the order they arrived.
+    /// Every record captured so far, what the queue still held when this was called included, and nothing enqueued
+    /// after: publishes a marker straight to the queue (the default exchange, `messageID` `capture-marker.<random>`)
+    /// and waits for it. A queue gives its messages to its one consumer in order, so once the marker is in,
+    /// everything enqueued before it is too: "nothing more came" is an event, not a window of guessed length.
+    /// `messageID` reads a record's message id. What is returned leaves out every marker; `messages` keeps them, in
+    /// the order they arrived.
     public func recordsBeforeAMarker(messageID: (Record) -> String?) async throws -> [Record] {
         let marker = Self.markerPrefix + String(UInt64.random(in: 0...UInt64.max))
         try await channel.publishUnconfirmed(
@@ -172,7 +173,7 @@ extension QueueCapture where Record == CapturedMessage {
         }
     }
 
-    /// Every message the queue held when this was called (`recordsBeforeAMarker`).
+    /// Every message captured so far and still in the queue when this was called (`recordsBeforeAMarker`).
     public func messagesBeforeAMarker() async throws -> [CapturedMessage] {
         try await recordsBeforeAMarker(messageID: \.messageID)
     }
