@@ -39,6 +39,12 @@ public final class CapturedLog: Sendable {
         await watchers.wait(until: { $0.contains { $0.contains(text) } }, current: { texts })
     }
 
+    /// Waits until `count` lines' texts contain `text` (or the task is cancelled: a test's time limit).
+    public func waitFor(_ text: String, count: Int) async {
+        // The waiters are handed only the newest line: the count is read from all of them.
+        await watchers.wait(until: { _ in self.texts.count { $0.contains(text) } >= count }, current: { texts })
+    }
+
     fileprivate func append(_ line: Line) {
         lines.withLock { $0.append(line) }
         // Lines are only ever added: a waiter saw the earlier ones when it began, so the new one is all it needs.

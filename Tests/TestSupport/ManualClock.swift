@@ -93,6 +93,12 @@ public final class ManualClock: Clock, Sendable {
         await waitForSleepers { $0.contains { predicate($0.offset) } }
     }
 
+    /// Waits until at least `count` sleepers are due at most `delay` from now.
+    public func waitForSleepers(atLeast count: Int, dueWithin delay: Duration) async {
+        let limit = now.offset + delay
+        await waitForSleepers { $0.count { $0.offset <= limit } >= count }
+    }
+
     /// Waits for a sleeper due at most `delay` from now, then advances the clock to its deadline (the earliest such).
     public func advanceToTimer(atMost delay: Duration) async {
         let limit = now.offset + delay

@@ -49,14 +49,22 @@ struct DeliveryLifecycle: Sendable {
         /// The waits before each trial of paused results: doubling from 5 s up to 60 s (MassTransit's kill switch
         /// restarts after one minute).
         var resultsTrialBackoff = ProbeBackoff(first: .seconds(5), longest: .seconds(60))
-        /// How long a session that follows a failed one waits, at most, for the broker to drop the failed one's
-        /// consumer before it consumes (`ConsumerRelease.bound(heartbeat:)`); nil: it consumes at once.
-        var consumerReleaseBound: Duration?
+        /// Whether the refused deliveries are held through a results pause, their results published again at each
+        /// trial, instead of given back at the pause and taken again by each trial. On a quorum work queue every
+        /// give-back counts toward the delivery limit: a pause of more than `deliveryLimit` failed trials would have
+        /// the broker dead-letter the messages at the head of the queue. Held, they are given back once per
+        /// `giveBackAfter` at most. Default: for quorum queues only (a classic queue counts nothing, and the pause
+        /// gives back what it holds, CONTRACT.md §8).
+        var holdsRefusedThroughAPause: Bool
 
         init(topology: Topology, retry: RetrySchedule) {
             self.topology = topology
             self.retry = retry
+            holdsRefusedThroughAPause = topology.workQueueType == .quorum
         }
+        /// How long a session that follows a failed one waits, at most, for the broker to drop the failed one's
+        /// consumer before it consumes (`ConsumerRelease.bound(heartbeat:)`); nil: it consumes at once.
+        var consumerReleaseBound: Duration?
     }
 
     struct SessionID: Hashable, Sendable, CustomStringConvertible {
@@ -359,9 +367,12 @@ struct DeliveryLifecycle: Sendable {
                 resumeResults(after: after, gaveBack: gaveBack, now: now, &actions)
                 return actions
             }
-            if session.course.isGivingBackForTheResults {
-                // Published before the pause: what was refused goes back with the rest, not to the retry queue.
-                handBackRefused(&session, at: index, plans, failures, now: now, &actions)
+            if session.course.isGivingBackForTheResults,
+                !(configuration.holdsRefusedThroughAPause && results.isTrying)
+            {
+                // Published before the pause: what was refused goes back with the rest (or is held through the
+                // pause), not to the retry queue. Held results published again in a trial are its evidence.
+                keepOrHandBackRefused(&session, at: index, plans, failures, now: now, &actions)
                 advance(&session, now: now, &actions)
                 putSession(session)
                 return actions
@@ -385,7 +396,7 @@ struct DeliveryLifecycle: Sendable {
                 guard var again = takeSession(id),
                     let current = again.batches.firstIndex(where: { $0.id == batchID })
                 else { return actions }
-                handBackRefused(&again, at: current, plans, failures, now: now, &actions)
+                keepOrHandBackRefused(&again, at: current, plans, failures, now: now, &actions)
                 advance(&again, now: now, &actions)
                 putSession(again)
                 return actions
@@ -449,8 +460,19 @@ struct DeliveryLifecycle: Sendable {
             guard results.trialBegins(deadline: deadline) else { return [] }
             timers[deadline] = .resultsTrialDeadline
             actions.append(.startTimer(deadline, after: configuration.resultsKillSwitch.window))
-            actions.append(.report(.trialBegan(.results, attempt: results.attempt ?? 1)))
+            let held = pipelines.reduce(0) { $0 + ($1.session?.heldForResults ?? 0) }
+            actions.append(.report(.trialBegan(.results, attempt: results.attempt ?? 1, held: held)))
             killSwitch.reset()
+            var publishedHeld = false
+            for index in pipelines.indices {
+                guard var session = pipelines[index].session else { continue }
+                pipelines[index].session = nil
+                if publishHeldResults(&session, &actions) { publishedHeld = true }
+                putSession(session)
+            }
+            // What is held is the trial: consuming beside it would take deliveries only to give them back (one
+            // count each toward a quorum queue's delivery limit) if it fails. The others connect when it resumes.
+            guard !publishedHeld else { break }
             for index in pipelines.indices where pipelines[index].phase == .waitingForResults {
                 pipelines[index].phase = .active
                 connect(index, after: .zero, &actions)
@@ -460,6 +482,22 @@ struct DeliveryLifecycle: Sendable {
                 return []
             }
             resumeResults(after: after, gaveBack: gaveBack, now: now, &actions)
+        case .giveBackHeldResults(let id):
+            guard var session = takeSession(id) else { return [] }
+            guard session.heldResultsTimer == timer else {
+                putSession(session)
+                return []
+            }
+            session.heldResultsTimer = nil
+            if !session.course.hasEnded, let oldest = session.oldestHeldForResults {
+                let held = now - oldest
+                if held >= configuration.giveBackAfter {
+                    giveBackHeldResults(&session, heldFor: held, now: now, &actions)
+                } else {
+                    armHeldResultsGiveBack(&session, now: now, &actions)
+                }
+            }
+            putSession(session)
         case .giveBack(let id):
             guard var session = takeSession(id) else { return [] }
             guard session.giveBackTimer == timer else {
@@ -822,7 +860,7 @@ struct DeliveryLifecycle: Sendable {
             giveBackForTheStop(&session, now: now, &actions)
         }
         // Before anything is requeued: the broker must not deliver it again to this consumer.
-        if !session.isShard, !session.course.consumerHasEnded {
+        if !session.isShard, session.course.requestCancel() {
             actions.append(.cancelConsumer(session.id))
         }
         for batch in session.batches {
@@ -850,14 +888,33 @@ struct DeliveryLifecycle: Sendable {
     ) {
         session.course.takeNoMore(.heldForTheStore(heldFor))
         let count = session.batches.filter(\.isUncommitted).reduce(0) { $0 + $1.deliveries.count }
-        actions.append(.report(.givingBack(session.id, deliveries: count, heldFor: heldFor)))
+        actions.append(.report(.givingBack(session.id, deliveries: count, heldFor: heldFor, cause: .store)))
         abandonUncommitted(&session, now: now, &actions)
         finishIfDone(&session, &actions)
     }
 
-    /// Batches with nothing committed leave the session unsettled: the consume channel's close returns them.
+    /// What a session held through a results pause has been held for long: it goes back to the queue before the
+    /// broker's consumer timeout (one count toward a quorum queue's delivery limit), with the channel's close.
+    private mutating func giveBackHeldResults(
+        _ session: inout Session, heldFor: Duration, now: Duration, _ actions: inout [LifecycleAction]
+    ) {
+        actions.append(
+            .report(.givingBack(session.id, deliveries: session.heldForResults, heldFor: heldFor, cause: .results)))
+        session.course.takeNoMore(.pausedForResults)
+        while let index = session.batches.firstIndex(where: {
+            if case .heldForResults = $0.phase { true } else { false }
+        }) {
+            guard case .heldForResults(let plans, let failures) = session.batches[index].phase else { break }
+            handBackRefused(&session, at: index, plans, failures, now: now, &actions)
+        }
+        finishIfDone(&session, &actions)
+    }
+
+    /// Batches with nothing committed leave the session unsettled: the consume channel's close returns them. Those
+    /// held for a trial's verdict are settled but for their refused deliveries, which go back too, or, when
+    /// `keepingRefused`, stay held through the pause (`holdRefused`).
     private mutating func abandonUncommitted(
-        _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
+        _ session: inout Session, keepingRefused: Bool = false, now: Duration, _ actions: inout [LifecycleAction]
     ) {
         let reason = session.course.handBackReason
         var given = 0
@@ -868,6 +925,18 @@ struct DeliveryLifecycle: Sendable {
                 .report(.ended(batch.deliveries.map { end($0, session.id, .requeued(reason: reason), now) })))
             return true
         }
+        if session.course.isGivingBackForTheResults { results.gaveBack(given) }
+        if keepingRefused {
+            // Held for a trial's verdict that will not come now: what was taken is settled, the refused stay held.
+            for index in session.batches.indices {
+                guard case .heldForResults(let plans, let failures) = session.batches[index].phase,
+                    failures.count < session.batches[index].deliveries.count
+                else { continue }
+                holdRefused(&session, at: index, plans, failures, now: now, &actions)
+            }
+            armHeldResultsGiveBack(&session, now: now, &actions)
+            return
+        }
         // Held for a trial's verdict that will not come now: what was taken is settled, what was refused goes back.
         while let index = session.batches.firstIndex(where: {
             if case .heldForResults = $0.phase { true } else { false }
@@ -875,7 +944,6 @@ struct DeliveryLifecycle: Sendable {
             guard case .heldForResults(let plans, let failures) = session.batches[index].phase else { break }
             handBackRefused(&session, at: index, plans, failures, now: now, &actions)
         }
-        if session.course.isGivingBackForTheResults { results.gaveBack(given) }
     }
 
     private mutating func fail(with error: any Error, now: Duration, _ actions: inout [LifecycleAction]) {
@@ -1069,7 +1137,13 @@ struct DeliveryLifecycle: Sendable {
         guard session.course.isConsuming, !session.course.stopRequested, !session.course.isGivingBackForTheStore
         else { return }
         session.course.takeNoMore(.pausedForResults)
-        abandonUncommitted(&session, now: now, &actions)
+        let holds = configuration.holdsRefusedThroughAPause
+        abandonUncommitted(&session, keepingRefused: holds, now: now, &actions)
+        if holds, !session.isShard, !session.batches.isEmpty, session.course.requestCancel() {
+            // It stays open for what it holds: the broker must send nothing more meanwhile. (A shard keeps its
+            // consumer: cancelled, it would hand the shard to a standby with its head held here.)
+            actions.append(.cancelConsumer(session.id))
+        }
     }
 
     /// A trial found the results taken: the pause ends, and what was held for the verdict is retried message by
@@ -1090,6 +1164,11 @@ struct DeliveryLifecycle: Sendable {
             }
             advance(&session, now: now, &actions)
             putSession(session)
+        }
+        // Pipelines that held nothing waited while the held results were tried (`publishHeldResults`).
+        for index in pipelines.indices where pipelines[index].phase == .waitingForResults {
+            pipelines[index].phase = .active
+            connect(index, after: .zero, &actions)
         }
     }
 
@@ -1125,6 +1204,74 @@ struct DeliveryLifecycle: Sendable {
             .publish(
                 session.id, republish, tags: second.map { session.batches[index].deliveries[$0.index].tag },
                 plans: second.map(\.plan)))
+    }
+
+    /// A batch whose publish is done while its session pauses for the results: its refused deliveries are held through
+    /// the pause when the configuration says so (`holdRefused`), else handed back (`handBackRefused`). A session that
+    /// stops, or gives back for the store, hands them back.
+    private mutating func keepOrHandBackRefused(
+        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], _ failures: [PublishFailure], now: Duration,
+        _ actions: inout [LifecycleAction]
+    ) {
+        if configuration.holdsRefusedThroughAPause, session.course.isGivingBackForTheResults,
+            !session.course.stopRequested, results.isPaused || results.isTrying
+        {
+            holdRefused(&session, at: index, plans, failures, now: now, &actions)
+            armHeldResultsGiveBack(&session, now: now, &actions)
+        } else {
+            handBackRefused(&session, at: index, plans, failures, now: now, &actions)
+        }
+    }
+
+    /// A batch whose results were refused while the worker pauses for them: what was taken is acknowledged; the
+    /// refused deliveries stay, unsettled, as a batch of their own with their plans, for the next trial to publish
+    /// again (`publishHeldResults`). Given back, each would count toward a quorum queue's delivery limit once per
+    /// trial.
+    private mutating func holdRefused(
+        _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], _ failures: [PublishFailure], now: Duration,
+        _ actions: inout [LifecycleAction]
+    ) {
+        let batch = session.batches[index]
+        let refused = failures.map(\.index)
+        let held = Batch(
+            id: batch.id, deliveries: refused.map { batch.deliveries[$0] }, isSuspect: batch.isSuspect,
+            phase: .heldForResults(
+                refused.map { plans[$0] },
+                failures: failures.enumerated().map { position, failure in
+                    PublishFailure(index: position, reason: failure.reason, isPermanent: failure.isPermanent)
+                }))
+        // Removes the batch, acknowledging what was taken; the refused stay unsettled in `unsettled`.
+        settle(&session, at: index, plans, requeue: refused, handBack: true, now: now, &actions)
+        session.batches.insert(held, at: index)
+    }
+
+    /// A trial begins: each batch a session holds through the pause publishes its recorded results again, the same
+    /// plans byte for byte; its confirms are the trial's evidence (`confirmsArrived`). True when anything was held.
+    private mutating func publishHeldResults(_ session: inout Session, _ actions: inout [LifecycleAction]) -> Bool {
+        var published = false
+        for index in session.batches.indices {
+            guard case .heldForResults(let plans, let failures) = session.batches[index].phase,
+                failures.count == session.batches[index].deliveries.count
+            else { continue }
+            let publish = PublishID(value: nextID())
+            session.batches[index].phase = .publishing(publish, plans)
+            actions.append(
+                .publish(session.id, publish, tags: session.batches[index].deliveries.map(\.tag), plans: plans))
+            published = true
+        }
+        return published
+    }
+
+    /// Arms the timer that gives back what a session holds through a results pause before the broker's consumer
+    /// timeout (as `armGiveBack` does for the store).
+    private mutating func armHeldResultsGiveBack(
+        _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
+    ) {
+        guard session.heldResultsTimer == nil, !session.course.hasEnded, let oldest = session.oldestHeldForResults
+        else { return }
+        let remaining = oldest + configuration.giveBackAfter - now
+        session.heldResultsTimer = startTimer(
+            .giveBackHeldResults(session.id), after: max(remaining, .zero), &actions)
     }
 
     /// A batch whose publish is done while its session takes no more: what was taken is acknowledged, the
@@ -1242,6 +1389,8 @@ extension DeliveryLifecycle {
         /// Connecting, consuming (taking work or handing back), ended.
         var course = SessionCourse()
         var giveBackTimer: TimerID?
+        /// Gives back the deliveries held through a results pause before the broker's consumer timeout.
+        var heldResultsTimer: TimerID?
         /// Not yet settled, in arrival order.
         var batches: [Batch] = []
         var unsettled = UnsettledTags()
@@ -1255,6 +1404,20 @@ extension DeliveryLifecycle {
         var oldestUncommitted: Duration? {
             batches.first(where: \.isUncommitted)?.deliveries.first?.receivedAt
         }
+
+        /// When the oldest delivery held for the results' verdict arrived.
+        var oldestHeldForResults: Duration? {
+            batches.lazy.compactMap { batch -> Duration? in
+                if case .heldForResults = batch.phase { batch.deliveries.first?.receivedAt } else { nil }
+            }.min()
+        }
+
+        /// Deliveries held for the results' verdict.
+        var heldForResults: Int {
+            batches.reduce(0) { count, batch in
+                if case .heldForResults = batch.phase { count + batch.deliveries.count } else { count }
+            }
+        }
     }
 
     enum TimerPurpose: Sendable {
@@ -1262,6 +1425,8 @@ extension DeliveryLifecycle {
         case requeue(SessionID, BatchID)
         case probeStore
         case giveBack(SessionID)
+        /// The deliveries a session holds through a results pause have been held for `giveBackAfter`.
+        case giveBackHeldResults(SessionID)
         /// The paused results' next trial begins.
         case resultsTrial
         /// A trial of the results saw no verdict in its window: it resumes.

@@ -98,13 +98,15 @@ enum LifecycleEvent: Sendable {
     case storeOutageBegan(error: StoreError)
     /// The store answers its check again: held batches are stored, paused pipelines consume.
     case storeOutageEnded(after: Duration)
-    /// Deliveries held for the store for long are given back to their queue before the broker's consumer timeout.
-    case givingBack(DeliveryLifecycle.SessionID, deliveries: Int, heldFor: Duration)
+    /// Deliveries held for long, for the store or through a results pause, are given back to their queue before the
+    /// broker's consumer timeout.
+    case givingBack(DeliveryLifecycle.SessionID, deliveries: Int, heldFor: Duration, cause: PauseCause)
     /// A dependency failed every message (`ResultsKillSwitch` tripped): the pipelines give back what they hold and
     /// take no more. `trial` is nil when the pause begins, else the trial that failed; the next is in `nextTrial`.
     case paused(PauseCause, reason: String, failedTrial: Int?, nextTrial: Duration)
-    /// The pause's trial `attempt` begins: the pipelines consume again, and the first results taken end the pause.
-    case trialBegan(PauseCause, attempt: Int)
+    /// The pause's trial `attempt` begins: the results of the `held` deliveries held through the pause are published
+    /// again, or, with none held, the pipelines consume again; the first results taken end the pause.
+    case trialBegan(PauseCause, attempt: Int, held: Int)
     /// The pause ended after `after`; `gaveBack` deliveries were given back during it.
     case resumed(PauseCause, after: Duration, gaveBack: Int)
     /// Deliveries whose retry or dead-letter publish failed too wait `delay` before they are requeued.

@@ -40,6 +40,8 @@ struct SessionCourse: Sendable, Equatable {
         var stopRequested: Bool
         /// The consumer's sequence ended (cancelled on request, or by the broker without an error).
         var consumerEnded = false
+        /// `cancelConsumer` was sent.
+        var cancelRequested = false
         /// Set once the session takes nothing more.
         var handBack: HandBack?
     }
@@ -156,6 +158,17 @@ struct SessionCourse: Sendable, Equatable {
         guard case .consuming(var consuming) = state else { return }
         consuming.consumerEnded = true
         state = .consuming(consuming)
+    }
+
+    /// The consumer is to be cancelled: true the first time, while its sequence has not ended (one `basic.cancel`
+    /// per consumer, whether a stop or a pause asks for it).
+    mutating func requestCancel() -> Bool {
+        guard case .consuming(var consuming) = state, !consuming.consumerEnded, !consuming.cancelRequested else {
+            return false
+        }
+        consuming.cancelRequested = true
+        state = .consuming(consuming)
+        return true
     }
 
     /// The worker asks the session to stop. True when the stop must be applied now: the session consumes and was

@@ -183,7 +183,7 @@ extension LifecycleEvent {
         switch self {
         case .consuming(let id, _), .sessionEnded(let id, _, _), .sessionFailed(let id, _), .received(let id, _),
             .publishNotConfirmed(let id, _, _), .resultNotTaken(let id, _, _), .storingOneAtATime(let id, _, _),
-            .batchFailsWhileStoreAnswers(let id, _, _), .givingBack(let id, _, _), .requeueDelayed(let id, _, _):
+            .batchFailsWhileStoreAnswers(let id, _, _), .givingBack(let id, _, _, _), .requeueDelayed(let id, _, _):
             id
         case .ended(let ends):
             ends.first?.session

@@ -93,12 +93,17 @@ struct LifecycleObserver: Sendable {
             metrics.storeAvailable.set(1.0)
             metrics.paused[.store]?.set(0.0)
             logger.notice("the store answers again: consuming", metadata: ["outage": "\(DurationText.format(after))"])
-        case .givingBack(let session, let deliveries, let heldFor):
+        case .givingBack(let session, let deliveries, let heldFor, let cause):
             logger.warning(
-                """
-                the store has been out for long: giving the held deliveries back to the queue before the \
-                broker's consumer timeout, and pausing until it answers
-                """,
+                cause == .store
+                    ? """
+                    the store has been out for long: giving the held deliveries back to the queue before the \
+                    broker's consumer timeout, and pausing until it answers
+                    """
+                    : """
+                    the results have been refused for long: giving the deliveries held through the pause back to \
+                    the queue before the broker's consumer timeout
+                    """,
                 metadata: [
                     "deliveries": "\(deliveries)", "held": "\(DurationText.format(heldFor))", "session": "\(session)",
                 ])
@@ -115,13 +120,20 @@ struct LifecycleObserver: Sendable {
             } else {
                 logger.error(
                     """
-                    every message's results are refused: paused, giving back what is held and taking no more \
-                    until a trial finds them taken (nothing is dead-lettered for it)
+                    every message's results are refused: paused, taking no more until a trial finds them taken \
+                    (nothing is dead-lettered for it)
                     """, metadata: metadata)
             }
-        case .trialBegan(let cause, let attempt):
-            logger.notice(
-                "trying the results again: consuming", metadata: ["cause": "\(cause.rawValue)", "trial": "\(attempt)"])
+        case .trialBegan(let cause, let attempt, let held):
+            if held > 0 {
+                logger.notice(
+                    "trying the results again: publishing the results of the deliveries held through the pause",
+                    metadata: ["cause": "\(cause.rawValue)", "trial": "\(attempt)", "held": "\(held)"])
+            } else {
+                logger.notice(
+                    "trying the results again: consuming",
+                    metadata: ["cause": "\(cause.rawValue)", "trial": "\(attempt)"])
+            }
         case .resumed(let cause, let after, let gaveBack):
             health.paused(cause, false)
             metrics.paused[cause]?.set(0.0)

@@ -72,6 +72,8 @@ struct SimulatedWorld {
             topology: Topology(), retry: RetrySchedule(firstDelay: .seconds(1), longestDelay: .seconds(10), attempts: 3)
         )
         configuration.giveBackAfter = .seconds(30)
+        // Half the runs hold refused deliveries through a results pause (a quorum work queue's way).
+        configuration.holdsRefusedThroughAPause = seed % 2 == 1
         machine = DeliveryLifecycle(configuration: configuration, queues: queues, seed: seed)
     }
 

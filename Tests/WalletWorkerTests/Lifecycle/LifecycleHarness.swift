@@ -269,7 +269,7 @@ struct LifecycleHarness {
         case .ended(let ends): ends.map { "\($0.delivery.tag) \($0.fate.name)" }.joined(separator: "\n")
         case .storeOutageBegan: "outage began"
         case .storeOutageEnded: "outage ended"
-        case .givingBack(_, let count, _): "giving back \(count)"
+        case .givingBack(_, let count, _, _): "giving back \(count)"
         case .requeueDelayed(_, let count, _): "requeue delayed \(count)"
         case .sessionFailed: "session failed"
         case .reconnecting(_, let attempt, _): "reconnecting \(attempt)"
@@ -279,7 +279,7 @@ struct LifecycleHarness {
         case .paused(let cause, _, let failedTrial, _):
             failedTrial.map { "trial \($0) failed: paused for the \(cause.rawValue)" }
                 ?? "paused for the \(cause.rawValue)"
-        case .trialBegan(_, let attempt): "trial \(attempt)"
+        case .trialBegan(_, let attempt, _): "trial \(attempt)"
         case .resumed(_, _, let gaveBack): "resumed, gave back \(gaveBack)"
         case .received, .consuming, .sessionEnded, .publishNotConfirmed, .replyCopiesReturned: nil
         }
@@ -293,6 +293,7 @@ struct LifecycleHarness {
         case .requeue: "requeue"
         case .probeStore: "probe"
         case .giveBack: "give back"
+        case .giveBackHeldResults: "give back held results"
         case .resultsTrial: "results trial"
         case .resultsTrialDeadline: "trial deadline"
         }
