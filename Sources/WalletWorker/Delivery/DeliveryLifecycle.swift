@@ -27,6 +27,9 @@ import WalletStore
 ///   failing, the failure is the batch's own: it goes to the retry queue.
 /// - Deliveries whose results were not taken get a second publish (their retry copy or dead letter); those
 ///   confirmed are acknowledged at once, the rest requeued after a growing delay.
+/// - Results refused for every message pause the worker (`ResultsAvailability`): what it holds goes back and a trial
+///   consumes again later; on a quorum work queue, where each give-back counts toward the delivery limit, the refused
+///   deliveries are held instead and each trial publishes their results again (`holdsRefusedThroughAPause`).
 struct DeliveryLifecycle: Sendable {
     struct Configuration: Sendable {
         /// Exchange and queue names; each pipeline's retry queue is its `ConsumedQueue`'s.

@@ -61,7 +61,7 @@ enum SessionEnd: Sendable, Hashable {
     /// no session starts until the store answers.
     case pausedForStore
     /// The results are not taken (`ResultsAvailability`): held deliveries were given back, and no session starts
-    /// until a trial.
+    /// until a trial (or, after the deliveries held through the pause were settled, at once).
     case pausedForResults
     /// A broker or transport failure: everything unsettled is redelivered by the broker.
     case failed(error: String)
@@ -101,8 +101,8 @@ enum LifecycleEvent: Sendable {
     /// Deliveries held for long, for the store or through a results pause, are given back to their queue before the
     /// broker's consumer timeout.
     case givingBack(DeliveryLifecycle.SessionID, deliveries: Int, heldFor: Duration, cause: PauseCause)
-    /// A dependency failed every message (`ResultsKillSwitch` tripped): the pipelines give back what they hold and
-    /// take no more. `trial` is nil when the pause begins, else the trial that failed; the next is in `nextTrial`.
+    /// A dependency failed every message (`ResultsKillSwitch` tripped): the pipelines give back what they hold (or,
+    /// on a quorum work queue, hold what was refused) and take no more. `trial` is nil when the pause begins, else the trial that failed; the next is in `nextTrial`.
     case paused(PauseCause, reason: String, failedTrial: Int?, nextTrial: Duration)
     /// The pause's trial `attempt` begins: the results of the `held` deliveries held through the pause are published
     /// again, or, with none held, the pipelines consume again; the first results taken end the pause.

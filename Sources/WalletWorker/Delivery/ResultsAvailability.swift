@@ -4,8 +4,10 @@
 ///
 /// - `taking`: results are taken; a refusal is the message's own (retried, then dead-lettered).
 /// - `paused`: a failure every message meets. No pipeline consumes; everything held was given back (the results
-///   already recorded are published again by the replay when the messages come back). The trial waits for its
-///   timer, on a backoff that grows with each trial that fails.
+///   already recorded are published again by the replay when the messages come back), or, on a quorum work queue,
+///   the refused deliveries are held and the trial publishes their results again
+///   (`DeliveryLifecycle.Configuration.holdsRefusedThroughAPause`). The trial waits for its timer, on a backoff that
+///   grows with each trial that fails.
 /// - `trying`: the pipelines consume again. The first delivery whose results are taken ends the pause; refused
 ///   deliveries are held (not retried) meanwhile, and `activation` distinct ones refused, or a confirm timeout,
 ///   pause again. A trial that sees no verdict for a window resumes: one message's own refusal (the only one in the

@@ -4,14 +4,14 @@
 // queue again at each trial lost those messages to the dead-letter queue after `--delivery-limit` failed trials (about
 // 17 minutes at the default 20). The worker now holds them through the pause and publishes their results again at
 // each trial. The machine's rows: `DeliveryLifecycleHeldThroughPauseTests`; the executor's:
-// `ExecutorHeldThroughPauseTests`.
+// `ExecutorHeldThroughPauseTests`. In `LongRuns` (about 50 s of trial backoff): `Resilience` is the longer chain.
 import AMQPTransport
 import BrokerTestSupport
 import Foundation
 import TestSupport
 import Testing
 
-extension Resilience {
+extension LongRuns {
     @Suite("Results pause on a quorum work queue (delivery limit 2, three failed trials)", .timeLimit(.minutes(3)))
     struct QuorumPauseTests {
         @Test(

@@ -22,6 +22,7 @@ enum Resilience {}
 ///
 /// The reconnect order's end-to-end test (`ReconnectOrderTests`, two cases, 24-60 s) runs in this chain too: with it
 /// and the results pause's tests in `Resilience`, that chain took 409 s against 296 s in a loaded run (2026-11-29).
+/// The quorum pause's (`QuorumPauseTests`, about 50 s) runs here for the same reason.
 @Suite("Long runs", .serialized)
 enum LongRuns {}
 
