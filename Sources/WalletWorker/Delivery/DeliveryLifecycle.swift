@@ -59,6 +59,9 @@ struct DeliveryLifecycle: Sendable {
         /// `giveBackAfter` at most. Default: for quorum queues only (a classic queue counts nothing, and the pause
         /// gives back what it holds, CONTRACT.md §8).
         var holdsRefusedThroughAPause: Bool
+        /// How long the executor waits for a publish's confirms (`--confirm-timeout`): a trial that publishes held
+        /// results waits this long past its window for their verdict. Default: 10 s.
+        var confirmTimeout: Duration = .seconds(10)
 
         init(topology: Topology, retry: RetrySchedule) {
             self.topology = topology
@@ -100,6 +103,9 @@ struct DeliveryLifecycle: Sendable {
     private var lastID = 0
     private var timers: [TimerID: TimerPurpose] = [:]
     private var checks: [CheckID: CheckRequester] = [:]
+    /// The current trial publishes the results of deliveries held through the pause (`publishHeldResults`): their
+    /// confirms are its verdict, and no pipeline consumes until it comes.
+    private var trialPublishesHeld = false
 
     init(configuration: Configuration, queues: [ConsumedQueue], seed: UInt64) {
         self.configuration = configuration
@@ -266,7 +272,8 @@ struct DeliveryLifecycle: Sendable {
                 // nothing later overtakes it), not tried again.
                 session.course.takeNoMore()
                 session.batches[index].phase = .waiting
-                abandonUncommitted(&session, now: now, &actions)
+                abandonUncommitted(
+                    &session, keepingRefused: keepsRefused(session), now: now, &actions)
                 finishIfDone(&session, &actions)
                 putSession(session)
                 if failure.isOutage { beginOutage(failure, now: now, &actions) }
@@ -371,10 +378,11 @@ struct DeliveryLifecycle: Sendable {
                 return actions
             }
             if session.course.isGivingBackForTheResults,
-                !(configuration.holdsRefusedThroughAPause && results.isTrying)
+                !configuration.holdsRefusedThroughAPause || results.isPaused
             {
                 // Published before the pause: what was refused goes back with the rest (or is held through the
-                // pause), not to the retry queue. Held results published again in a trial are its evidence.
+                // pause), not to the retry queue. Held, while a trial is on it is the trial's evidence, and once
+                // the results are taken again a refusal is the message's own: both are judged below.
                 keepOrHandBackRefused(&session, at: index, plans, failures, now: now, &actions)
                 advance(&session, now: now, &actions)
                 putSession(session)
@@ -462,20 +470,26 @@ struct DeliveryLifecycle: Sendable {
             let deadline = TimerID(value: nextID())
             guard results.trialBegins(deadline: deadline) else { return [] }
             timers[deadline] = .resultsTrialDeadline
-            actions.append(.startTimer(deadline, after: configuration.resultsKillSwitch.window))
-            let held = pipelines.reduce(0) { $0 + ($1.session?.heldForResults ?? 0) }
+            let held =
+                configuration.holdsRefusedThroughAPause
+                ? pipelines.reduce(0) { $0 + ($1.session?.heldForResults ?? 0) } : 0
+            trialPublishesHeld = held > 0
+            // A trial of held results waits for their confirms, which come (or time out) within the confirm timeout.
+            let window = configuration.resultsKillSwitch.window
+            actions.append(.startTimer(deadline, after: held > 0 ? window + configuration.confirmTimeout : window))
             actions.append(.report(.trialBegan(.results, attempt: results.attempt ?? 1, held: held)))
             killSwitch.reset()
-            var publishedHeld = false
-            for index in pipelines.indices {
-                guard var session = pipelines[index].session else { continue }
-                pipelines[index].session = nil
-                if publishHeldResults(&session, &actions) { publishedHeld = true }
-                putSession(session)
-            }
             // What is held is the trial: consuming beside it would take deliveries only to give them back (one
             // count each toward a quorum queue's delivery limit) if it fails. The others connect when it resumes.
-            guard !publishedHeld else { break }
+            guard held == 0 else {
+                for index in pipelines.indices {
+                    guard var session = pipelines[index].session else { continue }
+                    pipelines[index].session = nil
+                    publishHeldResults(&session, &actions)
+                    putSession(session)
+                }
+                break
+            }
             for index in pipelines.indices where pipelines[index].phase == .waitingForResults {
                 pipelines[index].phase = .active
                 connect(index, after: .zero, &actions)
@@ -594,7 +608,8 @@ struct DeliveryLifecycle: Sendable {
         switch end {
         case .pausedForStore where store.isOut:
             pipelines[id.pipeline].phase = .waitingForStore
-        case .pausedForStore where results.isPaused, .pausedForResults where results.isPaused:
+        case .pausedForStore where results.isPaused, .pausedForResults where results.isPaused || trialPublishesHeld:
+            // During a trial of held results no pipeline consumes: it connects when the trial resumes.
             pipelines[id.pipeline].phase = .waitingForResults
         case .pausedForStore, .pausedForResults:
             connect(id.pipeline, after: .zero, &actions)
@@ -1101,6 +1116,13 @@ struct DeliveryLifecycle: Sendable {
             switch entry.outcome {
             case .delivered:
                 continue
+            case .refused(_, let reason) where trialPublishesHeld:
+                // Results refused at the pause and refused again: the dependency is still out, however few were
+                // held (a trial of held results consumes nothing that could add to the activation count). One
+                // message's own route, held alone, pauses the worker until the hold limit gives it back at most.
+                return .pause(
+                    cause: "the held deliveries' results were refused again in trial \(results.attempt ?? 1): \(reason)"
+                )
             case .confirmTimedOut(let reason):
                 return .pause(
                     cause: "the broker confirmed no result in time, in trial \(results.attempt ?? 1): \(reason)")
@@ -1118,6 +1140,7 @@ struct DeliveryLifecycle: Sendable {
     /// The kill switch tripped, or a trial failed: every consuming session gives back what it holds and takes no
     /// more, and the next trial waits for its timer.
     private mutating func pauseEveryPipeline(cause: String, now: Duration, _ actions: inout [LifecycleAction]) {
+        trialPublishesHeld = false
         let attempt = results.pause(now: now, cause: cause)
         let delay = configuration.resultsTrialBackoff.delay(attempt: attempt, using: &random)
         actions.append(
@@ -1155,6 +1178,7 @@ struct DeliveryLifecycle: Sendable {
         after: Duration, gaveBack: Int, now: Duration, _ actions: inout [LifecycleAction]
     ) {
         actions.append(.report(.resumed(.results, after: after, gaveBack: gaveBack)))
+        trialPublishesHeld = false
         killSwitch.reset()
         for index in pipelines.indices {
             guard var session = pipelines[index].session else { continue }
@@ -1216,14 +1240,19 @@ struct DeliveryLifecycle: Sendable {
         _ session: inout Session, at index: Int, _ plans: [DeliveryPlan], _ failures: [PublishFailure], now: Duration,
         _ actions: inout [LifecycleAction]
     ) {
-        if configuration.holdsRefusedThroughAPause, session.course.isGivingBackForTheResults,
-            !session.course.stopRequested, results.isPaused || results.isTrying
-        {
+        if keepsRefused(session) {
             holdRefused(&session, at: index, plans, failures, now: now, &actions)
             armHeldResultsGiveBack(&session, now: now, &actions)
         } else {
             handBackRefused(&session, at: index, plans, failures, now: now, &actions)
         }
+    }
+
+    /// Whether a session holds its refused deliveries through the pause rather than handing them back: on a quorum
+    /// work queue, while it pauses for the results (not stopping, not giving back for the store).
+    private func keepsRefused(_ session: Session) -> Bool {
+        configuration.holdsRefusedThroughAPause && session.course.isGivingBackForTheResults
+            && !session.course.stopRequested && (results.isPaused || results.isTrying)
     }
 
     /// A batch whose results were refused while the worker pauses for them: what was taken is acknowledged; the
@@ -1249,9 +1278,8 @@ struct DeliveryLifecycle: Sendable {
     }
 
     /// A trial begins: each batch a session holds through the pause publishes its recorded results again, the same
-    /// plans byte for byte; its confirms are the trial's evidence (`confirmsArrived`). True when anything was held.
-    private mutating func publishHeldResults(_ session: inout Session, _ actions: inout [LifecycleAction]) -> Bool {
-        var published = false
+    /// plans byte for byte; its confirms are the trial's evidence (`confirmsArrived`).
+    private mutating func publishHeldResults(_ session: inout Session, _ actions: inout [LifecycleAction]) {
         for index in session.batches.indices {
             guard case .heldForResults(let plans, let failures) = session.batches[index].phase,
                 failures.count == session.batches[index].deliveries.count
@@ -1260,9 +1288,7 @@ struct DeliveryLifecycle: Sendable {
             session.batches[index].phase = .publishing(publish, plans)
             actions.append(
                 .publish(session.id, publish, tags: session.batches[index].deliveries.map(\.tag), plans: plans))
-            published = true
         }
-        return published
     }
 
     /// Arms the timer that gives back what a session holds through a results pause before the broker's consumer

@@ -65,6 +65,7 @@ public final class NotificationWorker: Service {
             topology: configuration.topology, retry: configuration.retrySchedule)
         lifecycle.reconnectBackoff = configuration.reconnectBackoff
         lifecycle.giveBackAfter = configuration.storeHoldLimit
+        lifecycle.confirmTimeout = configuration.confirmTimeout
         lifecycle.consumerReleaseBound = ConsumerRelease.bound(heartbeat: configuration.heartbeat)
         lifecycle.resultsKillSwitch = ResultsKillSwitch.Settings(
             window: configuration.resultsPauseWindow, activation: configuration.resultsPauseActivation,

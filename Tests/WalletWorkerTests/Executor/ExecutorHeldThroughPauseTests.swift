@@ -9,7 +9,7 @@ import Testing
 /// channel with the consumer cancelled, and each trial publishes their recorded results again instead of
 /// reconnecting and taking the head of the queue once more (each give-back would count toward the queue's delivery
 /// limit). On the scripted broker and a clock turned by hand; the machine's rows are
-/// `DeliveryLifecycleHeldThroughPauseTests`, the broker's count `Resilience.QuorumPauseTests`.
+/// `DeliveryLifecycleHeldThroughPauseTests`, the broker's count `LongRuns.QuorumPauseTests`.
 @Suite("Executor: refused deliveries held through a results pause", .timeLimit(.minutes(1)))
 struct ExecutorHeldThroughPauseTests {
     private static let noRoute = AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE")

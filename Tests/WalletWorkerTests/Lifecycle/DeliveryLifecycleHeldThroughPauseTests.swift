@@ -135,6 +135,87 @@ struct DeliveryLifecycleHeldThroughPauseTests {
         #expect(h.invariants.violations == [])
     }
 
+    @Test func fewerHeldThanTheActivationCountStillFailATrial() {
+        var h = Self.harness()
+        // 1 and 2 are refused below the activation count (3): retried message by message.
+        h.receive([1, 2])
+        h.stored()
+        h.confirmed(Self.noRoute)
+        h.confirmed()
+        // 3 is the third distinct refusal: paused, and it alone is held.
+        h.receive([3])
+        h.stored()
+        #expect(h.confirmed(Self.noRoute).first == "paused for the results")
+        #expect(h.fire("results trial") == ["timer trial deadline", "trial 1", "publish 3×1"])
+        #expect(
+            h.confirmed(Self.noRoute) == ["trial 1 failed: paused for the results", "timer results trial"],
+            "refused again: still out, however few were held")
+        #expect(h.invariants.violations == [])
+    }
+
+    @Test func aTrialOfHeldResultsWaitsTheConfirmTimeoutPastItsWindow() {
+        var h = Self.holding()
+        h.fire("results trial")
+        #expect(h.delays("trial deadline") == [.seconds(20)], "the window (10 s) and the confirm timeout (10 s)")
+    }
+
+    @Test func aHeldDeliveryRefusedAfterTheResultsResumedIsRetriedNotGivenBack() {
+        var h = Self.harness(pipelines: 2)
+        h.session = DeliveryLifecycle.SessionID(pipeline: 1, number: 1)
+        h.receive([11, 12])
+        h.session = DeliveryLifecycle.SessionID(pipeline: 0, number: 1)
+        h.receive([1, 2, 3])
+        h.stored()
+        h.stored()
+        // Pipeline 0's refusals trip the switch; pipeline 1's come in while paused: both hold.
+        h.publishes.swapAt(0, 1)
+        #expect(h.confirmed(Self.noRoute).first == "paused for the results")
+        #expect(
+            h.confirmed(Self.noRoute) == ["timer give back held results"], "its consumer was cancelled at the pause")
+        #expect(
+            h.fire("results trial") == ["timer trial deadline", "trial 1", "publish 1×1,2×1,3×1", "publish 11×1,12×1"])
+        #expect(h.confirmed().contains("resumed, gave back 0"))
+        // Pipeline 1's refusal now is its messages' own: their retry copies, as for any message.
+        #expect(h.confirmed(returning: [12]) == ["publish 12×1"])
+        #expect(
+            h.confirmed() == ["settle ack ≤12", "11 processed", "12 retried", "end session paused for the results"])
+        #expect(h.invariants.violations == [])
+    }
+
+    @Test func aTransientStoreFailureDuringThePauseGivesBackOnlyWhatWasNotCommitted() {
+        var h = Self.harness()
+        h.receive([1, 2, 3])
+        h.stored()
+        h.receive([4])
+        h.confirmed(Self.noRoute)
+        #expect(
+            h.storeFails(H.ownFailure) == ["4 requeued"], "1-3 stay held; 4, never committed, goes back with the close")
+        #expect(h.fire("results trial") == ["timer trial deadline", "trial 1", "publish 1×1,2×1,3×1"])
+        #expect(h.invariants.violations == [])
+    }
+
+    @Test func aSessionThatEndsDuringATrialOfHeldResultsWaitsForItsVerdict() {
+        var h = Self.harness(pipelines: 2)
+        h.session = DeliveryLifecycle.SessionID(pipeline: 1, number: 1)
+        h.receive([11])
+        h.session = DeliveryLifecycle.SessionID(pipeline: 0, number: 1)
+        h.receive([1, 2, 3])
+        // Pipeline 0's batch is stored first and trips the switch; pipeline 1's is still at the store.
+        let first = h.stores.removeFirst()
+        h.stores.append(first)
+        h.stored()
+        h.confirmed(Self.noRoute)
+        #expect(h.fire("results trial") == ["timer trial deadline", "trial 1", "publish 1×1,2×1,3×1"])
+        // Pipeline 1's batch (a message with no results) settles during the trial: its session ends and waits,
+        // consuming nothing beside the trial.
+        let settled = h.stored { H.ignored($0) }
+        #expect(settled.last == "end session paused for the results", "\(settled)")
+        #expect(h.closed() == [])
+        #expect(h.connects.isEmpty)
+        #expect(h.confirmed().suffix(2) == ["end session paused for the results", "connect 1.2"])
+        #expect(h.invariants.violations == [])
+    }
+
     @Test func aStopWhileHoldingGivesTheHeldBack() {
         var h = Self.holding()
         #expect(
