@@ -159,8 +159,9 @@ struct DeliveryLifecycle: Sendable {
         actions.append(.report(.consuming(id, queue: pipelines[id.pipeline].queue.name)))
         if worker.isStopping {
             applyStop(&session, now: now, &actions)
-        } else if results.isPaused {
-            // It connected as the results paused (or for the store's end): it takes nothing until a trial.
+        } else if results.isPaused || trialPublishesHeld {
+            // It connected as the results paused (or for the store's end), or while a trial of held results is on
+            // (after a failure, or the store's end): it takes nothing until a trial, or until that one's verdict.
             pauseForResults(&session, now: now, &actions)
         }
         finishIfDone(&session, &actions)
@@ -473,15 +474,23 @@ struct DeliveryLifecycle: Sendable {
             let held =
                 configuration.holdsRefusedThroughAPause
                 ? pipelines.reduce(0) { $0 + ($1.session?.heldForResults ?? 0) } : 0
-            trialPublishesHeld = held > 0
+            // Sessions that pause with batches still in hand (held, or published before the pause and awaiting
+            // their confirms): those confirms are evidence of the same outage, and consuming beside them would take
+            // deliveries only to give them back.
+            trialPublishesHeld =
+                configuration.holdsRefusedThroughAPause
+                && pipelines.contains { pipeline in
+                    pipeline.session.map { $0.course.isGivingBackForTheResults && !$0.batches.isEmpty } ?? false
+                }
             // A trial of held results waits for their confirms, which come (or time out) within the confirm timeout.
             let window = configuration.resultsKillSwitch.window
-            actions.append(.startTimer(deadline, after: held > 0 ? window + configuration.confirmTimeout : window))
+            actions.append(
+                .startTimer(deadline, after: trialPublishesHeld ? window + configuration.confirmTimeout : window))
             actions.append(.report(.trialBegan(.results, attempt: results.attempt ?? 1, held: held)))
             killSwitch.reset()
             // What is held is the trial: consuming beside it would take deliveries only to give them back (one
             // count each toward a quorum queue's delivery limit) if it fails. The others connect when it resumes.
-            guard held == 0 else {
+            guard !trialPublishesHeld else {
                 for index in pipelines.indices {
                     guard var session = pipelines[index].session else { continue }
                     pipelines[index].session = nil

@@ -216,6 +216,41 @@ struct DeliveryLifecycleHeldThroughPauseTests {
         #expect(h.invariants.violations == [])
     }
 
+    @Test func aSessionThatReconnectsDuringATrialOfHeldResultsTakesNothingUntilItsVerdict() {
+        var h = Self.holding()
+        h.fire("results trial")
+        // The held republish is out when the session fails: the broker has the held deliveries back.
+        h.sessionFailed()
+        #expect(h.closed().last == "connect 0.2")
+        // Connected while the trial is on, it takes nothing: a refusal of its own would count as the trial's.
+        #expect(h.started() == ["end session paused for the results"])
+        #expect(h.closed() == [])
+        // No confirm will come for the dropped republish: the deadline resumes, and the pipeline consumes.
+        #expect(h.fire("trial deadline", advance: .seconds(20)) == ["resumed, gave back 0", "connect 0.3"])
+        #expect(h.invariants.violations == [])
+    }
+
+    @Test func aBatchPublishedBeforeThePauseAndStillUnconfirmedIsTheTrialsEvidenceToo() {
+        var h = Self.harness()
+        h.receive([1, 2, 3])
+        h.stored()
+        h.receive([4, 5, 6])
+        h.stored()
+        // 4-6's refusals trip the switch; 1-3's confirms are late.
+        h.publishes.swapAt(0, 1)
+        #expect(h.confirmed(Self.noRoute).first == "paused for the results")
+        #expect(h.fire("results trial") == ["timer trial deadline", "trial 1", "publish 4×1,5×1,6×1"])
+        #expect(h.connects.isEmpty)
+        // 1-3's refusal comes during the trial: the same outage, so the trial fails, and they are held too.
+        #expect(h.confirmed(Self.noRoute) == ["trial 1 failed: paused for the results", "timer results trial"])
+        #expect(h.confirmed(Self.noRoute) == [], "4-6's republish, refused while paused: held again")
+        #expect(
+            h.fire("results trial") == [
+                "timer trial deadline", "trial 2", "publish 1×1,2×1,3×1", "publish 4×1,5×1,6×1",
+            ])
+        #expect(h.invariants.violations == [])
+    }
+
     @Test func aStopWhileHoldingGivesTheHeldBack() {
         var h = Self.holding()
         #expect(
