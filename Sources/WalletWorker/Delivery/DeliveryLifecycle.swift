@@ -52,6 +52,9 @@ struct DeliveryLifecycle: Sendable {
         /// The waits before each trial of paused results: doubling from 5 s up to 60 s (MassTransit's kill switch
         /// restarts after one minute).
         var resultsTrialBackoff = ProbeBackoff(first: .seconds(5), longest: .seconds(60))
+        /// How long a session that follows a failed one waits, at most, for the broker to drop the failed one's
+        /// consumer before it consumes (`ConsumerRelease.bound(heartbeat:)`); nil: it consumes at once.
+        var consumerReleaseBound: Duration?
         /// Whether the refused deliveries are held through a results pause, their results published again at each
         /// trial, instead of given back at the pause and taken again by each trial. On a quorum work queue every
         /// give-back counts toward the delivery limit: a pause of more than `deliveryLimit` failed trials would have
@@ -68,9 +71,6 @@ struct DeliveryLifecycle: Sendable {
             self.retry = retry
             holdsRefusedThroughAPause = topology.workQueueType == .quorum
         }
-        /// How long a session that follows a failed one waits, at most, for the broker to drop the failed one's
-        /// consumer before it consumes (`ConsumerRelease.bound(heartbeat:)`); nil: it consumes at once.
-        var consumerReleaseBound: Duration?
     }
 
     struct SessionID: Hashable, Sendable, CustomStringConvertible {
@@ -1146,8 +1146,8 @@ struct DeliveryLifecycle: Sendable {
         return .hold
     }
 
-    /// The kill switch tripped, or a trial failed: every consuming session gives back what it holds and takes no
-    /// more, and the next trial waits for its timer.
+    /// The kill switch tripped, or a trial failed: every consuming session gives back what it holds (or holds what
+    /// was refused, `pauseForResults`) and takes no more, and the next trial waits for its timer.
     private mutating func pauseEveryPipeline(cause: String, now: Duration, _ actions: inout [LifecycleAction]) {
         trialPublishesHeld = false
         let attempt = results.pause(now: now, cause: cause)
@@ -1167,7 +1167,8 @@ struct DeliveryLifecycle: Sendable {
     /// One consuming session pauses for the results: it takes nothing more, and what it has not committed, or
     /// holds for a trial's verdict, goes back. A stopping session, or one giving back for the store, goes on as it
     /// was. What is at the store or awaits its confirms finishes: taken results are acknowledged, refused ones go
-    /// back (`handBackRefused`).
+    /// back (`handBackRefused`). On a quorum work queue the refused are held instead (`holdRefused`), and the
+    /// session, its consumer cancelled, stays open for them.
     private mutating func pauseForResults(_ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]) {
         guard session.course.isConsuming, !session.course.stopRequested, !session.course.isGivingBackForTheStore
         else { return }
