@@ -928,13 +928,21 @@ struct DeliveryLifecycle: Sendable {
         actions.append(
             .report(.givingBack(session.id, deliveries: session.heldForResults, heldFor: heldFor, cause: .results)))
         session.course.takeNoMore(.pausedForResults)
+        handBackHeldForResults(&session, now: now, &actions)
+        finishIfDone(&session, &actions)
+    }
+
+    /// Every batch held for the results' verdict is settled but for its refused deliveries, which go back with the
+    /// channel's close (`handBackRefused`).
+    private mutating func handBackHeldForResults(
+        _ session: inout Session, now: Duration, _ actions: inout [LifecycleAction]
+    ) {
         while let index = session.batches.firstIndex(where: {
             if case .heldForResults = $0.phase { true } else { false }
         }) {
             guard case .heldForResults(let plans, let failures) = session.batches[index].phase else { break }
             handBackRefused(&session, at: index, plans, failures, now: now, &actions)
         }
-        finishIfDone(&session, &actions)
     }
 
     /// Batches with nothing committed leave the session unsettled: the consume channel's close returns them. Those
@@ -965,12 +973,7 @@ struct DeliveryLifecycle: Sendable {
             return
         }
         // Held for a trial's verdict that will not come now: what was taken is settled, what was refused goes back.
-        while let index = session.batches.firstIndex(where: {
-            if case .heldForResults = $0.phase { true } else { false }
-        }) {
-            guard case .heldForResults(let plans, let failures) = session.batches[index].phase else { break }
-            handBackRefused(&session, at: index, plans, failures, now: now, &actions)
-        }
+        handBackHeldForResults(&session, now: now, &actions)
     }
 
     private mutating func fail(with error: any Error, now: Duration, _ actions: inout [LifecycleAction]) {

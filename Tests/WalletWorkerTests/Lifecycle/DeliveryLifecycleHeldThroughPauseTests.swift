@@ -15,17 +15,7 @@ struct DeliveryLifecycleHeldThroughPauseTests {
     static let noRoute = AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE")
 
     static func harness(pipelines: Int = 1, shards: Bool = false) -> H {
-        var h = H(
-            queues: (0..<pipelines).map {
-                ConsumedQueue(name: shards ? "shard.\($0)" : "work.\($0)", retryQueue: "retry", isShard: shards)
-            }
-        ) {
-            $0.resultsKillSwitch = ResultsKillSwitch.Settings(window: .seconds(10), activation: 3, tripRatio: 0.5)
-            $0.holdsRefusedThroughAPause = true
-        }
-        h.start()
-        for _ in 0..<pipelines { h.started() }
-        return h
+        DeliveryLifecycleResultsPauseTests.harness(pipelines: pipelines, shards: shards, holdsRefused: true)
     }
 
     /// Deliveries 1-3 all returned `NO_ROUTE`: paused, the three held.

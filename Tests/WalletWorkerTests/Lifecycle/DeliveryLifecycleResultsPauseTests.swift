@@ -10,11 +10,16 @@ import Testing
 @Suite("Delivery lifecycle: the results pause") struct DeliveryLifecycleResultsPauseTests {
     typealias H = LifecycleHarness
 
-    static func harness(pipelines: Int = 1) -> H {
+    /// `pipelines` consuming sessions; with `holdsRefused`, the quorum work queue's way
+    /// (`DeliveryLifecycleHeldThroughPauseTests`).
+    static func harness(pipelines: Int = 1, shards: Bool = false, holdsRefused: Bool = false) -> H {
         var h = H(
-            queues: (0..<pipelines).map { ConsumedQueue(name: "work.\($0)", retryQueue: "retry", isShard: false) }
+            queues: (0..<pipelines).map {
+                ConsumedQueue(name: shards ? "shard.\($0)" : "work.\($0)", retryQueue: "retry", isShard: shards)
+            }
         ) {
             $0.resultsKillSwitch = ResultsKillSwitch.Settings(window: .seconds(10), activation: 3, tripRatio: 0.5)
+            $0.holdsRefusedThroughAPause = holdsRefused
         }
         h.start()
         for _ in 0..<pipelines { h.started() }
