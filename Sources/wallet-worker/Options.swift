@@ -71,6 +71,7 @@ struct WorkerOptions: SettingOptions {
     @Option(Setting.resultsPauseWindow) var resultsPauseWindow: String?
     @Option(Setting.resultsPauseActivation) var resultsPauseActivation: String?
     @Option(Setting.resultsPauseRatio) var resultsPauseRatio: String?
+    @Option(Setting.resultsPauseQuietActivation) var resultsPauseQuietActivation: String?
     @Option(Setting.consumerTimeout) var consumerTimeout: String?
     @Option(Setting.storeBusyTimeout) var storeBusyTimeout: String?
     @Option(Setting.storePoolSize) var storePoolSize: String?
@@ -92,6 +93,7 @@ struct WorkerOptions: SettingOptions {
             (Setting.resultsPauseWindow, resultsPauseWindow),
             (Setting.resultsPauseActivation, resultsPauseActivation),
             (Setting.resultsPauseRatio, resultsPauseRatio),
+            (Setting.resultsPauseQuietActivation, resultsPauseQuietActivation),
             (Setting.consumerTimeout, consumerTimeout),
             (Setting.storeBusyTimeout, storeBusyTimeout),
             (Setting.storePoolSize, storePoolSize),

@@ -29,6 +29,18 @@ extension RetrySchedule {
         #expect(schedule.level(afterAttempt: 19) == 4)
     }
 
+    /// How long a message's retries took at least, the horizon a last attempt's dead letter looks back over
+    /// (`ResultsKillSwitch.lastAttemptRefused`): level 1 exactly, every later level at least half its TTL.
+    @Test func theShortestWaitBeforeAnAttemptSumsTheLevelsFloors() {
+        let schedule = RetrySchedule.attempts(5)
+        let floors: [Duration] = [.zero, .seconds(5), .seconds(10), .seconds(20), .seconds(40)]
+        #expect((1...5).map(schedule.shortestWait(beforeAttempt:)) == floors)
+        let capped = RetrySchedule(firstDelay: .seconds(5), longestDelay: .seconds(30), attempts: 20)
+        let cappedFloors: Int64 = 5 + 5 + 10 + 15 + 15 + 15
+        #expect(capped.shortestWait(beforeAttempt: 7) == .seconds(cappedFloors))
+        #expect(RetrySchedule.attempts(1).shortestWait(beforeAttempt: 1) == .zero)
+    }
+
     @Test func oneOrTwoAttemptsNeedOnlyTheContractsRetryQueue() {
         #expect(RetrySchedule.attempts(1).levels == 1)
         #expect(RetrySchedule.attempts(2).levels == 1)

@@ -27,8 +27,9 @@ import WalletStore
 ///   failing, the failure is the batch's own: it goes to the retry queue.
 /// - Deliveries whose results were not taken get a second publish (their retry copy or dead letter); those
 ///   confirmed are acknowledged at once, the rest requeued after a growing delay.
-/// - Results refused for every message pause the worker (`ResultsAvailability`): what it holds goes back and a trial
-///   consumes again later; on a quorum work queue, where each give-back counts toward the delivery limit, the refused
+/// - Results refused for every message pause the worker (`ResultsAvailability`), and so does a message refused on
+///   its last attempt while nothing shows the results route for others (`ResultsKillSwitch.lastAttemptRefused`):
+///   what it holds goes back and a trial consumes again later; on a quorum work queue, where each give-back counts toward the delivery limit, the refused
 ///   deliveries are held instead and each trial publishes their results again (`holdsRefusedThroughAPause`).
 struct DeliveryLifecycle: Sendable {
     struct Configuration: Sendable {
@@ -504,6 +505,10 @@ struct DeliveryLifecycle: Sendable {
                 connect(index, after: .zero, &actions)
             }
         case .resultsTrialDeadline:
+            if results.isTrialDeadline(timer), let cause = heldOnTheirLastAttemptWithoutEvidence(now: now) {
+                pauseEveryPipeline(cause: "in trial \(results.attempt ?? 1), \(cause)", now: now, &actions)
+                break
+            }
             guard case .resumes(let after, let gaveBack)? = results.trialDeadlinePassed(timer, now: now) else {
                 return []
             }
@@ -1083,13 +1088,13 @@ struct DeliveryLifecycle: Sendable {
         if failures.isEmpty {
             let delivered = plans.reduce(0) { $0 + ($1.dependsOnResults ? 1 : 0) }
             guard delivered > 0 else { return .perMessage }
+            killSwitch.recordDelivered(delivered, now: now)
             if results.isTrying, case .resumes(let after, let gaveBack) = results.trialDelivered(now: now) {
                 return .resume(after: after, gaveBack: gaveBack)
             }
-            killSwitch.recordDelivered(delivered, now: now)
             return .perMessage
         }
-        var outcomes: [(key: String?, tag: UInt64, outcome: ResultsKillSwitch.Outcome)] = []
+        var outcomes: [(key: String?, tag: UInt64, lastAttempt: Bool, outcome: ResultsKillSwitch.Outcome)] = []
         switch result {
         case .timedOut:
             if let position = plans.firstIndex(where: \.dependsOnResults),
@@ -1097,7 +1102,7 @@ struct DeliveryLifecycle: Sendable {
             {
                 let delivery = deliveries[position]
                 outcomes.append(
-                    (delivery.original.properties.messageID, delivery.tag, .confirmTimedOut(reason: reason)))
+                    (delivery.original.properties.messageID, delivery.tag, false, .confirmTimedOut(reason: reason)))
             }
         case .outcomes(let confirms):
             var offset = 0
@@ -1106,7 +1111,11 @@ struct DeliveryLifecycle: Sendable {
                 defer { offset += plan.messages.count }
                 guard let outcome = plan.resultsOutcome(in: confirms[min(offset, end)..<end]) else { continue }
                 let delivery = deliveries[position]
-                outcomes.append((delivery.original.properties.messageID, delivery.tag, outcome))
+                outcomes.append(
+                    (
+                        delivery.original.properties.messageID, delivery.tag, isLastAttempt(delivery.original),
+                        outcome
+                    ))
             }
         }
         guard !outcomes.isEmpty else { return .perMessage }
@@ -1117,12 +1126,20 @@ struct DeliveryLifecycle: Sendable {
                     cause = trip
                 }
             }
+            // After every outcome of the batch is in: a result taken beside it is the evidence a dead letter needs.
+            for entry in outcomes where cause == nil && entry.lastAttempt {
+                guard case .refused(_, let reason) = entry.outcome,
+                    case .trips(let trip) = lastAttemptRefused(key: entry.key, reason, now: now)
+                else { continue }
+                cause = trip
+            }
             return cause.map { .pause(cause: $0) } ?? .perMessage
         }
-        if outcomes.contains(where: { $0.outcome == .delivered }),
-            case .resumes(let after, let gaveBack) = results.trialDelivered(now: now)
-        {
-            return .resume(after: after, gaveBack: gaveBack)
+        if outcomes.contains(where: { $0.outcome == .delivered }) {
+            killSwitch.recordDelivered(outcomes.count { $0.outcome == .delivered }, now: now)
+            if case .resumes(let after, let gaveBack) = results.trialDelivered(now: now) {
+                return .resume(after: after, gaveBack: gaveBack)
+            }
         }
         for entry in outcomes {
             switch entry.outcome {
@@ -1141,12 +1158,46 @@ struct DeliveryLifecycle: Sendable {
             case .refused(_, let reason):
                 // A message without an id is a message of its own: its session and tag name it.
                 let key = entry.key ?? "\u{0}\(session)/\(entry.tag)"
+                killSwitch.noteRefused(key: key)
                 let verdict = results.trialRefused(
                     key: key, reason: reason, activation: configuration.resultsKillSwitch.activation)
                 if case .pausesAgain(let cause) = verdict { return .pause(cause: cause) }
             }
         }
         return .hold
+    }
+
+    /// Whether a failure of `original`'s would dead-letter it rather than retry it (its attempts are spent).
+    private func isLastAttempt(_ original: OriginalMessage) -> Bool {
+        original.failedAttempts + 1 >= configuration.retry.attempts
+    }
+
+    /// The kill switch's word on a message refused on its last attempt: dead-lettered only while results are taken
+    /// for others (`ResultsKillSwitch.lastAttemptRefused`).
+    private func lastAttemptRefused(key: String?, _ reason: String, now: Duration) -> ResultsKillSwitch.Verdict {
+        killSwitch.lastAttemptRefused(
+            key: key, attempts: configuration.retry.attempts, reason: reason,
+            horizon: configuration.retry.shortestWait(beforeAttempt: configuration.retry.attempts), now: now)
+    }
+
+    /// A trial without a verdict would resume, and its held deliveries on their last attempt would be dead-lettered:
+    /// unless results were taken for others meanwhile, the cause to pause again instead.
+    private func heldOnTheirLastAttemptWithoutEvidence(now: Duration) -> String? {
+        for pipeline in pipelines {
+            guard let session = pipeline.session else { continue }
+            for batch in session.batches {
+                guard case .heldForResults(let plans, let failures) = batch.phase else { continue }
+                for failure in failures where !failure.isPermanent {
+                    let original = plans[failure.index].original
+                    guard plans[failure.index].dependsOnResults, isLastAttempt(original),
+                        case .trips(let cause) = lastAttemptRefused(
+                            key: original.properties.messageID, failure.reason, now: now)
+                    else { continue }
+                    return cause
+                }
+            }
+        }
+        return nil
     }
 
     /// The kill switch tripped, or a trial failed: every consuming session gives back what it holds (or holds what

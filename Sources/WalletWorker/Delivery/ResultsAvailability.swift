@@ -11,7 +11,9 @@
 /// - `trying`: the pipelines consume again. The first delivery whose results are taken ends the pause; refused
 ///   deliveries are held (not retried) meanwhile, and `activation` distinct ones refused, or a confirm timeout,
 ///   pause again. A trial that sees no verdict for a window resumes: one message's own refusal (the only one in the
-///   queue) must not keep the worker paused, and a queue with nothing in it says nothing against the results.
+///   queue) must not keep the worker paused, and a queue with nothing in it says nothing against the results. (Unless
+///   it holds a message on its last attempt that the kill switch will not let be dead-lettered: then the lifecycle
+///   pauses it again, `ResultsKillSwitch.lastAttemptRefused`.)
 ///
 /// Pure: no clock, no randomness.
 struct ResultsAvailability: Sendable, Equatable {
@@ -111,6 +113,11 @@ struct ResultsAvailability: Sendable, Equatable {
             cause:
                 "\(refused.count) distinct messages' results refused in trial \(attempt) (the activation count): \(reason)"
         )
+    }
+
+    /// Whether `timer` is the current trial's deadline.
+    func isTrialDeadline(_ timer: DeliveryLifecycle.TimerID) -> Bool {
+        if case .trying(_, _, _, _, _, timer?) = state { true } else { false }
     }
 
     /// The trial's deadline fired: no verdict came in its window. Resumes when `timer` is the trial's.

@@ -12,6 +12,13 @@
 /// - a confirm that does not come in time trips it at once: a broker that confirms nothing (a disk alarm, a blocked
 ///   connection) fails every message, and waiting for the activation count would only retry more of them.
 ///
+/// - a message refused on its **last attempt** is dead-lettered only while the results go through for others
+///   (`lastAttemptRefused`): when other messages were refused too (`quietActivation` distinct ones, itself included,
+///   since results were last taken) and no delivery's results were taken since its first attempt could have been,
+///   the rule trips. At a few messages a minute (a quiet night), a downstream outage never reaches the activation
+///   count in the window, and the retries would otherwise dead-letter every message. A message alone, its own route
+///   missing or everyone's, is dead-lettered: nothing tells the two apart.
+///
 /// Pure and cheap on the hot path: successes are counts in one-second buckets; only failures keep their message's
 /// key (one per refusal, in its bucket), and they are rare until they are not.
 struct ResultsKillSwitch: Sendable {
@@ -22,6 +29,9 @@ struct ResultsKillSwitch: Sendable {
         var activation = 10
         /// The share of the window's deliveries that must have failed. Default: 0.5.
         var tripRatio = 0.5
+        /// Distinct messages refused since results were last taken, a message on its last attempt included, before
+        /// its refusal pauses instead of dead-lettering it; 0: never. Default: 2.
+        var quietActivation = 2
     }
 
     /// One delivery's first publish of its results, as the rule sees it.
@@ -51,6 +61,11 @@ struct ResultsKillSwitch: Sendable {
     private var refusalsByKey: [String: Int] = [:]
     /// Numbers the refusals of messages without an id, each its own key.
     private var anonymous = 0
+    /// When a delivery's results were last all taken: the evidence that results route, which a pause does not
+    /// forget (its age says how much it proves).
+    private(set) var lastTaken: Duration?
+    /// Distinct messages refused since results were last taken, up to `quietActivation` of them (in a trial too).
+    private(set) var refusedSinceTaken: Set<String> = []
 
     private struct Bucket: Sendable {
         /// Whole seconds of `now` (the bucket's start).
@@ -72,6 +87,7 @@ struct ResultsKillSwitch: Sendable {
         precondition(settings.activation >= 1, "the kill switch's activation count must be at least 1")
         precondition(
             settings.tripRatio > 0 && settings.tripRatio <= 1, "the kill switch's trip ratio must be in (0, 1]")
+        precondition(settings.quietActivation >= 0, "the kill switch's quiet activation count must not be negative")
         self.settings = settings
     }
 
@@ -83,6 +99,7 @@ struct ResultsKillSwitch: Sendable {
         case .delivered:
             buckets[last].delivered += 1
             delivered += 1
+            taken(now: now)
             return .holds
         case .confirmTimedOut(let reason):
             return .trips(cause: "the broker confirmed no result in time: \(reason)")
@@ -98,6 +115,7 @@ struct ResultsKillSwitch: Sendable {
             buckets[last].lastRefusal = Refusal(exchange: exchange, reason: reason)
             refused += 1
             refusalsByKey[messageKey, default: 0] += 1
+            noteRefused(key: messageKey)
             return verdict()
         }
     }
@@ -107,9 +125,42 @@ struct ResultsKillSwitch: Sendable {
         guard count > 0 else { return }
         buckets[bucket(at: now)].delivered += count
         delivered += count
+        taken(now: now)
     }
 
-    /// Starts afresh: after a pause, what failed before it says nothing about the dependency now.
+    private mutating func taken(now: Duration) {
+        lastTaken = now
+        if !refusedSinceTaken.isEmpty { refusedSinceTaken = [] }
+    }
+
+    /// A message's results were refused where the window does not look (in a trial): kept for `lastAttemptRefused`.
+    mutating func noteRefused(key: String) {
+        if refusedSinceTaken.count < settings.quietActivation { refusedSinceTaken.insert(key) }
+    }
+
+    /// A message's results were refused on its last attempt (`key`, recorded or noted first): a dead letter unless
+    /// `quietActivation` distinct messages, itself included, were refused since results were last taken and none
+    /// were taken within `horizon` before `now` (the least time since the message's first attempt, or the window
+    /// when that is longer). Then its failure is everyone's as far as anything shows: the rule trips.
+    func lastAttemptRefused(
+        key: String?, attempts: Int, reason: String, horizon: Duration, now: Duration
+    ) -> Verdict {
+        guard settings.quietActivation > 0 else { return .holds }
+        let lookingBack = max(horizon, settings.window)
+        if let lastTaken, now - lastTaken <= lookingBack { return .holds }
+        let refused = key.map { refusedSinceTaken.union([$0]) } ?? refusedSinceTaken
+        guard refused.count >= settings.quietActivation else { return .holds }
+        let message = key.map { "message '\($0)'" } ?? "a message without an id"
+        let seconds = lookingBack.components.seconds
+        return .trips(
+            cause: """
+                the results of \(message) refused on its last attempt (\(attempts)), \(refused.count) distinct \
+                messages refused and no delivery's results taken in the last \(seconds) s: \(reason)
+                """)
+    }
+
+    /// Starts afresh: after a pause, what failed before it says nothing about the dependency now. When results were
+    /// last taken, and what was refused since, stay: they are what a last attempt is judged by.
     mutating func reset() {
         buckets = []
         delivered = 0

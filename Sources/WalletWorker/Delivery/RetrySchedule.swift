@@ -58,6 +58,20 @@ public struct RetrySchedule: Sendable, Hashable {
         return .milliseconds(min(drawn, ceiling))
     }
 
+    /// The least time a message can have waited in the retry queues before its attempt `attempt` (1-based): each
+    /// earlier copy's shortest wait summed (level 1's TTL; a later level's half, the floor of its `expiration`).
+    /// Zero for the first attempt. A lower bound: the message also waits in the work queue and at the worker.
+    public func shortestWait(beforeAttempt attempt: Int) -> Duration {
+        guard attempt > 1 else { return .zero }
+        var milliseconds: Int64 = 0
+        for failed in 1..<attempt {
+            let level = level(afterAttempt: failed)
+            let ttl = ttl(level: level).milliseconds
+            milliseconds += level > 1 ? ttl / 2 : ttl
+        }
+        return .milliseconds(milliseconds)
+    }
+
     /// Level `level`'s queue for the level-1 queue `base`: `base` itself, then `base.2`, `base.3`, …
     public static func queue(_ base: String, level: Int) -> String {
         level <= 1 ? base : "\(base).\(level)"

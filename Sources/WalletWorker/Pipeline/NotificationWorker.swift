@@ -69,7 +69,7 @@ public final class NotificationWorker: Service {
         lifecycle.consumerReleaseBound = ConsumerRelease.bound(heartbeat: configuration.heartbeat)
         lifecycle.resultsKillSwitch = ResultsKillSwitch.Settings(
             window: configuration.resultsPauseWindow, activation: configuration.resultsPauseActivation,
-            tripRatio: configuration.resultsPauseRatio)
+            tripRatio: configuration.resultsPauseRatio, quietActivation: configuration.resultsPauseQuietActivation)
         let driver = LifecycleDriver(
             DeliveryLifecycle(configuration: lifecycle, queues: queues, seed: .random(in: .min ... .max)),
             pipelines: queues.count, clock: clock)

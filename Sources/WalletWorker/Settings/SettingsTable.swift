@@ -22,7 +22,8 @@ extension Setting {
     public static let configurable: [any ConfigurationSetting] = [
         amqpURL, tlsCAFile, tlsCertFile, tlsKeyFile, heartbeat,
         store, prefetch, noMigrate, noDeclare, concurrency, orderedShards, retryDelay, retryDelayMax, retryAttempts,
-        confirmTimeout, resultsPauseWindow, resultsPauseActivation, resultsPauseRatio, consumerTimeout,
+        confirmTimeout, resultsPauseWindow, resultsPauseActivation, resultsPauseRatio, resultsPauseQuietActivation,
+        consumerTimeout,
         storeBusyTimeout, storePoolSize, storeStatementTimeout, dedupRetention,
         shutdownGrace, httpPort, httpHost, queuePollInterval, logLevel, logFormat,
         inboundExchange, workQueue, queueType, deliveryLimit, retryQueue, deadLetterExchange, deadLetterQueue,
@@ -244,6 +245,17 @@ extension Setting {
             the share of the window's deliveries whose results were refused that pauses the worker; below it, a \
             refusal is the message's own (retried, then dead-lettered)
             """, parse: { Double($0).flatMap { $0.isFinite ? $0 : nil } })
+
+    public static let resultsPauseQuietActivation = Typed<Int>.count(
+        "results-pause-quiet-activation", "WALLET_RESULTS_PAUSE_QUIET_ACTIVATION",
+        field: .at(\.resultsPauseQuietActivation), default: defaults.resultsPauseQuietActivation,
+        help: "Distinct messages refused since results were last taken before a last attempt pauses (0: never)",
+        meaning: """
+            for traffic too thin for the activation count: a message whose results are refused on its last attempt \
+            pauses the worker instead of being dead-lettered when this many distinct messages (itself included) had \
+            results refused since results were last taken, and none were taken in the window or in the least time \
+            its retries took. A message alone is dead-lettered. `0` turns it off
+            """)
 
     /// Checked when parsed.
     public static let consumerTimeout = Typed<Duration>.duration(

@@ -62,6 +62,9 @@ public struct WorkerConfiguration: Sendable {
     public var resultsPauseActivation = 10
     /// The share of the window's deliveries whose results were refused that pauses the worker. Default: `0.5`.
     public var resultsPauseRatio = 0.5
+    /// Distinct messages refused since results were last taken before a last attempt refused pauses the worker
+    /// instead of being dead-lettered (`ResultsKillSwitch.lastAttemptRefused`); 0: never. Default: `2`.
+    public var resultsPauseQuietActivation = 2
     /// Time allowed after SIGTERM to finish the batch in hand and exit. Default: `25 s` (Kubernetes gives 30 s).
     public var shutdownGracePeriod: Duration = .seconds(25)
     /// First and largest pause between reconnection attempts (exponential, with full jitter).

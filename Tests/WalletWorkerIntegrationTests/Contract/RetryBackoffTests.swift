@@ -25,8 +25,9 @@ extension Resilience {
             // 300 ms, then 300-600 ms in .2, then 600-1,200 ms in .3, then the dead letters after the fourth attempt.
             let settings = ["--retry-attempts", "4", "--retry-delay-max", "10s", "--queue-type", queueType]
             // Every message refused alike would pause the worker (`ResultsPauseTests`); the retry levels are the
-            // point here, so the pause needs more distinct messages than the test sends.
-            let perMessage = ["--results-pause-activation", "1000"]
+            // point here, so the pause needs more distinct messages than the test sends, and the last attempts of
+            // messages refused while none is taken are dead-lettered.
+            let perMessage = ["--results-pause-activation", "1000", "--results-pause-quiet-activation", "0"]
             try await withResilienceTopology("backoff-\(queueType)", retryDelay: "300ms", declareFlags: settings) {
                 topology, connection, channel in
                 let worker = try WorkerProcess(

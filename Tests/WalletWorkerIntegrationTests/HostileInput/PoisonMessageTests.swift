@@ -204,7 +204,10 @@ struct PoisonMessageTests {
     func hostileRetryCount() async throws {
         // No capture: nothing is bound to the result exchanges, so every result comes back unroutable and the
         // delivery takes the transient-failure path that adds one to its recorded attempts.
-        try await withWorkerEnvironment("retry-count") { environment in
+        // Both refused while none is taken would pause the worker at the first's last attempt when they share a
+        // batch (`DeliveryLifecycleLastAttemptTests`): the attempts counted are the point here.
+        try await withWorkerEnvironment("retry-count", configure: { $0.resultsPauseQuietActivation = 0 }) {
+            environment in
             try await environment.declareTopology()
             let deadLetters = try await environment.deadLetterReader()
             let retries = try await environment.collect(queue: environment.topology.retryQueue)

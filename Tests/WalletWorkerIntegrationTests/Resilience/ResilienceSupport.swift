@@ -355,7 +355,10 @@ func startOneAttemptWorker(_ topology: ResilienceTopology, database: String, lab
     let worker = try WorkerProcess(
         workerRunArguments(
             topology, store: "sqlite:\(database)", prefetch: 50,
-            extra: ["--store-busy-timeout", "50ms", "--retry-attempts", "1"]),
+            // Every message refused at once would pause it (`ResultsPauseTests`): the dead letters are the point.
+            extra: [
+                "--store-busy-timeout", "50ms", "--retry-attempts", "1", "--results-pause-quiet-activation", "0",
+            ]),
         amqpURL: TestBroker.urlText, label: label)
     do {
         let port = try await worker.operationsPort()

@@ -82,6 +82,61 @@ extension Resilience {
             }
         }
 
+        /// The same redeploy on a quiet night: three messages, far below the activation count (10 distinct in 10 s),
+        /// so the kill switch cannot see it; each goes through its five attempts (200 ms doubling). The old worker
+        /// dead-lettered all three within about 3 s. Now the first last attempt refused, with no result taken for
+        /// anyone meanwhile, pauses the worker instead.
+        @Test(
+            "below the activation count, a last attempt refused while no result is taken pauses the worker instead of dead-lettering; bound again, every result is delivered"
+        )
+        func aQuietNightsRedeployPausesOnTheLastAttempt() async throws {
+            try await withResilienceTopology("results-quiet") { topology, connection, channel in
+                let worker = try WorkerProcess(
+                    workerRunArguments(topology, store: "memory", prefetch: 50), amqpURL: TestBroker.urlText,
+                    label: "results-quiet-worker")
+                defer {
+                    worker.kill()
+                    worker.process.removeLog()
+                }
+                let port = try await worker.operationsPort()
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+                try await channel.enableConfirms()
+
+                try await topology.unbindCapture(on: channel)
+                let quiet = (0..<3).map { InboundSpec.action("quiet-\($0)", action: "quiet.refresh") }
+                do {
+                    try await publishConfirmed(quiet.map { $0.outbound(to: topology.inbound) }, on: channel)
+                    // Whichever comes first: the pause, or (the old worker's way) a dead letter.
+                    try await waitUntil("a pause or a dead letter\n\(worker.logTail())", every: .milliseconds(100)) {
+                        let deadLetters = try await readyCount(topology.deadLetterQueue, on: connection)
+                        let paused = try worker.metric(port: port, "wallet_paused", labels: [#"cause="results""#])
+                        return paused == 1 || deadLetters > 0
+                    }
+                    #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                    try #require(
+                        try worker.metric(port: port, "wallet_paused", labels: [#"cause="results""#]) == 1,
+                        "dead-lettered instead of paused")
+                    #expect(worker.log.contains("refused on its last attempt (5)"), "\(worker.logTail())")
+                    #expect(try worker.metric(port: port, "wallet_retries_total") >= 4, "retried before the pause")
+                    #expect(try worker.metric(port: port, "wallet_dead_letters_total") == 0)
+                } catch {
+                    try? await topology.bindCapture(on: channel)
+                    throw error
+                }
+
+                try await topology.bindCapture(on: channel)
+                let expected = Set(quiet.map { "\($0.id)/0" })
+                try await waitUntil("every message's result\n\(worker.logTail())", every: .milliseconds(100)) {
+                    try await readyCount(topology.capture, on: connection) >= expected.count
+                }
+                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
+                let results = try await MessageCapture.drain(topology.capture, on: connection)
+                #expect(Set(results.compactMap(\.properties.messageID)) == expected)
+                #expect(try await readyCount(topology.deadLetterQueue, on: connection) == 0)
+                #expect(try worker.metric(port: port, "wallet_dead_letters_total") == 0)
+            }
+        }
+
         @Test(
             "a disk alarm that outlasts the confirm timeout pauses the worker and dead-letters nothing; once it clears, every message's results are delivered, a result delivered twice is byte-identical"
         )

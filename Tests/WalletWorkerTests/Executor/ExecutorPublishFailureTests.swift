@@ -18,6 +18,14 @@ struct ExecutorPublishFailureTests {
         worker.broker.answerPublishes { $0.isResult ? .outcome(outcome) : .outcome(.confirmed) }
     }
 
+    /// One message whose results are taken, settled: a refusal on a last attempt after it is the message's own, and
+    /// is dead-lettered (without it, nothing shows the results route for anyone: `ExecutorResultsPauseTests`).
+    private func resultsTakenOnce(_ worker: InProcessWorker) async {
+        let settled = worker.broker.settlements.count
+        _ = worker.broker.deliver([.action("refresh", id: "taken-\(settled)")])
+        await worker.broker.waitForSettlements(settled + 1)
+    }
+
     @Test(arguments: [
         AMQPPublishOutcome.returned(replyCode: 312, replyText: "NO_ROUTE"), AMQPPublishOutcome.nacked,
     ])
@@ -97,20 +105,22 @@ struct ExecutorPublishFailureTests {
         try await worker.stop()
     }
 
-    @Test func theLastAttemptIsDeadLetteredWithTheLastError() async throws {
+    @Test func theLastAttemptIsDeadLetteredWithTheLastErrorWhileOthersResultsAreTaken() async throws {
         let worker = InProcessWorker()
         await worker.waitUntilConsuming()
+        await resultsTakenOnce(worker)
         failingResults(worker, .returned(replyCode: 312, replyText: "NO_ROUTE"))
         var last = ScriptedMessage.action("refresh", id: "m-last")
         last.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
         let tags = worker.broker.deliver([last])
-        await worker.broker.waitForSettlements(1)
+        await worker.broker.waitForSettlements(2)
 
         let letters = worker.broker.published(to: Self.topology.deadLetterExchange)
         #expect(letters.map(\.properties.messageID) == ["m-last"])
         #expect(letters.first?.header("x-worker-error")?.contains("gave up after 5 attempts") ?? false)
         #expect(worker.broker.retryCopies().isEmpty)
-        #expect(worker.broker.settlements == [.ack(deliveryTag: tags[0], multiple: false)])
+        #expect(worker.broker.settlements.last == .ack(deliveryTag: tags[0], multiple: false))
+        #expect(worker.health.isReady)
         try await worker.stop()
     }
 
@@ -120,6 +130,7 @@ struct ExecutorPublishFailureTests {
     @Test func aMessageDeadLetteredAfterItsCommitIsNotedUntilAReplayDeliversItsResults() async throws {
         let worker = InProcessWorker()
         await worker.waitUntilConsuming()
+        await resultsTakenOnce(worker)
         failingResults(worker, .returned(replyCode: 312, replyText: "NO_ROUTE"))
         var last = ScriptedMessage.action("refresh", id: "m-last")
         last.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
@@ -129,7 +140,7 @@ struct ExecutorPublishFailureTests {
         await worker.store.waitForNotes(1)
         let note = try #require(worker.store.undeliveredResults("m-last"))
         #expect(note.reason == "retries_exhausted" && note.error.hasPrefix("dead-lettered after 5 attempts"), "\(note)")
-        await worker.broker.waitForSettlements(1)
+        await worker.broker.waitForSettlements(2)
         #expect(
             Set(worker.broker.published(to: Self.topology.deadLetterExchange).compactMap(\.properties.messageID))
                 == ["m-last", "m-bad"])
@@ -184,6 +195,7 @@ struct ExecutorPublishFailureTests {
     @Test func aStopDuringTheRequeueDelayAcknowledgesWhatWasDeadLetteredAndGivesBackTheRest() async throws {
         let worker = InProcessWorker { $0.retryAttempts = 5 }
         await worker.waitUntilConsuming()
+        await resultsTakenOnce(worker)
         let deadLetterExchange = Self.topology.deadLetterExchange
         // Results and retry copies come back; dead letters are taken.
         worker.broker.answerPublishes {
@@ -193,7 +205,7 @@ struct ExecutorPublishFailureTests {
         var last = ScriptedMessage.action("refresh", id: "last")
         last.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
         let tags = worker.broker.deliver([.action("refresh", id: "fresh"), last])
-        await worker.clock.waitForSleeper { $0 == .seconds(1) }
+        await worker.clock.waitForSleeper { $0 == worker.clock.now.offset + .seconds(1) }
 
         try await worker.stop()
         #expect(worker.broker.published(to: deadLetterExchange).map(\.properties.messageID) == ["last"])

@@ -1,6 +1,7 @@
 import Logging
 import TestSupport
 import Testing
+import WalletMessages
 
 @testable import AMQPTransport
 @testable import WalletWorker
@@ -122,6 +123,46 @@ struct ExecutorResultsPauseTests {
         #expect(worker.broker.sessionsOpened == 2)
         #expect(worker.broker.retryCopies().isEmpty && worker.broker.settlements.isEmpty)
         #expect(worker.broker.published(to: Self.topology.deadLetterExchange).isEmpty)
+        try await worker.stop()
+    }
+
+    /// A downstream redeploy at a few messages a minute never reaches the activation count: each message goes
+    /// through its attempts alone. A last attempt refused after another message's refusal, with nothing taken for
+    /// anyone in the 40 s its retries took at least, pauses the worker instead of dead-lettering it; the trial after
+    /// the route is back delivers it.
+    @Test func aQuietNightsLastAttemptPausesAndTheTrialDeliversIt() async throws {
+        let captured = CapturedLog()
+        var logger = Logger(label: "quiet") { _ in CapturedLog.Handler(captured) }
+        logger.logLevel = .info
+        let worker = InProcessWorker(logger: logger)
+        await worker.waitUntilConsuming()
+        worker.broker.answerPublishes { $0.isResult ? .outcome(Self.noRoute) : .outcome(.confirmed) }
+        _ = worker.broker.deliver([.action("refresh", id: "m-earlier")])
+        await worker.broker.waitForSettlements(1)
+        #expect(worker.broker.retryCopies().map(\.properties.messageID) == ["m-earlier"])
+        var last = ScriptedMessage.action("refresh", id: "m-last")
+        last.properties.headers = [WorkerHeaders.retryCount: .int32(4)]
+        _ = worker.broker.deliver([last])
+
+        await worker.broker.waitFor { $0.contains(.closed(session: 1)) }
+        #expect(worker.broker.published(to: Self.topology.deadLetterExchange).isEmpty)
+        #expect(worker.broker.retryCopies().count == 1 && worker.broker.settlements.count == 1, "given back")
+        #expect(worker.health.notReadyBecause == "paused: results")
+        await captured.waitFor("every message's results are refused: paused")
+        #expect(
+            captured.texts.contains { $0.contains("message 'm-last' refused on its last attempt (5)") },
+            "\(captured.texts)")
+
+        // The route is back by the trial: the message comes back, and its results are taken.
+        await worker.clock.advanceToTimer(atMost: .seconds(5))
+        await worker.broker.waitForSessions(2)
+        worker.broker.answerPublishes { _ in .outcome(.confirmed) }
+        let again = worker.broker.deliver([last], session: 2)
+        await worker.broker.waitForSettlements(2)
+        #expect(worker.broker.settlements.last == .ack(deliveryTag: again[0], multiple: false))
+        await captured.waitFor("the results are taken again: resumed")
+        #expect(worker.broker.published(to: Self.topology.deadLetterExchange).isEmpty)
+        #expect(worker.metric("wallet_dead_letters_total") == 0)
         try await worker.stop()
     }
 

@@ -2,6 +2,7 @@ import AMQPTransport
 import Foundation
 import TestSupport
 import Testing
+import WalletMessages
 import WalletRouting
 import WalletStore
 
@@ -165,12 +166,13 @@ struct SimulatedWorld {
             let tag = channel.nextTag
             channel.nextTag += 1
             invariants.received(id, tag)
-            // A few identities, so redelivered messages meet their poison records.
+            // A few identities, so redelivered messages meet their poison records; a quarter of them on their last
+            // attempt, so refusals meet the rule that will not dead-letter them while nothing is taken.
             let identity = random.next(below: 12)
+            var original = LifecycleHarness.original(id: "m\(identity)", body: #"{"n":\#(identity)}"#)
+            if identity % 4 == 0 { original.properties.headers = [WorkerHeaders.retryCount: .int32(2)] }
             deliveries.append(
-                DeliveryLifecycle.Delivery(
-                    tag: tag, original: LifecycleHarness.original(id: "m\(identity)", body: #"{"n":\#(identity)}"#),
-                    redelivered: false, receivedAt: now))
+                DeliveryLifecycle.Delivery(tag: tag, original: original, redelivered: false, receivedAt: now))
         }
         channels[id] = channel
         apply(machine.batchReceived(id, deliveries, now: now), "received \(id) \(deliveries.map(\.tag))")

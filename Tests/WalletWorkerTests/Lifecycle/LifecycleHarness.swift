@@ -1,5 +1,6 @@
 import AMQPTransport
 import Foundation
+import WalletMessages
 import WalletRouting
 import WalletStore
 
@@ -80,11 +81,17 @@ struct LifecycleHarness {
     }
 
     /// Deliveries with these tags arrive on the current session.
+    /// `failedAttempts`: each one's retry count header, as its earlier trips through the retry queue left it.
     @discardableResult
-    mutating func receive(_ tags: [UInt64], body: String = #"{"action":"refresh"}"#) -> [String] {
+    mutating func receive(_ tags: [UInt64], body: String = #"{"action":"refresh"}"#, failedAttempts: Int = 0)
+        -> [String]
+    {
         let deliveries = tags.map { tag in
-            DeliveryLifecycle.Delivery(
-                tag: tag, original: Self.original(id: "m\(tag)", body: body), redelivered: false, receivedAt: now)
+            var original = Self.original(id: "m\(tag)", body: body)
+            if failedAttempts > 0 {
+                original.properties.headers = [WorkerHeaders.retryCount: .int32(Int32(failedAttempts))]
+            }
+            return DeliveryLifecycle.Delivery(tag: tag, original: original, redelivered: false, receivedAt: now)
         }
         for delivery in deliveries {
             self.deliveries[delivery.tag] = delivery

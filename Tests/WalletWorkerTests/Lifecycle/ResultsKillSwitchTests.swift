@@ -26,6 +26,99 @@ import Testing
         #expect(cause.contains("312 NO_ROUTE"))
     }
 
+    // MARK: - A last attempt: dead-lettered only while others' results are taken
+
+    /// Two distinct messages refused, nothing taken: what a quiet night's downstream outage looks like.
+    private func twoRefused(_ rule: inout ResultsKillSwitch, at now: Duration) {
+        #expect(rule.record(noRoute, key: "other", now: now) == .holds)
+        #expect(rule.record(noRoute, key: "m1", now: now) == .holds)
+    }
+
+    @Test func aLastAttemptRefusedAfterAnotherAndBeforeAnyResultWasTakenTripsIt() {
+        var rule = ResultsKillSwitch()
+        twoRefused(&rule, at: .seconds(100))
+        guard
+            case .trips(let cause) = rule.lastAttemptRefused(
+                key: "m1", attempts: 5, reason: "returned (312 NO_ROUTE)", horizon: .seconds(40), now: .seconds(100))
+        else {
+            Issue.record("nothing was ever taken, two messages refused, yet the last attempt would be dead-lettered")
+            return
+        }
+        #expect(cause.contains("message 'm1' refused on its last attempt (5)"), "\(cause)")
+        #expect(cause.contains("2 distinct messages refused"), "\(cause)")
+        #expect(cause.contains("in the last 40 s") && cause.contains("312 NO_ROUTE"), "\(cause)")
+        let anonymous = rule.lastAttemptRefused(
+            key: nil, attempts: 5, reason: "r", horizon: .seconds(40), now: .seconds(100))
+        guard case .trips(let without) = anonymous else {
+            Issue.record("a message without an id would be dead-lettered")
+            return
+        }
+        #expect(without.contains("a message without an id"))
+    }
+
+    @Test func aMessageAloneHoldsItsOwnRouteOrEveryonesNothingTellsThemApart() {
+        var rule = ResultsKillSwitch()
+        for attempt in 0..<5 {
+            #expect(rule.record(noRoute, key: "alone", now: .seconds(Int64(attempt * 10))) == .holds)
+        }
+        #expect(
+            rule.lastAttemptRefused(key: "alone", attempts: 5, reason: "r", horizon: .seconds(40), now: .seconds(40))
+                == .holds)
+    }
+
+    @Test(
+        "a result taken within the horizon holds (the message's own failure); one taken before it trips",
+        arguments: [(Duration.seconds(60), true), (.seconds(99), true), (.milliseconds(59_999), false)])
+    func theHorizonsEdge(takenAt: Duration, holds: Bool) {
+        var rule = ResultsKillSwitch()
+        rule.recordDelivered(1, now: takenAt)
+        twoRefused(&rule, at: .seconds(100))
+        let verdict = rule.lastAttemptRefused(
+            key: "m1", attempts: 5, reason: "r", horizon: .seconds(40), now: .seconds(100))
+        #expect((verdict == .holds) == holds)
+    }
+
+    @Test func aHorizonShorterThanTheWindowIsTheWindow() {
+        var rule = ResultsKillSwitch(settings: .init(window: .seconds(10)))
+        #expect(rule.record(.delivered, key: "m0", now: .seconds(90)) == .holds)
+        twoRefused(&rule, at: .seconds(95))
+        #expect(
+            rule.lastAttemptRefused(key: "m1", attempts: 1, reason: "r", horizon: .zero, now: .seconds(100)) == .holds)
+        #expect(
+            rule.lastAttemptRefused(key: "m1", attempts: 1, reason: "r", horizon: .zero, now: .milliseconds(100_001))
+                != .holds)
+    }
+
+    @Test func aResultTakenForgetsTheRefusalsBeforeIt() {
+        var rule = ResultsKillSwitch()
+        twoRefused(&rule, at: .seconds(1))
+        rule.recordDelivered(1, now: .seconds(2))
+        #expect(rule.record(noRoute, key: "m1", now: .seconds(200)) == .holds)
+        #expect(
+            rule.lastAttemptRefused(key: "m1", attempts: 5, reason: "r", horizon: .seconds(40), now: .seconds(200))
+                == .holds, "one message refused since: alone")
+    }
+
+    @Test func aResetForgetsTheWindowButNotWhenResultsWereLastTakenNorWhatWasRefusedSince() {
+        var rule = ResultsKillSwitch()
+        rule.recordDelivered(3, now: .seconds(1))
+        twoRefused(&rule, at: .seconds(60))
+        rule.reset()
+        #expect(rule.lastTaken == .seconds(1))
+        #expect(rule.refusedSinceTaken == ["other", "m1"])
+        #expect(
+            rule.lastAttemptRefused(key: "m1", attempts: 5, reason: "r", horizon: .seconds(40), now: .seconds(100))
+                != .holds)
+    }
+
+    @Test func aQuietActivationOfZeroNeverTrips() {
+        var rule = ResultsKillSwitch(settings: .init(quietActivation: 0))
+        twoRefused(&rule, at: .seconds(100))
+        #expect(
+            rule.lastAttemptRefused(key: "m1", attempts: 5, reason: "r", horizon: .seconds(40), now: .seconds(100))
+                == .holds)
+    }
+
     @Test func oneMessageRetriedAgainAndAgainNeverTripsIt() {
         var rule = ResultsKillSwitch()
         for attempt in 0..<1_000 {
