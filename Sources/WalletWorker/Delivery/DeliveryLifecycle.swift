@@ -401,6 +401,8 @@ struct DeliveryLifecycle: Sendable {
                 // Advances every session, this one included.
                 resumeResults(after: after, gaveBack: gaveBack, now: now, &actions)
                 return actions
+            case .handBack:
+                handBackRefused(&session, at: index, plans, failures, now: now, &actions)
             case .pause(let cause):
                 let batchID = session.batches[index].id
                 putSession(session)
@@ -1075,6 +1077,9 @@ struct DeliveryLifecycle: Sendable {
         case resume(after: Duration, gaveBack: Int)
         /// Every message fails: the worker pauses (again).
         case pause(cause: String)
+        /// Paused already, and a refused delivery on its last attempt has nothing to show the failure is its own:
+        /// the refused go back rather than to the retry path (a stopping session's publish).
+        case handBack
     }
 
     /// Feeds the batch's first publish to the kill switch (while results are taken) or to the trial (while one is
@@ -1084,7 +1089,6 @@ struct DeliveryLifecycle: Sendable {
         _ plans: [DeliveryPlan], _ result: ConfirmResult, _ deliveries: [Delivery], _ session: SessionID,
         failures: [PublishFailure], now: Duration
     ) -> ResultsJudgement {
-        if results.isPaused { return .perMessage }
         if failures.isEmpty {
             let delivered = plans.reduce(0) { $0 + ($1.dependsOnResults ? 1 : 0) }
             guard delivered > 0 else { return .perMessage }
@@ -1119,6 +1123,19 @@ struct DeliveryLifecycle: Sendable {
             }
         }
         guard !outcomes.isEmpty else { return .perMessage }
+        if results.isPaused {
+            // Published before the pause by a session that goes on (stopping, or giving back for the store): what
+            // was taken is evidence, and a last attempt refused without any goes back rather than to a dead letter.
+            killSwitch.recordDelivered(outcomes.count { $0.outcome == .delivered }, now: now)
+            for entry in outcomes {
+                guard case .refused(_, let reason) = entry.outcome else { continue }
+                if let key = entry.key { killSwitch.noteRefused(key: key) }
+                if entry.lastAttempt, case .trips = lastAttemptRefused(key: entry.key, reason, now: now) {
+                    return .handBack
+                }
+            }
+            return .perMessage
+        }
         if !results.isTrying {
             var cause: String?
             for entry in outcomes {
@@ -1158,7 +1175,7 @@ struct DeliveryLifecycle: Sendable {
             case .refused(_, let reason):
                 // A message without an id is a message of its own: its session and tag name it.
                 let key = entry.key ?? "\u{0}\(session)/\(entry.tag)"
-                killSwitch.noteRefused(key: key)
+                if let key = entry.key { killSwitch.noteRefused(key: key) }
                 let verdict = results.trialRefused(
                     key: key, reason: reason, activation: configuration.resultsKillSwitch.activation)
                 if case .pausesAgain(let cause) = verdict { return .pause(cause: cause) }
@@ -1174,9 +1191,11 @@ struct DeliveryLifecycle: Sendable {
 
     /// The kill switch's word on a message refused on its last attempt: dead-lettered only while results are taken
     /// for others (`ResultsKillSwitch.lastAttemptRefused`).
-    private func lastAttemptRefused(key: String?, _ reason: String, now: Duration) -> ResultsKillSwitch.Verdict {
+    private func lastAttemptRefused(key: String?, _ reason: String, takenAfter: Duration? = nil, now: Duration)
+        -> ResultsKillSwitch.Verdict
+    {
         killSwitch.lastAttemptRefused(
-            key: key, attempts: configuration.retry.attempts, reason: reason,
+            key: key, attempts: configuration.retry.attempts, reason: reason, takenAfter: takenAfter,
             horizon: configuration.retry.shortestWait(beforeAttempt: configuration.retry.attempts), now: now)
     }
 
@@ -1190,8 +1209,11 @@ struct DeliveryLifecycle: Sendable {
                 for failure in failures where !failure.isPermanent {
                     let original = plans[failure.index].original
                     guard plans[failure.index].dependsOnResults, isLastAttempt(original),
+                        // A result taken during the trial would have resumed it: what counts is taken since the
+                        // pause began, and there is none.
                         case .trips(let cause) = lastAttemptRefused(
-                            key: original.properties.messageID, failure.reason, now: now)
+                            key: original.properties.messageID, failure.reason, takenAfter: results.pausedSince,
+                            now: now)
                     else { continue }
                     return cause
                 }
@@ -1213,6 +1235,8 @@ struct DeliveryLifecycle: Sendable {
             guard var session = pipelines[index].session else { continue }
             pipelines[index].session = nil
             pauseForResults(&session, now: now, &actions)
+            // A stopping session goes on as it was, but no trial will judge what it holds for a verdict: it goes back.
+            if session.course.stopRequested { handBackHeldForResults(&session, now: now, &actions) }
             finishIfDone(&session, &actions)
             putSession(session)
         }

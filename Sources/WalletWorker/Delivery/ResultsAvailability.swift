@@ -85,6 +85,14 @@ struct ResultsAvailability: Sendable, Equatable {
         return true
     }
 
+    /// When the pause began (while paused or trying).
+    var pausedSince: Duration? {
+        switch state {
+        case .taking: nil
+        case .paused(let since, _, _, _), .trying(let since, _, _, _, _, _): since
+        }
+    }
+
     /// The trial the current state is in, for its log line.
     var attempt: Int? {
         switch state {

@@ -115,7 +115,9 @@ struct ResultsKillSwitch: Sendable {
             buckets[last].lastRefusal = Refusal(exchange: exchange, reason: reason)
             refused += 1
             refusalsByKey[messageKey, default: 0] += 1
-            noteRefused(key: messageKey)
+            // A message without an id cannot be told apart across its retries: it does not count toward the quiet
+            // rule, where one message refused five times would otherwise be five.
+            if let key { noteRefused(key: key) }
             return verdict()
         }
     }
@@ -133,7 +135,8 @@ struct ResultsKillSwitch: Sendable {
         if !refusedSinceTaken.isEmpty { refusedSinceTaken = [] }
     }
 
-    /// A message's results were refused where the window does not look (in a trial): kept for `lastAttemptRefused`.
+    /// A message's results were refused where the window does not look (in a trial, or paused): kept for
+    /// `lastAttemptRefused`. Only messages with an id.
     mutating func noteRefused(key: String) {
         if refusedSinceTaken.count < settings.quietActivation { refusedSinceTaken.insert(key) }
     }
@@ -141,20 +144,23 @@ struct ResultsKillSwitch: Sendable {
     /// A message's results were refused on its last attempt (`key`, recorded or noted first): a dead letter unless
     /// `quietActivation` distinct messages, itself included, were refused since results were last taken and none
     /// were taken within `horizon` before `now` (the least time since the message's first attempt, or the window
-    /// when that is longer). Then its failure is everyone's as far as anything shows: the rule trips.
+    /// when that is longer; with `takenAfter`, only a result taken after it counts). Then its failure is everyone's as
+    /// far as anything shows: the rule trips. A message without an id counts as itself, once.
     func lastAttemptRefused(
-        key: String?, attempts: Int, reason: String, horizon: Duration, now: Duration
+        key: String?, attempts: Int, reason: String, takenAfter: Duration? = nil, horizon: Duration, now: Duration
     ) -> Verdict {
         guard settings.quietActivation > 0 else { return .holds }
         let lookingBack = max(horizon, settings.window)
-        if let lastTaken, now - lastTaken <= lookingBack { return .holds }
-        let refused = key.map { refusedSinceTaken.union([$0]) } ?? refusedSinceTaken
-        guard refused.count >= settings.quietActivation else { return .holds }
+        if let lastTaken, now - lastTaken <= lookingBack, takenAfter.map({ lastTaken > $0 }) ?? true {
+            return .holds
+        }
+        let refused = key.map { refusedSinceTaken.union([$0]).count } ?? refusedSinceTaken.count + 1
+        guard refused >= settings.quietActivation else { return .holds }
         let message = key.map { "message '\($0)'" } ?? "a message without an id"
         let seconds = lookingBack.components.seconds
         return .trips(
             cause: """
-                the results of \(message) refused on its last attempt (\(attempts)), \(refused.count) distinct \
+                the results of \(message) refused on its last attempt (\(attempts)), \(refused) distinct \
                 messages refused and no delivery's results taken in the last \(seconds) s: \(reason)
                 """)
     }

@@ -29,6 +29,10 @@ public final class WorkerMetrics: Sendable {
     let delayedRequeues: Counter
     let storeAvailable: Gauge
     let storeOutages: Counter
+    /// Store checks (a write that rolls back), passed and failed: a failed one starts an outage, and while the store
+    /// is out each probe is one.
+    let storeChecksPassed: Counter
+    let storeChecksFailed: Counter
     /// `wallet_paused{cause}`: 1 while that dependency keeps the worker paused.
     let paused: [PauseCause: Gauge]
     let consumingPipelines: Gauge
@@ -189,6 +193,11 @@ public final class WorkerMetrics: Sendable {
         storeOutages = registry.makeCounter(
             descriptor: Self.name(
                 "store_outages", unit: "total", help: "Times the store stopped answering and consumption paused"))
+        let storeChecks = Self.name(
+            "store_checks", unit: "total",
+            help: "Store checks (a write that rolls back) by outcome: while the store is out, each probe is one")
+        storeChecksPassed = registry.makeCounter(descriptor: storeChecks, labels: [("outcome", "passed")])
+        storeChecksFailed = registry.makeCounter(descriptor: storeChecks, labels: [("outcome", "failed")])
         paused = Dictionary(
             uniqueKeysWithValues: PauseCause.allCases.map { cause in
                 let gauge = registry.makeGauge(

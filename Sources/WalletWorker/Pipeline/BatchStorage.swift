@@ -46,8 +46,10 @@ struct BatchStorage: Sendable {
     func check() async -> StoreError? {
         do {
             try await store.checkAvailable()
+            metrics.storeChecksPassed.increment()
             return nil
         } catch {
+            metrics.storeChecksFailed.increment()
             return error
         }
     }

@@ -113,8 +113,12 @@ extension Resilience {
                 #expect(noticed < .seconds(5), "one batch's busy timeout, not minutes: \(noticed)")
                 #expect(worker.log.contains("the store does not answer"), "logged when it began\n\(worker.logTail())")
                 #expect(try httpGet(port: port, path: "/readyz").status == 503)
-                // Long enough for the old worker's three attempts and its retries through the queue.
-                try await Task.sleep(for: .seconds(3))
+                // Long enough for the old worker's three attempts and its retries through the queue (200 and 400 ms),
+                // waited by the worker's own probes, not by a guessed time: three failed (the locked batch began the
+                // outage; each probe waits at least 250, 500, then 1,000 ms).
+                try await waitUntil("three failed store checks\n\(worker.logTail())", every: .milliseconds(50)) {
+                    try worker.metric(port: port, "wallet_store_checks_total", labels: [#"outcome="failed""#]) >= 3
+                }
                 #expect(
                     try await readyCount(topology.deadLetterQueue, on: connection) == 0, "dead-lettered while waiting")
                 #expect(try worker.metric(port: port, "wallet_retries_total") == 0)

@@ -49,7 +49,11 @@ struct StoreOutageTests {
                 }
                 #expect(!worker.health.isReady)
                 #expect(worker.metric("wallet_store_available") == 0)
-                try await Task.sleep(for: .seconds(3))
+                // Waited by the worker's own probes, not by a guessed time: three failed checks (each probe waits at
+                // least 250, then 500 ms) outlast the old worker's two attempts 200 ms apart.
+                try await waitUntil("three failed store checks", every: .milliseconds(20)) {
+                    worker.metric("wallet_store_checks_total", labels: [#"outcome="failed""#]) >= 3
+                }
                 #expect(deadLetters.count == 0, "dead-lettered while only waiting for the store")
                 #expect(worker.metric("wallet_retries_total") == 0)
                 #expect(capture.results.count == 1)

@@ -29,6 +29,9 @@ struct ExecutorStoreOutageTests {
         await worker.clock.waitForSleeper { $0 > now && $0 <= now + .seconds(2) }
         #expect(worker.store.checks == checks + 1)
         #expect(worker.broker.published.isEmpty)
+        #expect(
+            worker.metric("wallet_store_checks_total", labels: [#"outcome="failed""#]) == Double(checks + 1),
+            "every check failed, each counted")
 
         worker.store.setOutage(nil)
         await worker.clock.advanceToTimer(atMost: .seconds(2))
@@ -39,6 +42,8 @@ struct ExecutorStoreOutageTests {
         #expect(worker.broker.retryCopies().isEmpty)
         #expect(worker.health.isReady && !worker.health.isStoreUnavailable)
         #expect(worker.metric("wallet_store_outages_total") == 1)
+        #expect(
+            worker.metric("wallet_store_checks_total", labels: [#"outcome="passed""#]) == 1, "the probe that passed")
         try await worker.stop()
     }
 

@@ -1,5 +1,6 @@
 import AMQPTransport
 import Testing
+import WalletMessages
 
 @testable import WalletWorker
 
@@ -111,12 +112,68 @@ import Testing
 
     @Test func aResultTakenInTheSameBatchIsEvidence() {
         var h = Self.harness()
-        h.receive([1])
-        h.receive([2, 3], failedAttempts: 4)
+        h.receive([1, 2, 3], failedAttempts: [2: 4, 3: 4])
+        h.stored()
+        #expect(h.confirmed(returning: [2, 3]) == ["publish 2×1,3×1"], "their dead letters: 1's results were taken")
+        #expect(!h.machine.isPausedForResults)
+    }
+
+    @Test func aMessageWithoutAnIdIsAloneThroughItsRetries() {
+        var h = Self.harness()
+        for (tag, failed) in zip(UInt64(1)...5, 0...4) {
+            var original = H.original(id: nil)
+            if failed > 0 { original.properties.headers = [WorkerHeaders.retryCount: .int32(Int32(failed))] }
+            let delivery = DeliveryLifecycle.Delivery(
+                tag: tag, original: original, redelivered: false, receivedAt: h.now)
+            h.deliveries[tag] = delivery
+            h.invariants.received(h.session!, tag)
+            _ = h.apply(h.machine.batchReceived(h.session!, [delivery], now: h.now))
+            h.stored()
+            #expect(
+                h.confirmed(Self.noRoute) == ["publish \(tag)×1"], "attempt \(failed + 1): retried, then dead-lettered")
+            h.confirmed()
+            h.now += .seconds(20)
+        }
+        #expect(!h.machine.isPausedForResults)
+        #expect(h.invariants.violations == [])
+    }
+
+    @Test func aStoppingSessionHandsBackALastAttemptRefusedAfterThePauseInsteadOfDeadLetteringIt() {
+        var h = Self.harness()
+        h.receive([1], failedAttempts: 1)
+        h.stored()
+        h.confirmed(Self.noRoute)
+        h.confirmed()
+        h.receive([2], failedAttempts: 4)
+        h.receive([3], failedAttempts: 4)
         h.stored()
         h.stored()
-        #expect(h.confirmed() == ["settle ack 1", "1 processed"])
-        #expect(h.confirmed(Self.noRoute) == ["publish 2×1,3×1"])
+        #expect(h.stop() == ["cancel consumer"])
+        #expect(
+            h.confirmed(Self.noRoute) == ["paused for the results", "timer results trial", "2 requeued"],
+            "m1 and m2 refused, nothing taken: the quiet rule")
+        // The stopping session goes on as it was, its last batch's confirms come: no dead letter for 3 either.
+        #expect(h.confirmed(Self.noRoute) == ["3 requeued"])
+        #expect(h.invariants.violations == [])
+    }
+
+    @Test func aTrialsDeadlineCountsNoResultTakenBeforeThePause() {
+        var h = Self.harness()
+        Self.takeOne(&h, tag: 1)
+        h.now += .seconds(2)
+        h.receive([2, 3, 4])
+        h.stored()
+        #expect(h.confirmed(Self.noRoute).first == "paused for the results", "the window's rule")
+        h.closed()
+        h.now += .seconds(5)
+        h.fire("results trial")
+        h.started()
+        h.receive([5], failedAttempts: 4)
+        h.stored()
+        #expect(h.confirmed(Self.noRoute) == [], "held for the verdict")
+        #expect(
+            h.fire("trial deadline", advance: .seconds(10)).first == "trial 1 failed: paused for the results",
+            "1's result, taken 17 s ago, is within the 40 s its retries took, but before the pause")
     }
 
     @Test(

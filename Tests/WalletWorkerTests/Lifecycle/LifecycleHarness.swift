@@ -86,10 +86,18 @@ struct LifecycleHarness {
     mutating func receive(_ tags: [UInt64], body: String = #"{"action":"refresh"}"#, failedAttempts: Int = 0)
         -> [String]
     {
+        receive(tags, body: body, failedAttempts: Dictionary(uniqueKeysWithValues: tags.map { ($0, failedAttempts) }))
+    }
+
+    /// One batch whose deliveries have each its own retry count header (none for a tag not listed).
+    @discardableResult
+    mutating func receive(_ tags: [UInt64], body: String = #"{"action":"refresh"}"#, failedAttempts: [UInt64: Int])
+        -> [String]
+    {
         let deliveries = tags.map { tag in
             var original = Self.original(id: "m\(tag)", body: body)
-            if failedAttempts > 0 {
-                original.properties.headers = [WorkerHeaders.retryCount: .int32(Int32(failedAttempts))]
+            if let count = failedAttempts[tag], count > 0 {
+                original.properties.headers = [WorkerHeaders.retryCount: .int32(Int32(count))]
             }
             return DeliveryLifecycle.Delivery(tag: tag, original: original, redelivered: false, receivedAt: now)
         }
