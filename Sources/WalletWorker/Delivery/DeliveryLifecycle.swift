@@ -29,8 +29,9 @@ import WalletStore
 ///   confirmed are acknowledged at once, the rest requeued after a growing delay.
 /// - Results refused for every message pause the worker (`ResultsAvailability`), and so does a message refused on
 ///   its last attempt while nothing shows the results route for others (`ResultsKillSwitch.lastAttemptRefused`):
-///   what it holds goes back and a trial consumes again later; on a quorum work queue, where each give-back counts toward the delivery limit, the refused
-///   deliveries are held instead and each trial publishes their results again (`holdsRefusedThroughAPause`).
+///   what it holds goes back and a trial consumes again later; on a quorum work queue, where each give-back counts
+///   toward the delivery limit, the refused deliveries are held instead and each trial publishes their results
+///   again (`holdsRefusedThroughAPause`).
 struct DeliveryLifecycle: Sendable {
     struct Configuration: Sendable {
         /// Exchange and queue names; each pipeline's retry queue is its `ConsumedQueue`'s.
@@ -1115,11 +1116,9 @@ struct DeliveryLifecycle: Sendable {
                 defer { offset += plan.messages.count }
                 guard let outcome = plan.resultsOutcome(in: confirms[min(offset, end)..<end]) else { continue }
                 let delivery = deliveries[position]
-                outcomes.append(
-                    (
-                        delivery.original.properties.messageID, delivery.tag, isLastAttempt(delivery.original),
-                        outcome
-                    ))
+                // Only a refusal asks whether it is the last attempt (the retry count is a header to read).
+                let lastAttempt = outcome != .delivered && isLastAttempt(delivery.original)
+                outcomes.append((delivery.original.properties.messageID, delivery.tag, lastAttempt, outcome))
             }
         }
         guard !outcomes.isEmpty else { return .perMessage }
@@ -1152,8 +1151,9 @@ struct DeliveryLifecycle: Sendable {
             }
             return cause.map { .pause(cause: $0) } ?? .perMessage
         }
-        if outcomes.contains(where: { $0.outcome == .delivered }) {
-            killSwitch.recordDelivered(outcomes.count { $0.outcome == .delivered }, now: now)
+        let taken = outcomes.count { $0.outcome == .delivered }
+        if taken > 0 {
+            killSwitch.recordDelivered(taken, now: now)
             if case .resumes(let after, let gaveBack) = results.trialDelivered(now: now) {
                 return .resume(after: after, gaveBack: gaveBack)
             }

@@ -55,19 +55,11 @@ extension Resilience {
         private func startWorker(
             _ topology: ResilienceTopology, database: String, retryDelay: String, label: String
         ) async throws -> (WorkerProcess, Int) {
-            let worker = try WorkerProcess(
+            try await startReadyWorker(
                 workerRunArguments(
                     topology, store: "sqlite:\(database)", prefetch: 50, retryDelay: retryDelay,
                     extra: ["--store-busy-timeout", "100ms", "--retry-attempts", "3"]),
-                amqpURL: TestBroker.urlText, label: label)
-            do {
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-                return (worker, port)
-            } catch {
-                worker.kill()
-                throw error
-            }
+                label: label)
         }
 
         private func batch(_ prefix: String) -> [InboundSpec] {

@@ -346,29 +346,38 @@ func workerRunArguments(
         + topology.flags + extra
 }
 
+/// `wallet-worker ARGUMENTS` started and ready (`/readyz` 200), with its operations port; killed (its log removed)
+/// when it does not get there. The caller kills it.
+func startReadyWorker(_ arguments: [String], amqpURL: String = TestBroker.urlText, label: String) async throws
+    -> (worker: WorkerProcess, port: Int)
+{
+    let worker = try WorkerProcess(arguments, amqpURL: amqpURL, label: label)
+    do {
+        let port = try await worker.operationsPort()
+        try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
+        return (worker, port)
+    } catch {
+        worker.kill()
+        worker.process.removeLog()
+        throw error
+    }
+}
+
 /// A worker on the SQLite store `database` that gives up on a message after one attempt and waits 50 ms for the
 /// store's lock: while another process holds that lock, every message it takes is dead-lettered as a store failure.
 /// Ready (`/readyz` 200) when returned; the caller kills it.
 func startOneAttemptWorker(_ topology: ResilienceTopology, database: String, label: String) async throws
     -> WorkerProcess
 {
-    let worker = try WorkerProcess(
+    try await startReadyWorker(
         workerRunArguments(
             topology, store: "sqlite:\(database)", prefetch: 50,
             // Every message refused at once would pause it (`ResultsPauseTests`): the dead letters are the point.
             extra: [
                 "--store-busy-timeout", "50ms", "--retry-attempts", "1", "--results-pause-quiet-activation", "0",
             ]),
-        amqpURL: TestBroker.urlText, label: label)
-    do {
-        let port = try await worker.operationsPort()
-        try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
-        return worker
-    } catch {
-        worker.kill()
-        worker.process.removeLog()
-        throw error
-    }
+        label: label
+    ).worker
 }
 
 /// Publishes `notifications` (with confirms on `channel`) while their results cannot be routed (the capture queue is

@@ -17,15 +17,12 @@ extension Resilience {
         )
         func aDownstreamRedeployPausesTheWorker() async throws {
             try await withResilienceTopology("results-pause") { topology, connection, channel in
-                let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "memory", prefetch: 50), amqpURL: TestBroker.urlText,
-                    label: "results-pause-worker")
+                let (worker, port) = try await startReadyWorker(
+                    workerRunArguments(topology, store: "memory", prefetch: 50), label: "results-pause-worker")
                 defer {
                     worker.kill()
                     worker.process.removeLog()
                 }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
                 try await topology.unbindCapture(on: channel)
@@ -91,15 +88,12 @@ extension Resilience {
         )
         func aQuietNightsRedeployPausesOnTheLastAttempt() async throws {
             try await withResilienceTopology("results-quiet") { topology, connection, channel in
-                let worker = try WorkerProcess(
-                    workerRunArguments(topology, store: "memory", prefetch: 50), amqpURL: TestBroker.urlText,
-                    label: "results-quiet-worker")
+                let (worker, port) = try await startReadyWorker(
+                    workerRunArguments(topology, store: "memory", prefetch: 50), label: "results-quiet-worker")
                 defer {
                     worker.kill()
                     worker.process.removeLog()
                 }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
                 try await topology.unbindCapture(on: channel)

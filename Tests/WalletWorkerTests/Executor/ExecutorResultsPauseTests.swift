@@ -22,9 +22,7 @@ struct ExecutorResultsPauseTests {
 
     @Test func everyResultReturnedPausesGivesEverythingBackAndATrialResumes() async throws {
         let captured = CapturedLog()
-        var logger = Logger(label: "pause") { _ in CapturedLog.Handler(captured) }
-        logger.logLevel = .info
-        let worker = InProcessWorker(logger: logger)
+        let worker = InProcessWorker(logger: captured.logger(label: "pause", level: .info))
         await worker.waitUntilConsuming()
         worker.broker.answerPublishes { $0.isResult ? .outcome(Self.noRoute) : .outcome(.confirmed) }
         _ = worker.broker.deliver(Self.messages(0..<20))
@@ -132,9 +130,7 @@ struct ExecutorResultsPauseTests {
     /// the route is back delivers it.
     @Test func aQuietNightsLastAttemptPausesAndTheTrialDeliversIt() async throws {
         let captured = CapturedLog()
-        var logger = Logger(label: "quiet") { _ in CapturedLog.Handler(captured) }
-        logger.logLevel = .info
-        let worker = InProcessWorker(logger: logger)
+        let worker = InProcessWorker(logger: captured.logger(label: "quiet", level: .info))
         await worker.waitUntilConsuming()
         worker.broker.answerPublishes { $0.isResult ? .outcome(Self.noRoute) : .outcome(.confirmed) }
         _ = worker.broker.deliver([.action("refresh", id: "m-earlier")])
