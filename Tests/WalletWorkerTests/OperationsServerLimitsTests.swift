@@ -40,11 +40,27 @@ struct OperationsServerLimitsTests {
                 !(await greedy.waitForHangUp(timeout: .milliseconds(1))),
                 "/healthz was answered only after the greedy connection was closed (\(clock.now - probeStart))")
 
-            // The client never reads, so its responses stop making progress: the deadline (15 s) ends it; 45 s of
-            // slack.
+            // The client never reads, so its responses stop making progress: the deadline (15 s) resets it; 45 s
+            // of slack.
             #expect(
                 await greedy.waitForHangUp(timeout: .seconds(60)), "the connection of a client that never reads is open"
             )
+        }
+    }
+
+    @Test("a client that stops reading in the middle of a response is reset at the idle deadline")
+    func clientThatStopsReadingIsReset() async throws {
+        // 20 requests are 840 bytes, read by the server at once: no request is left unread in its socket (which
+        // alone made the kernel reset the connection). 20 responses of /metrics are far more than the two socket
+        // buffers hold, so at the deadline a response is still being written. An orderly close would queue its
+        // end behind bytes the client never takes: the client would never see it (measured: not within 100 s).
+        try await withOperationsServer(limits: .init(idleTimeout: .seconds(1))) { port in
+            let stalled = try RawHTTPConnection(port: port, receiveBufferBytes: 4_096)
+            let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+            #expect(await stalled.send(Array(repeating: request, count: 20).flatMap { $0 }) == 20 * request.count)
+            #expect(
+                await stalled.waitForHangUp(timeout: .seconds(60)),
+                "a client that stopped reading a response is never told its connection ended")
         }
     }
 

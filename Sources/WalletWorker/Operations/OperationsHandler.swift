@@ -149,11 +149,24 @@ final class OperationsHandler: ChannelInboundHandler {
     }
 
     /// Closes the connection after `idleTimeout` unless something progresses before.
+    ///
+    /// A client that stopped reading in the middle of a response is reset, not closed: a close queues its end behind
+    /// the response bytes the client never takes, so the client would never see it, and the socket would hold our
+    /// send buffer until the kernel gave up on it (a minute or more). An idle client between requests gets an
+    /// orderly close, which its HTTP library expects of a keep-alive connection.
     private func restartIdleDeadline(context: ChannelHandlerContext) {
         idleDeadline?.cancel()
-        idleDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: idleTimeout) {
+        idleDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: idleTimeout) { [self] in
+            if responding { resetOnClose(context.channel) }
             context.close(promise: nil)
         }
+    }
+
+    /// Makes the coming close a reset (`SO_LINGER` on with no time): the kernel drops the unsent bytes at once.
+    private func resetOnClose(_ channel: any Channel) {
+        // On the channel's event loop the option is set before this returns; a channel that is no socket has no
+        // send buffer to drop.
+        _ = (channel as? any SocketOptionProvider)?.setSoLinger(NIOLinger(l_onoff: 1, l_linger: 0))
     }
 
     private static func route(_ head: HTTPRequestHead) -> Route {
