@@ -120,6 +120,26 @@ public final class QueueCapture<Record: Sendable>: Sendable {
                 + snapshot.suffix(10).map { "  " + Self.summary($0) }.joined(separator: "\n"))
     }
 
+    /// Waits until more than `count` records arrived (true), or `deadline` passed (false): an event, with a bound
+    /// for a test that measures how soon something arrives. Throws at once when the consumer failed.
+    public func waitForMoreThan(_ count: Int, until deadline: ContinuousClock.Instant) async throws -> Bool {
+        let arrived = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [arrivals] in
+                await arrivals.wait(until: { $0.count > count || $0.failed }, current: { self.progress })
+                return !Task.isCancelled
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return false
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            return first
+        }
+        if let failure { throw BrokerTestError(failure) }
+        return arrived || self.count > count
+    }
+
     /// Every record captured so far, what the queue still held when this was called included, and nothing enqueued
     /// after: publishes a marker straight to the queue (the default exchange, `messageID` `capture-marker.<random>`)
     /// and waits for it. A queue gives its messages to its one consumer in order, so once the marker is in,
