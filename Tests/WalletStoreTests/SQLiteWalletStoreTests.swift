@@ -414,6 +414,23 @@ import WalletRouting
         }
     }
 
+    /// What no other process did is this build's own failure: refused at once, not retried until the busy timeout
+    /// as a lost race to create the schema is (the retry ends only at that deadline, so ending before it is the
+    /// event this test checks).
+    @Test func aMigrationFailingOnASchemaNoOneChangedFailsAtOnce() async throws {
+        try await withTemporaryDirectory { directory in
+            let path = directory.appendingPathComponent("wallet.sqlite").path
+            // A table of the first migration's, made by hand, with no migration recorded.
+            try DatabaseQueue(path: path).write { try $0.execute(sql: "CREATE TABLE cards (id TEXT)") }
+            let busyTimeout = Duration.seconds(20)
+            let started = ContinuousClock.now
+            let error = try #require(throws: StoreError.self) { try Self.open(path, busyTimeout: busyTimeout) }
+            #expect(ContinuousClock.now - started < busyTimeout, "retried as if another process were migrating")
+            #expect(error.kind == .permanent)
+            #expect("\(error)".contains("already exists"), "\(error)")
+        }
+    }
+
     @Test func aSchemaFromANewerBuildIsRefusedAtOpen() async throws {
         try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("wallet.sqlite").path

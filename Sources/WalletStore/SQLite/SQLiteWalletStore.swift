@@ -118,22 +118,47 @@ public final class SQLiteWalletStore: WalletStore {
         // Retried for as long as the busy timeout: a loaded machine can hold the winner's migration for seconds.
         let deadline = ContinuousClock.now + busyTimeout
         while true {
+            var appliedBefore: Set<String>?
             do {
-                return try migrateOnce(queue, fileName: fileName, indexBuilds: indexBuilds)
+                return try migrateOnce(queue, fileName: fileName, indexBuilds: indexBuilds, applied: &appliedBefore)
             } catch let error as DatabaseError
-                where
-                ([.SQLITE_ERROR, .SQLITE_SCHEMA, .SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode)
-                || (error.resultCode == .SQLITE_CONSTRAINT && error.message?.contains("grdb_migrations") == true))
-                && ContinuousClock.now < deadline
+                where ContinuousClock.now < deadline
+                && losesTheSchemaRace(error, queue: queue, appliedBefore: appliedBefore)
             {
                 usleep(50_000)
             }
         }
     }
 
-    private static func migrateOnce(_ queue: DatabaseQueue, fileName: String, indexBuilds: Bool) throws {
+    /// Whether a migration failed because another process migrated the same file meanwhile: the database was busy
+    /// (its migration still runs), or a statement failed on what it committed (a table that already exists, a
+    /// migration already recorded), which shows as migrations applied since this attempt read them. A statement
+    /// that fails on a schema no one else changed is this build's own fault and fails at once.
+    private static func losesTheSchemaRace(
+        _ error: DatabaseError, queue: DatabaseQueue, appliedBefore: Set<String>?
+    ) -> Bool {
+        switch error.resultCode {
+        case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_SCHEMA:
+            return true
+        case .SQLITE_ERROR, .SQLITE_CONSTRAINT:
+            // Unread (the first read failed, as "no such table" between GRDB's reads): the read is retried too.
+            guard let appliedBefore else { return true }
+            guard let appliedNow = try? queue.read({ try SQLiteSchema.migrator.appliedIdentifiers($0) }) else {
+                return true  // busy, say: another attempt tells
+            }
+            return appliedNow != appliedBefore
+        default:
+            return false
+        }
+    }
+
+    /// One attempt; `applied` is set to the migrations it found applied once it read them.
+    private static func migrateOnce(
+        _ queue: DatabaseQueue, fileName: String, indexBuilds: Bool, applied: inout Set<String>?
+    ) throws {
         let migrator = SQLiteSchema.migrator
         let status = try queue.read(Self.schemaStatus)
+        applied = Set(status.applied)
         guard status.incompatibleUnknown.isEmpty else {
             throw StoreError(
                 .permanent,
