@@ -985,19 +985,22 @@ struct PostgresWalletStoreTests {
         try await PostgresTestDatabase.withSchema { location in
             var configuration = PostgresWalletStore.Configuration(location: location)
             configuration.poolSize = 1
-            configuration.statementTimeout = .seconds(2)
+            // Also the connect timeout of the connection of its own the store opens to tell a busy pool from a
+            // server that is down: 2 s was too short for it beside the whole suite, which then read "unreachable".
+            configuration.statementTimeout = .seconds(5)
             let store = try PostgresWalletStore(configuration: configuration)
             _ = try await store.process([Messages.ignored(id: "m0")], router: NotificationRouter(), now: Date())
-            // The pool's only connection is held for 5 s: longer than a batch may wait for it (2 s), within the
-            // holder's own attempt (2 s + 2 × 2 s). Had the batch waited for it instead, it would have succeeded:
-            // the #expect(throws:) below is the check (a wall-clock bound on top failed CI at 1.81 s under load).
+            // The pool's only connection is held until the batch has failed: had the batch waited for it instead,
+            // the test would end at its time limit. The holder's own attempt may last 5 s + 2 × 5 s (a wall-clock
+            // bound on the batch failed CI at 1.81 s under load).
             // The batch starts once the holder has the connection (a fixed 100 ms head start could be too short
             // for a loaded runner to start the holder, and the batch would take the connection first).
             let (held, holding) = AsyncStream<Void>.makeStream()
+            let (released, release) = AsyncStream<Void>.makeStream()
             let holder = Task {
                 try await store.read { _ in
                     holding.yield()
-                    try await Task.sleep(for: .seconds(5))
+                    for await _ in released {}
                 }
             }
             var heldEvents = held.makeAsyncIterator()
@@ -1005,9 +1008,10 @@ struct PostgresWalletStoreTests {
             let error = await #expect(throws: StoreError.self) {
                 try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
             }
+            release.finish()
             #expect(error?.kind == .transient)
             #expect(
-                error?.message.contains("no pooled connection within 2.0 seconds (all 1 busy)") == true,
+                error?.message.contains("no pooled connection within 5.0 seconds (all 1 busy)") == true,
                 "\(String(describing: error))")
             try await holder.value
             let retry = try await store.process([Messages.ignored(id: "m1")], router: NotificationRouter(), now: Date())
