@@ -53,8 +53,7 @@ struct OperationsServerLimitsTests {
                 defer { scraper.close() }
                 try await scraper.sendAll("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 exposition = try await scraper.readResponse().body
-                let open = exposition.split(separator: "\n").first { $0.hasPrefix("wallet_http_connections ") }
-                return open.flatMap { Double($0.split(separator: " ").last ?? "") } == 1
+                return metricValue(in: exposition, "wallet_http_connections") == 1
             }
         }
     }
