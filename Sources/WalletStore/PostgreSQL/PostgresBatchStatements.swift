@@ -588,9 +588,12 @@ extension PostgresBatchStatements {
         static let sql = batchWrite(resultRows: true)
     }
 
-    /// Every statement a batch prepares, for the plan test.
-    static let prepared: [any BatchStatementText.Type] = [
-        CardsAndProcessedForUpdate.self, CardsAndProcessedAsCommitted.self, RecordedResults.self,
-        RecordsAndHistories.self, WriteBatch.self, WriteBatchWithResultRows.self,
-    ]
+    /// Every statement a batch prepares, for the plan test. Computed: a stored global of metatypes is not
+    /// concurrency-safe to the compiler (protocol metatypes are not `Sendable`).
+    static var prepared: [any BatchStatementText.Type] {
+        [
+            CardsAndProcessedForUpdate.self, CardsAndProcessedAsCommitted.self, RecordedResults.self,
+            RecordsAndHistories.self, WriteBatch.self, WriteBatchWithResultRows.self,
+        ]
+    }
 }
