@@ -20,15 +20,13 @@ extension LongRuns {
         func failedTrialsDoNotSpendTheDeliveryLimit() async throws {
             let quorum = ["--queue-type", "quorum", "--delivery-limit", "2"]
             try await withResilienceTopology("quorum-pause", declareFlags: quorum) { topology, connection, channel in
-                let worker = try WorkerProcess(
+                let (worker, port) = try await startReadyWorker(
                     workerRunArguments(topology, store: "memory", prefetch: 50, extra: quorum),
                     amqpURL: TestBroker.urlText, label: "quorum-pause-worker")
                 defer {
                     worker.kill()
                     worker.process.removeLog()
                 }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
                 try await topology.unbindCapture(on: channel)

@@ -30,7 +30,7 @@ extension LongRuns {
                 let sharded = ShardedTopologyNames(topology, shards: shards)
                 let url = "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(relay.port)/%2f"
                 // Heartbeats every 2 s: each side gives the other up after about two missed ones.
-                let worker = try WorkerProcess(
+                let (worker, port) = try await startReadyWorker(
                     workerRunArguments(
                         topology, store: "memory", prefetch: 50, extra: ["--heartbeat", "2s"] + ordered),
                     amqpURL: url, label: "\(purpose)-worker")
@@ -41,8 +41,6 @@ extension LongRuns {
                     worker.kill()
                     worker.process.removeLog()
                 }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                 try await channel.enableConfirms()
 
                 // A steady stream, round robin over the cards, kept at most 200 messages ahead of the results: however

@@ -31,17 +31,15 @@ extension Resilience {
 
                     // The alarm blocks every publishing connection; consuming and acknowledging still work.
                     try await node.run("ctl", "set_vm_memory_high_watermark", "0.0000001")
-                    let worker = try WorkerProcess(
+                    let (worker, port) = try await startReadyWorker(
                         workerRunArguments(
                             topology, store: "sqlite:\(database)", prefetch: 100,
-                            extra: ["--shutdown-grace", "3s", "--confirm-timeout", "10s"]),
-                        amqpURL: node.url, label: "alarm-worker")
+                            extra: ["--shutdown-grace", "3s", "--confirm-timeout", "10s"]), amqpURL: node.url,
+                        label: "alarm-worker")
                     defer {
                         worker.kill()
                         worker.process.removeLog()
                     }
-                    let port = try await worker.operationsPort()
-                    try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(30))
                     // Batches are stored and their results sent into the blocked connection.
                     try await waitUntil(
                         "the worker took no batch\n\(worker.logTail())", every: .milliseconds(50)

@@ -108,17 +108,15 @@ extension Resilience {
                     try await channel.bindQueue(topology.capture, exchange: exchange, routingKey: "#")
                 }
 
-                let worker = try WorkerProcess(
+                let (worker, port) = try await startReadyWorker(
                     workerRunArguments(
                         topology, store: "sqlite:\(database)", prefetch: Self.prefetch,
-                        extra: ["--queue-type", "quorum"]),
-                    amqpURL: cluster.url, label: "cluster-worker")
+                        extra: ["--queue-type", "quorum"]), amqpURL: cluster.url, label: "cluster-worker",
+                    readyWithin: .seconds(60))
                 defer {
                     worker.kill()
                     worker.process.removeLog()
                 }
-                let port = try await worker.operationsPort()
-                try await worker.waitForHTTP(port: port, path: "/readyz", status: 200, timeout: .seconds(60))
                 let workerNodes = try await cluster.workerConsumeNodes(asking: survivor)
                 #expect(
                     workerNodes == [leader],
