@@ -147,9 +147,9 @@ public struct DeadLetter: Sendable, Hashable {
     public func jsonLine(at now: Date) -> String {
         var writer = JSONWriter(reservingCapacity: 256 + reason.utf8.count + (hint?.utf8.count ?? 0))
         writer.beginObject()
-        if let since {
+        if let age = age(at: now) {
             writer.key("ageSeconds")
-            writer.int(Int(age(at: now) ?? 0))
+            writer.int(Int(age))
         }
         writer.key("bodyBytes")
         writer.int(bodyBytes)
