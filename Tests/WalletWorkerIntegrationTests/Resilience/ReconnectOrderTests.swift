@@ -30,10 +30,11 @@ extension LongRuns {
                 let sharded = ShardedTopologyNames(topology, shards: shards)
                 let url = "amqp://\(broker.user):\(broker.password)@127.0.0.1:\(relay.port)/%2f"
                 // Heartbeats every 2 s: each side gives the other up after about two missed ones.
-                let (worker, port) = try await startReadyWorker(
+                let worker = try await startReadyWorker(
                     workerRunArguments(
                         topology, store: "memory", prefetch: 50, extra: ["--heartbeat", "2s"] + ordered),
-                    amqpURL: url, label: "\(purpose)-worker")
+                    amqpURL: url, label: "\(purpose)-worker"
+                ).worker
                 // One pipeline on the work queue, and one per shard in the ordered mode.
                 let pipelines = 1 + shards
                 let consumed = [topology.work] + (0..<shards).map { "\(topology.work).shard.\($0)" }
