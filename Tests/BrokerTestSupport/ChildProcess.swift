@@ -8,7 +8,8 @@ import TestSupport
 // Child processes for the process-level tests: the `wallet-worker` executable (and helpers such as the
 // `sqlite3` CLI or `scripts/rabbitmq-local.sh`) started with posix_spawn, their output in a temporary log file
 // whose tail every failure message includes. Foundation's `Process.waitUntilExit` has hung in this environment,
-// so waiting is done with `waitpid` here.
+// so an exit is waited for on the process's pidfd and reaped with `waitpid` here, and output on the log file's
+// inotify events: no wait polls.
 
 /// How a child process ended.
 public enum ChildExit: Equatable, Sendable, CustomStringConvertible {
@@ -131,15 +132,48 @@ public final class ChildProcess: @unchecked Sendable {
 
     public var isRunning: Bool { poll() == nil }
 
-    /// Waits for the process to end; nil when `timeout` passed first (the process is left running).
+    /// Waits for the process to end; nil when `timeout` passed first (the process is left running). The wait is for
+    /// the exit itself (the process's pidfd turns readable when it ends), on a thread of its own; `timeout` only
+    /// bounds a hang.
     public func waitForExit(timeout: Duration) async -> (exit: ChildExit, elapsed: Duration)? {
         let start = ContinuousClock.now
-        var exit: ChildExit?
-        _ = try? await eventually("\(label) to exit", within: timeout, every: .milliseconds(20)) {
-            exit = poll()
-            return exit != nil
+        if poll() == nil {
+            let deadline = start + timeout
+            await offThePool { [self] in waitUntilEnded(until: deadline) }
         }
-        return exit.map { ($0, ContinuousClock.now - start) }
+        return poll().map { ($0, ContinuousClock.now - start) }
+    }
+
+    /// Blocks until the process ends (or was reaped already) or `deadline` passes.
+    private func waitUntilEnded(until deadline: ContinuousClock.Instant) {
+        let descriptor = Self.openPidfd(pid)
+        guard descriptor >= 0 else { return }  // reaped already: `poll()` has its status
+        defer { close(descriptor) }
+        // Reaped between `poll()` and the open, the pid may name another process by now.
+        guard lock.withLock({ reaped == nil }) else { return }
+        _ = Self.waitUntilReadable(descriptor, until: deadline)
+    }
+
+    /// glibc's `pidfd_open` (2.36), which its Swift module does not declare.
+    private static func openPidfd(_ pid: pid_t) -> Int32 {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "pidfd_open") else {
+            preconditionFailure("the tests wait on child processes' pidfds: they need glibc 2.36 and Linux 5.3")
+        }
+        let open = unsafeBitCast(symbol, to: (@convention(c) (pid_t, UInt32) -> Int32).self)
+        return open(pid, 0)
+    }
+
+    /// Blocks until `descriptor` is readable (true) or `deadline` passes (false).
+    private static func waitUntilReadable(_ descriptor: Int32, until deadline: ContinuousClock.Instant) -> Bool {
+        var readable = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return false }
+            let milliseconds = left.components.seconds * 1_000 + left.components.attoseconds / 1_000_000_000_000_000
+            let ready = Glibc.poll(&readable, 1, Int32(clamping: max(1, milliseconds)))
+            if ready > 0 { return true }
+            if ready < 0 && errno != EINTR { return false }
+        }
     }
 
     /// SIGKILL and reap. Safe to call again, and on a process that already ended.
@@ -195,20 +229,30 @@ public final class ChildProcess: @unchecked Sendable {
             + all.suffix(lines).joined(separator: "\n")
     }
 
-    /// Polls the output until `predicate` holds for it; returns the output then, nil after `timeout`.
+    /// Waits until `predicate` holds for the output; returns the output then, nil after `timeout`. The output is read
+    /// again each time the log file changes (inotify), on a thread of its own; `timeout` only bounds a hang.
     public func waitForOutput(
-        timeout: Duration, _ predicate: (String) -> Bool
+        timeout: Duration, _ predicate: @escaping @Sendable (String) -> Bool
     ) async -> String? {
-        var text = ""
-        do {
-            try await eventually("\(label)'s output", within: timeout, every: .milliseconds(25)) {
-                text = log
-                return predicate(text)
-            }
-        } catch {
-            return nil
+        let (logPath, deadline) = (logPath, ContinuousClock.now + timeout)
+        return await offThePool { Self.waitForText(in: logPath, until: deadline, predicate) }
+    }
+
+    private static func waitForText(
+        in path: String, until deadline: ContinuousClock.Instant, _ predicate: (String) -> Bool
+    ) -> String? {
+        let changes = inotify_init1(Int32(IN_CLOEXEC))
+        guard changes >= 0 else { preconditionFailure("inotify_init1: \(String(cString: strerror(errno)))") }
+        defer { close(changes) }
+        // Watched before each read: what is written after the read wakes the wait below.
+        guard inotify_add_watch(changes, path, UInt32(IN_MODIFY)) >= 0 else { return nil }
+        var events = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            if predicate(text) { return text }
+            guard waitUntilReadable(changes, until: deadline) else { return nil }
+            _ = events.withUnsafeMutableBytes { read(changes, $0.baseAddress, $0.count) }
         }
-        return text
     }
 
     public func removeLog() {
