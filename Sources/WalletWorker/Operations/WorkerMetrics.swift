@@ -35,6 +35,9 @@ public final class WorkerMetrics: Sendable {
     let storeChecksFailed: Counter
     /// `wallet_paused{cause}`: 1 while that dependency keeps the worker paused.
     let paused: [PauseCause: Gauge]
+    /// `wallet_results_pauses_total`: times the results' side paused the worker (a trial that fails again is the same
+    /// pause). The gauge above can miss a pause shorter than a scrape; this cannot.
+    let resultsPauses: Counter
     let consumingPipelines: Gauge
     let blockedConnections: Gauge
     /// When a message was last processed (results confirmed, delivery acknowledged); the start until then.
@@ -209,6 +212,12 @@ public final class WorkerMetrics: Sendable {
                 gauge.set(0.0)
                 return (cause, gauge)
             })
+        resultsPauses = registry.makeCounter(
+            descriptor: Self.name(
+                "results_pauses", unit: "total",
+                help:
+                    "Times every message's results were refused and the worker paused (a trial that fails again is the same pause)"
+            ))
         consumingPipelines = registry.makeGauge(
             descriptor: Self.name("consuming_pipelines", unit: "", help: "Pipelines consuming the work queue now"))
         blockedConnections = registry.makeGauge(

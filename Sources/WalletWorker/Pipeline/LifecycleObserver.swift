@@ -118,6 +118,7 @@ struct LifecycleObserver: Sendable {
                 metadata["trial"] = "\(failedTrial)"
                 logger.warning("the trial found the results still refused: paused again", metadata: metadata)
             } else {
+                metrics.resultsPauses.increment()
                 logger.error(
                     """
                     every message's results are refused: paused, taking no more until a trial finds them taken \

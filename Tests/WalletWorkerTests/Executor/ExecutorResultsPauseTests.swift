@@ -36,6 +36,7 @@ struct ExecutorResultsPauseTests {
         #expect(worker.health.notReadyBecause == "paused: results")
         #expect(worker.metric("wallet_paused", labels: [#"cause="results""#]) == 1)
         #expect(worker.metric("wallet_paused", labels: [#"cause="store""#]) == 0)
+        #expect(worker.metric("wallet_results_pauses_total") == 1)
         #expect(captured.texts.count { $0.contains("every message's results are refused: paused") } == 1)
 
         // No session while paused; the trial comes on the clock (within 5 s) and consumes again.
@@ -49,6 +50,7 @@ struct ExecutorResultsPauseTests {
         await captured.waitFor("the results are taken again: resumed")
         #expect(worker.health.isReady)
         #expect(worker.metric("wallet_paused", labels: [#"cause="results""#]) == 0)
+        #expect(worker.metric("wallet_results_pauses_total") == 1, "counted once, when it paused")
         let resumed = captured.texts.filter { $0.contains("the results are taken again: resumed") }
         #expect(resumed.count == 1)
         #expect(resumed.first?.contains("gave_back=20") ?? false, "\(resumed)")
@@ -101,6 +103,7 @@ struct ExecutorResultsPauseTests {
         #expect(worker.health.isReady)
         #expect(worker.broker.sessionsOpened == 1)
         #expect(worker.metric("wallet_paused", labels: [#"cause="results""#]) == 0)
+        #expect(worker.metric("wallet_results_pauses_total") == 0)
         try await worker.stop()
     }
 
@@ -119,6 +122,7 @@ struct ExecutorResultsPauseTests {
         let now = worker.clock.now.offset
         await worker.clock.waitForSleeper { $0 >= now + .seconds(5) && $0 <= now + .seconds(10) }
         #expect(worker.broker.sessionsOpened == 2)
+        #expect(worker.metric("wallet_results_pauses_total") == 1, "a failed trial is the same pause")
         #expect(worker.broker.retryCopies().isEmpty && worker.broker.settlements.isEmpty)
         #expect(worker.broker.published(to: Self.topology.deadLetterExchange).isEmpty)
         try await worker.stop()
