@@ -232,4 +232,69 @@ import Testing
             }
         }
     }
+
+    /// The quiet rule against a model kept from scratch, whatever the sequence: a last attempt trips it exactly when
+    /// no result was taken within the horizon (or the window, whichever is longer; with `takenAfter`, after it), and
+    /// at least `quietActivation` distinct messages with an id, itself included, were refused since the last result
+    /// taken. Resets (a pause) in between forget neither. So a last attempt is never kept from its dead letter while
+    /// results are taken for others, and refusals without an id never add up to an outage.
+    @Test(arguments: [UInt64(3), 17, 2026])
+    func theQuietRuleAgreesWithAModelFromScratch(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let settings = ResultsKillSwitch.Settings(
+            window: .seconds(5), activation: 1_000, tripRatio: 1, quietActivation: 2 + Int(seed % 2))
+        var rule = ResultsKillSwitch(settings: settings)
+        var lastTaken: Duration?
+        var refusedSinceTaken: Set<String> = []
+        var now = Duration.zero
+        var (tripped, heldForATakenResult) = (0, 0)
+        for step in 0..<5_000 {
+            now += .milliseconds(Int64(random.next(below: 1_500)))
+            let key: String? = random.next(below: 6) == 0 ? nil : "m\(random.next(below: 8))"
+            switch random.next(below: 10) {
+            case 0..<2:
+                if random.next(below: 2) == 0 {
+                    _ = rule.record(.delivered, key: key, now: now)
+                } else {
+                    rule.recordDelivered(1 + random.next(below: 3), now: now)
+                }
+                lastTaken = now
+                refusedSinceTaken = []
+            case 2..<7:
+                _ = rule.record(.refused(exchange: "x", reason: "r"), key: key, now: now)
+                if let key { refusedSinceTaken.insert(key) }
+            case 7:
+                if let key {
+                    rule.noteRefused(key: key)
+                    refusedSinceTaken.insert(key)
+                }
+            case 8:
+                rule.reset()
+            default:
+                let horizon = Duration.seconds(random.next(below: 40))
+                let takenAfter: Duration? =
+                    random.next(below: 3) == 0 ? now - .milliseconds(Int64(random.next(below: 20_000))) : nil
+                let verdict = rule.lastAttemptRefused(
+                    key: key, attempts: 5, reason: "r", takenAfter: takenAfter, horizon: horizon, now: now)
+                let recentlyTaken =
+                    lastTaken.map { taken in
+                        now - taken <= max(horizon, settings.window) && takenAfter.map { taken > $0 } ?? true
+                    } ?? false
+                let distinct = key.map { refusedSinceTaken.union([$0]).count } ?? refusedSinceTaken.count + 1
+                let expected = !recentlyTaken && distinct >= settings.quietActivation
+                #expect(
+                    (verdict != .holds) == expected,
+                    """
+                    seed \(seed), step \(step): \(verdict) for \(key ?? "no id") at \(now), horizon \(horizon), \
+                    taken after \(String(describing: takenAfter)); last taken \(String(describing: lastTaken)), \
+                    refused since \(refusedSinceTaken.sorted())
+                    """)
+                if expected { tripped += 1 }
+                if recentlyTaken && distinct >= settings.quietActivation { heldForATakenResult += 1 }
+            }
+        }
+        #expect(
+            tripped > 20 && heldForATakenResult > 20,
+            "seed \(seed): not vacuous: \(tripped) trips, \(heldForATakenResult) held for a result taken")
+    }
 }
