@@ -151,9 +151,30 @@ public final class QueueCapture<Record: Sendable>: Sendable {
         try await channel.publishUnconfirmed(
             AMQPOutboundMessage(
                 exchange: "", routingKey: queue, body: [], properties: AMQPMessageProperties(messageID: marker)))
+        return try await recordsBefore(marker, messageID: messageID)
+    }
+
+    /// As `recordsBeforeAMarker`, for a dead-letter queue: the marker comes the way the broker's own dead letters
+    /// do, behind every dead letter `source` made before it. Published to `source` (a classic queue whose
+    /// dead-letter exchange leads here) with `expiration` 0 while nothing consumes it, it expires at once, and
+    /// `source`'s queue process dead-letters it in turn, after the rejects it was sent earlier: a consumer that
+    /// closed its connection before this call has every reject of its own in that turn. The worker's own dead letters
+    /// (published with confirms) are here already.
+    public func recordsBeforeADeadLetteredMarker(from source: String, messageID: (Record) -> String?)
+        async throws -> [Record]
+    {
+        let marker = Self.markerPrefix + String(UInt64.random(in: 0...UInt64.max))
+        try await channel.publishUnconfirmed(
+            AMQPOutboundMessage(
+                exchange: "", routingKey: source, body: [],
+                properties: AMQPMessageProperties(expiration: "0", messageID: marker)))
+        return try await recordsBefore(marker, messageID: messageID)
+    }
+
+    private func recordsBefore(_ marker: String, messageID: (Record) -> String?) async throws -> [Record] {
         var searched = 0
         while true {
-            try await waitFor(searched + 1, "the marker published to '\(queue)' after what it held")
+            try await waitFor(searched + 1, "the capture's marker, behind what came before it")
             let (found, count) = firstIndex(from: searched) { messageID($0) == marker }
             if let found {
                 return messages[..<found].filter { !(messageID($0)?.hasPrefix(Self.markerPrefix) ?? false) }

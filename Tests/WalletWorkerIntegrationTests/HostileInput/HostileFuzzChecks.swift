@@ -1,8 +1,8 @@
 // Issue 13's hostile-input generator: random hostile messages (random bytes, bodies up to 3x the limit, hostile
 // JSON, deep and huge headers of every field type, long and invalid ids, bad reply_tos, extreme numbers) mixed with
-// valid ones, each followed by a valid probe whose result must come back promptly. At the end no session was
-// restarted, the queues are empty, and every message was acknowledged with its results or dead-lettered once with
-// a reason. A short run in CI; `scripts/hostile-fuzz.sh` runs 50,000.
+// valid ones, each followed by a valid probe whose result must come back (within 10 s: a hang's bound; the latency
+// is printed). At the end no session was restarted, the worker never paused, the queues are empty, and every message
+// was acknowledged with its results or dead-lettered once with a reason. A short run in CI; `scripts/hostile-fuzz.sh` runs 50,000.
 //
 //   HOSTILE_FUZZ_COUNT  hostile messages (default 2,000: a few seconds when nothing fails)
 //   HOSTILE_FUZZ_SEED   the generator's seed, decimal or 0x-hex (default random; printed, and named in failures)
@@ -272,31 +272,22 @@ final class HostileFuzzRun: @unchecked Sendable {
     func checkAfterStopping() async throws {
         let published = messages.filter { !$0.refused }
         let publishingTime = ContinuousClock.now - started
-        // Every dead letter of the run: broker dead letters follow the reject that comes after the results.
-        let rejectedResults = results.messages.count { $0.kind == "rejected" }
-        var stableSince = ContinuousClock.now
-        var lastCount = -1
-        // Not settling within the limit is no failure of its own: the checks below say what is missing.
-        try? await eventually("the dead-letter queue to settle", within: .seconds(20), every: .milliseconds(20)) {
-            let count = deadLetters.count
-            if count != lastCount {
-                lastCount = count
-                stableSince = ContinuousClock.now
-                return false
-            }
-            return count >= rejectedResults && ContinuousClock.now - stableSince > .milliseconds(700)
-        }
-
         await publisher.close()
+        // Graceful: every delivery settled, each of the worker's own publishes confirmed. Read after the stop, the
+        // counts are final.
+        try await worker.stop()
         let reconnects = worker.metric("wallet_reconnects_total")
         let metrics = FuzzMetrics(worker)
-        try await worker.stop()
         checkLogStaysReadable(metrics, over: ContinuousClock.now - started)
         let workLeft = try await environment.messageCount(environment.topology.workQueue)
         let retryLeft = try await environment.messageCount(environment.topology.retryQueue)
         // Everything the worker published is confirmed, so in its queue: a marker behind it ends the wait.
         let allResults = try await results.recordsBeforeAMarker(messageID: \.messageID)
-        let allDeadLetters = try await deadLetters.recordsBeforeAMarker {
+        // The broker's dead letters follow the worker's rejects: a marker dead-lettered from the work queue after
+        // the stop comes behind the last of them.
+        let allDeadLetters = try await deadLetters.recordsBeforeADeadLetteredMarker(
+            from: environment.topology.workQueue
+        ) {
             $0.messageID.map { String(decoding: $0, as: UTF8.self) }
         }
         if let failure = results.failure ?? deadLetters.failure { fail("a capture consumer failed: \(failure)") }
@@ -351,8 +342,12 @@ final class HostileFuzzRun: @unchecked Sendable {
             #expect(metrics.replays > 0, "no duplicate id was replayed [HOSTILE_FUZZ_SEED=\(settings.seed)]")
         }
         #expect(stoppedEarly || latencies.count + refusedByBroker.count == settings.count)
-        #expect(p99 < .seconds(1), "probe latency p99 \(p99.formatted2) [HOSTILE_FUZZ_SEED=\(settings.seed)]")
-        #expect(maximum < .seconds(5), "probe latency max \(maximum.formatted2) [HOSTILE_FUZZ_SEED=\(settings.seed)]")
+        // What holds the probes up without a session restart is a pause, for the results or the store: none is
+        // expected. Their latency is printed, not bounded (speed is a benchmark's; each round's 10 s is a hang's bound).
+        #expect(
+            metrics.resultsPauses == 0 && metrics.storeOutages == 0,
+            "the worker paused: \(metrics.resultsPauses) for the results, \(metrics.storeOutages) for the store [HOSTILE_FUZZ_SEED=\(settings.seed)]"
+        )
         for problem in problems.prefix(20) { fail(problem) }
         if problems.count > 20 { fail("\(problems.count - 20) more problems") }
 
@@ -523,6 +518,8 @@ struct FuzzMetrics {
     var lostReplyCopies: Double
     var unroutableReplyCopies: Double
     var deadLettersByReason: [(String, Double)]
+    var resultsPauses: Double
+    var storeOutages: Double
 
     init(_ worker: RunningWorker) {
         messages = worker.metric("wallet_messages_total")
@@ -537,6 +534,8 @@ struct FuzzMetrics {
         skippedReplyCopies = worker.metric("wallet_reply_copies_skipped_total")
         lostReplyCopies = worker.metric("wallet_reply_copies_lost_total")
         unroutableReplyCopies = worker.metric("wallet_reply_copies_unroutable_total")
+        resultsPauses = worker.metric("wallet_results_pauses_total")
+        storeOutages = worker.metric("wallet_store_outages_total")
         deadLettersByReason = ["rejected", "rejected_to_broker", "retries_exhausted", "store_refused", "poison"].map {
             ($0, worker.metric("wallet_dead_letters_total", labels: [#"reason="\#($0)""#]))
         }
