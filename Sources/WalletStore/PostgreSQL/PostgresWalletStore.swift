@@ -376,23 +376,24 @@ public final class PostgresWalletStore: WalletStore {
                     .transient,
                     "PostgreSQL did not answer within \(attemptLimit): connection closed (\(location.shortName))")
             }
-            throw await leaseFailure(
-                otherwise: "no pooled connection within \(leaseLimit) (all \(configuration.poolSize) busy)")
+            throw await leaseFailure(pool: "no pooled connection within \(leaseLimit)", timedOut: true)
         } catch {
-            throw await leaseFailure(otherwise: "the pool gave no connection (\(type(of: error)))")
+            throw await leaseFailure(pool: "the pool gave no connection (\(type(of: error)))", timedOut: false)
         }
     }
 
-    /// Why the pool has no connection: a connection of our own fails the way the pool's do, with the cause; if it
-    /// connects, the pool's own `reason` stands.
-    private func leaseFailure(otherwise reason: String) async -> StoreError {
+    /// Why the pool has no connection: a connection of our own fails the way the pool's do, with the cause, and the
+    /// pool's own `reason` beside it; if it connects, the pool was busy (a lease that `timedOut`) and `reason`
+    /// stands.
+    private func leaseFailure(pool reason: String, timedOut: Bool) async -> StoreError {
         if runner.withLock({ $0 == nil }) {
             return StoreError(.permanent, "PostgreSQL store is closed (\(location.shortName))")
         }
         do {
             let connection = try await PostgresConnectionSettings(configuration).connect(logger: logger)
             try? await connection.close()
-            return StoreError(.transient, "PostgreSQL: \(reason) (\(location.shortName))")
+            let busy = timedOut ? " (all \(configuration.poolSize) busy)" : ""
+            return StoreError(.transient, "PostgreSQL: \(reason)\(busy) (\(location.shortName))")
         } catch {
             let failure = StoreError.postgres(error, at: location)
             // Refused at start, the settings cannot work: the worker stops (`prepare`). Refused once the store was
@@ -403,7 +404,12 @@ public final class PostgresWalletStore: WalletStore {
                 return StoreError(
                     .transient, "\(failure.message): refused after the worker had logged in (a rotated password?)")
             }
-            return failure
+            guard failure.kind == .transient else { return failure }
+            // Both: a server that is down fails the connection at once, and one that is only loaded may time it out
+            // while the pool is merely busy. The operator reads which from the two.
+            return StoreError(
+                .transient, "\(failure.message); \(reason), a pool of \(configuration.poolSize)",
+                outage: failure.isOutage)
         }
     }
 
